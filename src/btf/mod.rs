@@ -1,0 +1,610 @@
+//! The BTF model: types as flat host-order words, a string section, and the
+//! ids/offsets that make split BTF continue a base.
+//!
+//! This module knows nothing about DWARF or ELF. Every type record is stored
+//! exactly as the format lays it out (12-byte common part plus trailing data),
+//! as `u32` words in host order, concatenated in one `Vec<u32>`; a second
+//! column holds the word index where each type starts. That keeps 4 M types
+//! in two allocations, makes the writer a byte-swap-and-copy, and lets every
+//! phase (dedup, dump, diff) read records without decoding them into objects.
+
+pub mod dump;
+pub mod read;
+pub mod strtab;
+pub mod write;
+
+use std::sync::Arc;
+
+pub use strtab::StrTab;
+
+/// A BTF type id. Id 0 is the implicit `void`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct TypeId(pub u32);
+
+impl TypeId {
+    pub const VOID: TypeId = TypeId(0);
+}
+
+/// An offset into the (combined base + split) string space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StrOff(pub u32);
+
+impl StrOff {
+    pub const EMPTY: StrOff = StrOff(0);
+}
+
+pub const BTF_MAGIC: u16 = 0xEB9F;
+pub const HDR_LEN: u32 = 24;
+/// The kernel's `BPF_BTF_LOAD` size limit.
+pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    Unkn = 0,
+    Int = 1,
+    Ptr = 2,
+    Array = 3,
+    Struct = 4,
+    Union = 5,
+    Enum = 6,
+    Fwd = 7,
+    Typedef = 8,
+    Volatile = 9,
+    Const = 10,
+    Restrict = 11,
+    Func = 12,
+    FuncProto = 13,
+    Var = 14,
+    Datasec = 15,
+    Float = 16,
+    DeclTag = 17,
+    TypeTag = 18,
+    Enum64 = 19,
+}
+
+pub const KIND_MAX: u8 = 19;
+
+impl Kind {
+    pub fn from_u8(k: u8) -> Option<Kind> {
+        if k > KIND_MAX {
+            return None;
+        }
+        // SAFETY-free: table lookup.
+        const ALL: [Kind; 20] = [
+            Kind::Unkn,
+            Kind::Int,
+            Kind::Ptr,
+            Kind::Array,
+            Kind::Struct,
+            Kind::Union,
+            Kind::Enum,
+            Kind::Fwd,
+            Kind::Typedef,
+            Kind::Volatile,
+            Kind::Const,
+            Kind::Restrict,
+            Kind::Func,
+            Kind::FuncProto,
+            Kind::Var,
+            Kind::Datasec,
+            Kind::Float,
+            Kind::DeclTag,
+            Kind::TypeTag,
+            Kind::Enum64,
+        ];
+        Some(ALL[k as usize])
+    }
+
+    /// The name bpftool prints for the kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Unkn => "UNKNOWN",
+            Kind::Int => "INT",
+            Kind::Ptr => "PTR",
+            Kind::Array => "ARRAY",
+            Kind::Struct => "STRUCT",
+            Kind::Union => "UNION",
+            Kind::Enum => "ENUM",
+            Kind::Fwd => "FWD",
+            Kind::Typedef => "TYPEDEF",
+            Kind::Volatile => "VOLATILE",
+            Kind::Const => "CONST",
+            Kind::Restrict => "RESTRICT",
+            Kind::Func => "FUNC",
+            Kind::FuncProto => "FUNC_PROTO",
+            Kind::Var => "VAR",
+            Kind::Datasec => "DATASEC",
+            Kind::Float => "FLOAT",
+            Kind::DeclTag => "DECL_TAG",
+            Kind::TypeTag => "TYPE_TAG",
+            Kind::Enum64 => "ENUM64",
+        }
+    }
+
+    /// Words of trailing data per vlen entry, and fixed trailing words.
+    #[inline]
+    pub fn trailing_words(self, vlen: u32) -> u32 {
+        match self {
+            Kind::Int | Kind::Var | Kind::DeclTag => 1,
+            Kind::Array => 3,
+            Kind::Struct | Kind::Union | Kind::Datasec | Kind::Enum64 => 3 * vlen,
+            Kind::Enum | Kind::FuncProto => 2 * vlen,
+            _ => 0,
+        }
+    }
+
+    /// Kinds whose third word is a type id (as opposed to a size).
+    pub fn has_type_ref(self) -> bool {
+        matches!(
+            self,
+            Kind::Ptr
+                | Kind::Typedef
+                | Kind::Volatile
+                | Kind::Const
+                | Kind::Restrict
+                | Kind::Func
+                | Kind::FuncProto
+                | Kind::Var
+                | Kind::DeclTag
+                | Kind::TypeTag
+        )
+    }
+}
+
+/// Byte order of a BTF blob (and of the ELF it came from or goes into).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    pub fn native() -> Endian {
+        if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big }
+    }
+    pub fn is_native(self) -> bool {
+        self == Endian::native()
+    }
+}
+
+pub const INT_SIGNED: u32 = 1;
+pub const INT_CHAR: u32 = 2;
+pub const INT_BOOL: u32 = 4;
+
+pub const LINKAGE_STATIC: u32 = 0;
+pub const LINKAGE_GLOBAL: u32 = 1;
+pub const LINKAGE_EXTERN: u32 = 2;
+
+#[inline]
+pub fn make_info(kind: Kind, kflag: bool, vlen: u32) -> u32 {
+    ((kflag as u32) << 31) | ((kind as u32) << 24) | (vlen & 0xffff)
+}
+
+/// A borrowed view of one type record (host-order words).
+#[derive(Clone, Copy, Debug)]
+pub struct Type<'a> {
+    pub words: &'a [u32],
+}
+
+impl<'a> Type<'a> {
+    #[inline]
+    pub fn name_off(&self) -> StrOff {
+        StrOff(self.words[0])
+    }
+    #[inline]
+    pub fn info(&self) -> u32 {
+        self.words[1]
+    }
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        // The reader validated the kind; builders only push valid ones.
+        Kind::from_u8(((self.words[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn)
+    }
+    #[inline]
+    pub fn vlen(&self) -> u32 {
+        self.words[1] & 0xffff
+    }
+    #[inline]
+    pub fn kflag(&self) -> bool {
+        self.words[1] >> 31 != 0
+    }
+    /// The size/type word, as a size.
+    #[inline]
+    pub fn size(&self) -> u32 {
+        self.words[2]
+    }
+    /// The size/type word, as a type id.
+    #[inline]
+    pub fn type_id(&self) -> TypeId {
+        TypeId(self.words[2])
+    }
+    #[inline]
+    pub fn trailing(&self) -> &'a [u32] {
+        &self.words[3..]
+    }
+    /// INT: the int_data word.
+    pub fn int_encoding(&self) -> u32 {
+        (self.words[3] >> 24) & 0x0f
+    }
+    pub fn int_offset(&self) -> u32 {
+        (self.words[3] >> 16) & 0xff
+    }
+    pub fn int_bits(&self) -> u32 {
+        self.words[3] & 0xff
+    }
+    /// ARRAY: (elem type, index type, nelems).
+    pub fn array(&self) -> (TypeId, TypeId, u32) {
+        (TypeId(self.words[3]), TypeId(self.words[4]), self.words[5])
+    }
+    /// STRUCT/UNION members, DATASEC entries and ENUM64 values: triples.
+    pub fn triples(&self) -> impl ExactSizeIterator<Item = [u32; 3]> + 'a {
+        self.words[3..].chunks_exact(3).map(|c| [c[0], c[1], c[2]])
+    }
+    /// ENUM values and FUNC_PROTO params: pairs.
+    pub fn pairs(&self) -> impl ExactSizeIterator<Item = [u32; 2]> + 'a {
+        self.words[3..].chunks_exact(2).map(|c| [c[0], c[1]])
+    }
+    /// VAR linkage, DECL_TAG component_idx (as u32).
+    pub fn extra(&self) -> u32 {
+        self.words[3]
+    }
+}
+
+/// A BTF blob: its own types and strings, optionally continuing a base.
+#[derive(Clone, Debug)]
+pub struct Btf {
+    /// Type records, host-order words.
+    words: Vec<u32>,
+    /// Word index of the start of each own type; `offs[i]` is type `start_id + i`.
+    offs: Vec<u32>,
+    /// The own string section (split: without the base's strings).
+    strs: StrTab,
+    endian: Endian,
+    base: Option<Arc<Btf>>,
+}
+
+impl Btf {
+    /// A new standalone BTF whose string section is the single empty string.
+    pub fn new(endian: Endian) -> Btf {
+        Btf { words: Vec::new(), offs: Vec::new(), strs: StrTab::new_base(), endian, base: None }
+    }
+
+    /// A new split BTF continuing `base` (ids from `base.type_count()+1`).
+    pub fn new_split(base: Arc<Btf>) -> Btf {
+        let start = base.strs_end();
+        let endian = base.endian;
+        Btf {
+            words: Vec::new(),
+            offs: Vec::new(),
+            strs: StrTab::new_split(start, base.clone()),
+            endian,
+            base: Some(base),
+        }
+    }
+
+    pub(crate) fn from_parts(
+        words: Vec<u32>,
+        offs: Vec<u32>,
+        strs: StrTab,
+        endian: Endian,
+        base: Option<Arc<Btf>>,
+    ) -> Btf {
+        Btf { words, offs, strs, endian, base }
+    }
+
+    pub fn with_capacity(endian: Endian, types: usize, words: usize) -> Btf {
+        let mut b = Btf::new(endian);
+        b.offs.reserve(types);
+        b.words.reserve(words);
+        b
+    }
+
+    pub fn reserve(&mut self, types: usize, words: usize) {
+        self.offs.reserve(types);
+        self.words.reserve(words);
+    }
+
+    pub fn endian(&self) -> Endian {
+        self.endian
+    }
+    pub fn set_endian(&mut self, e: Endian) {
+        self.endian = e;
+    }
+    pub fn base(&self) -> Option<&Arc<Btf>> {
+        self.base.as_ref()
+    }
+
+    /// First id of this BTF's own types (1 for standalone BTF).
+    pub fn start_id(&self) -> u32 {
+        match &self.base {
+            Some(b) => b.type_count() + 1,
+            None => 1,
+        }
+    }
+    /// Number of ids in use including the base, i.e. the largest valid id.
+    pub fn type_count(&self) -> u32 {
+        self.start_id() - 1 + self.offs.len() as u32
+    }
+    /// Number of this BTF's own types.
+    pub fn own_type_count(&self) -> u32 {
+        self.offs.len() as u32
+    }
+    /// First string offset of the own string section.
+    pub fn start_str_off(&self) -> u32 {
+        self.strs.start()
+    }
+    /// One past the last string offset (base + own).
+    pub fn strs_end(&self) -> u32 {
+        self.strs.start() + self.strs.len() as u32
+    }
+    pub fn strtab(&self) -> &StrTab {
+        &self.strs
+    }
+    pub fn strtab_mut(&mut self) -> &mut StrTab {
+        &mut self.strs
+    }
+    pub fn raw_strings(&self) -> &[u8] {
+        self.strs.bytes()
+    }
+    pub fn raw_words(&self) -> &[u32] {
+        &self.words
+    }
+    pub fn type_offsets(&self) -> &[u32] {
+        &self.offs
+    }
+
+    /// Type `id`, looked up in the base when it belongs there. Panics on an
+    /// id out of range: callers hold ids they got from this BTF.
+    #[inline]
+    pub fn ty(&self, id: TypeId) -> Type<'_> {
+        self.get(id).expect("type id out of range")
+    }
+
+    pub fn get(&self, id: TypeId) -> Option<Type<'_>> {
+        let start = self.start_id();
+        if id.0 < start {
+            return match &self.base {
+                Some(b) if id.0 > 0 => b.get(id),
+                _ => None,
+            };
+        }
+        let i = (id.0 - start) as usize;
+        let s = *self.offs.get(i)? as usize;
+        let e = self.offs.get(i + 1).map(|&e| e as usize).unwrap_or(self.words.len());
+        Some(Type { words: &self.words[s..e] })
+    }
+
+    /// The string at `off` (in the combined space), without its NUL.
+    pub fn str_at(&self, off: StrOff) -> Option<&[u8]> {
+        if off.0 < self.strs.start() {
+            return self.base.as_ref()?.str_at(off);
+        }
+        self.strs.get(off.0)
+    }
+
+    /// The string at `off` as text for display (lossy UTF-8).
+    pub fn name(&self, off: StrOff) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.str_at(off).unwrap_or(b""))
+    }
+
+    pub fn add_str(&mut self, s: &[u8]) -> StrOff {
+        if s.is_empty() {
+            return StrOff::EMPTY;
+        }
+        StrOff(self.strs.intern(s))
+    }
+
+    /// Appends a record; returns its id.
+    pub fn push_raw(&mut self, name: StrOff, info: u32, size_or_type: u32, trailing: &[u32]) -> TypeId {
+        self.offs.push(self.words.len() as u32);
+        self.words.extend_from_slice(&[name.0, info, size_or_type]);
+        self.words.extend_from_slice(trailing);
+        TypeId(self.type_count())
+    }
+
+    /// Appends a complete record of words (common part included).
+    pub fn push_words(&mut self, w: &[u32]) -> TypeId {
+        self.offs.push(self.words.len() as u32);
+        self.words.extend_from_slice(w);
+        TypeId(self.type_count())
+    }
+
+    /// Mutable words of the last type (used by builders adding members).
+    pub fn last_words_mut(&mut self) -> &mut Vec<u32> {
+        &mut self.words
+    }
+
+    /// Mutable words of own type `id` (for id rewriting passes).
+    pub fn words_mut(&mut self, id: TypeId) -> &mut [u32] {
+        let i = (id.0 - self.start_id()) as usize;
+        let s = self.offs[i] as usize;
+        let e = self.offs.get(i + 1).map(|&e| e as usize).unwrap_or(self.words.len());
+        &mut self.words[s..e]
+    }
+
+    /// Iterates over own type ids.
+    pub fn own_ids(&self) -> impl Iterator<Item = TypeId> + use<> {
+        let s = self.start_id();
+        (s..s + self.offs.len() as u32).map(TypeId)
+    }
+
+    // ---- libbpf-compatible builder API ----
+
+    pub fn add_int(&mut self, name: &[u8], size: u32, encoding: u32) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Int, false, 0), size, &[(encoding << 24) | (size * 8)])
+    }
+    pub fn add_float(&mut self, name: &[u8], size: u32) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Float, false, 0), size, &[])
+    }
+    /// PTR, CONST, VOLATILE, RESTRICT: anonymous references.
+    pub fn add_ref(&mut self, kind: Kind, to: TypeId) -> TypeId {
+        self.push_raw(StrOff::EMPTY, make_info(kind, false, 0), to.0, &[])
+    }
+    pub fn add_typedef(&mut self, name: &[u8], to: TypeId) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Typedef, false, 0), to.0, &[])
+    }
+    pub fn add_type_tag(&mut self, value: &[u8], to: TypeId, attr: bool) -> TypeId {
+        let n = self.add_str(value);
+        self.push_raw(n, make_info(Kind::TypeTag, attr, 0), to.0, &[])
+    }
+    pub fn add_decl_tag(&mut self, value: &[u8], to: TypeId, component_idx: i32, attr: bool) -> TypeId {
+        let n = self.add_str(value);
+        self.push_raw(n, make_info(Kind::DeclTag, attr, 0), to.0, &[component_idx as u32])
+    }
+    pub fn add_array(&mut self, elem: TypeId, index: TypeId, nelems: u32) -> TypeId {
+        self.push_raw(StrOff::EMPTY, make_info(Kind::Array, false, 0), 0, &[elem.0, index.0, nelems])
+    }
+    /// FWD of a struct (`union == false`) or a union.
+    pub fn add_fwd(&mut self, name: &[u8], union: bool) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Fwd, union, 0), 0, &[])
+    }
+    pub fn add_func(&mut self, name: &[u8], proto: TypeId, linkage: u32) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Func, false, linkage), proto.0, &[])
+    }
+    pub fn add_var(&mut self, name: &[u8], ty: TypeId, linkage: u32) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(Kind::Var, false, 0), ty.0, &[linkage])
+    }
+
+    /// Starts a STRUCT/UNION/ENUM/ENUM64/FUNC_PROTO/DATASEC with vlen 0; add
+    /// its entries with the `push_*` methods below, which bump vlen.
+    pub fn begin(&mut self, kind: Kind, name: &[u8], size_or_type: u32, kflag: bool) -> TypeId {
+        let n = self.add_str(name);
+        self.push_raw(n, make_info(kind, kflag, 0), size_or_type, &[])
+    }
+
+    fn bump_vlen(&mut self) -> usize {
+        let s = *self.offs.last().expect("no open type") as usize;
+        let info = &mut self.words[s + 1];
+        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
+        s
+    }
+
+    /// Number of entries of the last type (untruncated by the 16-bit field is
+    /// not tracked: callers check the 65535 limit themselves).
+    pub fn last_vlen(&self) -> u32 {
+        let s = *self.offs.last().expect("no open type") as usize;
+        self.words[s + 1] & 0xffff
+    }
+
+    /// STRUCT/UNION member, libbpf style: offset word is `bit_off | size<<24`,
+    /// kind_flag set once any member is a bitfield.
+    pub fn push_member(&mut self, name: &[u8], ty: TypeId, bit_off: u32, bitfield_size: u32) {
+        let n = self.add_str(name);
+        let s = self.bump_vlen();
+        if bitfield_size != 0 || bit_off % 8 != 0 {
+            self.words[s + 1] |= 1 << 31;
+        }
+        self.words.extend_from_slice(&[n.0, ty.0, bit_off | (bitfield_size << 24)]);
+    }
+    /// ENUM value (low 32 bits; kind_flag set when negative).
+    pub fn push_enum_value(&mut self, name: &[u8], val: i64) {
+        let n = self.add_str(name);
+        let s = self.bump_vlen();
+        if val < 0 {
+            self.words[s + 1] |= 1 << 31;
+        }
+        self.words.extend_from_slice(&[n.0, val as u32]);
+    }
+    pub fn push_enum64_value(&mut self, name: &[u8], val: u64) {
+        let n = self.add_str(name);
+        self.bump_vlen();
+        self.words.extend_from_slice(&[n.0, val as u32, (val >> 32) as u32]);
+    }
+    pub fn push_param(&mut self, name: &[u8], ty: TypeId) {
+        let n = self.add_str(name);
+        self.bump_vlen();
+        self.words.extend_from_slice(&[n.0, ty.0]);
+    }
+    pub fn push_var_secinfo(&mut self, var: TypeId, offset: u32, size: u32) {
+        self.bump_vlen();
+        self.words.extend_from_slice(&[var.0, offset, size]);
+    }
+
+    /// Drops own types from id `keep_count+start` on (used to roll back a CU).
+    pub fn truncate_types(&mut self, own_count: usize) {
+        if own_count < self.offs.len() {
+            let w = self.offs[own_count] as usize;
+            self.offs.truncate(own_count);
+            self.words.truncate(w);
+        }
+    }
+
+    /// Replaces the type section wholesale (dedup's compaction output).
+    pub fn replace_types(&mut self, words: Vec<u32>, offs: Vec<u32>) {
+        self.words = words;
+        self.offs = offs;
+    }
+
+    /// Byte length of the type section as written.
+    pub fn type_section_len(&self) -> usize {
+        self.words.len() * 4
+    }
+
+    /// Calls `f` on every type-id field of the record (mutable), in record order.
+    pub fn for_each_type_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
+        let t = Type { words: &*words };
+        let kind = t.kind();
+        let vlen = t.vlen() as usize;
+        match kind {
+            Kind::Ptr
+            | Kind::Typedef
+            | Kind::Volatile
+            | Kind::Const
+            | Kind::Restrict
+            | Kind::Func
+            | Kind::Var
+            | Kind::DeclTag
+            | Kind::TypeTag => f(&mut words[2]),
+            Kind::Array => {
+                f(&mut words[3]);
+                f(&mut words[4]);
+            }
+            Kind::Struct | Kind::Union => {
+                for i in 0..vlen {
+                    f(&mut words[3 + 3 * i + 1]);
+                }
+            }
+            Kind::FuncProto => {
+                f(&mut words[2]);
+                for i in 0..vlen {
+                    f(&mut words[3 + 2 * i + 1]);
+                }
+            }
+            Kind::Datasec => {
+                for i in 0..vlen {
+                    f(&mut words[3 + 3 * i]);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Calls `f` on every string-offset field of the record, in record order
+    /// (type name first, then entry names).
+    pub fn for_each_str_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
+        let t = Type { words: &*words };
+        let kind = t.kind();
+        let vlen = t.vlen() as usize;
+        f(&mut words[0]);
+        match kind {
+            Kind::Struct | Kind::Union | Kind::Enum64 => {
+                for i in 0..vlen {
+                    f(&mut words[3 + 3 * i]);
+                }
+            }
+            Kind::Enum | Kind::FuncProto => {
+                for i in 0..vlen {
+                    f(&mut words[3 + 2 * i]);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Reading raw BTF bytes (either byte order) into the model.
+//!
+//! Structural faults are errors; the kernel's stricter rules (valid C names,
+//! member offsets within the struct, DATASEC order) are not checked here —
+//! the reference emits files that break them and those must round-trip.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use super::{Btf, Endian, HDR_LEN, Kind, StrTab, Type};
+
+/// A structural fault in a BTF blob, with the byte offset where it was found.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("truncated: {len} bytes, the header needs 24")]
+    TruncatedHeader { len: usize },
+    #[error("bad magic {magic:#06x} at offset 0 (expected 0xeb9f in either byte order)")]
+    BadMagic { magic: u16 },
+    #[error("unsupported version {0} at offset 2 (expected 1)")]
+    BadVersion(u8),
+    #[error("header length {0} at offset 4 is smaller than 24 or past the end of the file")]
+    BadHdrLen(u32),
+    #[error("{what} section [{off}, +{len}) lies outside the {size}-byte file")]
+    SectionOutOfFile { what: &'static str, off: u64, len: u64, size: usize },
+    #[error("type section offset {0} is not 4-byte aligned")]
+    MisalignedTypes(u32),
+    #[error("type section length {0} is not a multiple of 4")]
+    TypeLenNotMultipleOf4(u32),
+    #[error("type and string sections overlap")]
+    Overlap,
+    #[error("type [{id}] at byte {off}: unknown kind {kind}")]
+    UnknownKind { id: u32, off: usize, kind: u32 },
+    #[error("type [{id}] at byte {off}: record runs past the end of the type section")]
+    TruncatedType { id: u32, off: usize },
+    #[error("type [{id}] at byte {off}: references type id {target}, but the last id is {max}")]
+    TypeIdOutOfRange { id: u32, off: usize, target: u32, max: u32 },
+    #[error("type [{id}] at byte {off}: string offset {str_off} is outside the string section (end {end})")]
+    StrOffOutOfRange { id: u32, off: usize, str_off: u32, end: u32 },
+    #[error("string section does not start with a NUL byte")]
+    StringsNoLeadingNul,
+    #[error("string section does not end with a NUL byte")]
+    StringsNoTrailingNul,
+    #[error("split BTF has byte order {split:?} but its base has {base:?}")]
+    EndianMismatch { split: Endian, base: Endian },
+    #[error("too many types ({0})")]
+    TooManyTypes(u64),
+}
+
+struct Rd<'a> {
+    b: &'a [u8],
+    big: bool,
+}
+
+impl Rd<'_> {
+    #[inline]
+    fn u32(&self, off: usize) -> u32 {
+        let a = [self.b[off], self.b[off + 1], self.b[off + 2], self.b[off + 3]];
+        if self.big { u32::from_be_bytes(a) } else { u32::from_le_bytes(a) }
+    }
+}
+
+/// Header fields, in host order.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub endian: Endian,
+    pub version: u8,
+    pub flags: u8,
+    pub hdr_len: u32,
+    pub type_off: u32,
+    pub type_len: u32,
+    pub str_off: u32,
+    pub str_len: u32,
+}
+
+pub fn parse_header(data: &[u8]) -> Result<Header, ReadError> {
+    if data.len() < HDR_LEN as usize {
+        return Err(ReadError::TruncatedHeader { len: data.len() });
+    }
+    let endian = match [data[0], data[1]] {
+        [0x9f, 0xeb] => Endian::Little,
+        [0xeb, 0x9f] => Endian::Big,
+        m => return Err(ReadError::BadMagic { magic: u16::from_le_bytes(m) }),
+    };
+    let rd = Rd { b: data, big: endian == Endian::Big };
+    let h = Header {
+        endian,
+        version: data[2],
+        flags: data[3],
+        hdr_len: rd.u32(4),
+        type_off: rd.u32(8),
+        type_len: rd.u32(12),
+        str_off: rd.u32(16),
+        str_len: rd.u32(20),
+    };
+    if h.version != 1 {
+        return Err(ReadError::BadVersion(h.version));
+    }
+    if h.hdr_len < HDR_LEN || h.hdr_len as usize > data.len() {
+        return Err(ReadError::BadHdrLen(h.hdr_len));
+    }
+    Ok(h)
+}
+
+/// Parses a standalone BTF blob.
+pub fn parse(data: &[u8]) -> Result<Btf, ReadError> {
+    parse_split(data, None)
+}
+
+/// Parses a BTF blob; with `base`, as split BTF continuing it.
+pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError> {
+    let h = parse_header(data)?;
+    let size = data.len();
+    let body = h.hdr_len as u64;
+    let t0 = body + h.type_off as u64;
+    let s0 = body + h.str_off as u64;
+    if t0 + h.type_len as u64 > size as u64 {
+        return Err(ReadError::SectionOutOfFile { what: "type", off: t0, len: h.type_len as u64, size });
+    }
+    if s0 + h.str_len as u64 > size as u64 {
+        return Err(ReadError::SectionOutOfFile { what: "string", off: s0, len: h.str_len as u64, size });
+    }
+    if h.type_off % 4 != 0 {
+        return Err(ReadError::MisalignedTypes(h.type_off));
+    }
+    if h.type_len % 4 != 0 {
+        return Err(ReadError::TypeLenNotMultipleOf4(h.type_len));
+    }
+    if h.type_off as u64 + h.type_len as u64 > h.str_off as u64
+        && (h.str_off as u64) + (h.str_len as u64) > h.type_off as u64
+        && h.str_len > 0
+    {
+        return Err(ReadError::Overlap);
+    }
+    if let Some(b) = &base {
+        if b.endian() != h.endian {
+            return Err(ReadError::EndianMismatch { split: h.endian, base: b.endian() });
+        }
+    }
+    let strs = &data[s0 as usize..(s0 + h.str_len as u64) as usize];
+    if base.is_none() {
+        if strs.first() != Some(&0) {
+            return Err(ReadError::StringsNoLeadingNul);
+        }
+    }
+    if !strs.is_empty() && strs.last() != Some(&0) {
+        return Err(ReadError::StringsNoTrailingNul);
+    }
+    let tsec = &data[t0 as usize..(t0 + h.type_len as u64) as usize];
+    let rd = Rd { b: tsec, big: h.endian == Endian::Big };
+    let nwords = tsec.len() / 4;
+    let mut words = Vec::with_capacity(nwords);
+    for i in 0..nwords {
+        words.push(rd.u32(i * 4));
+    }
+    let start_id = base.as_ref().map(|b| b.type_count() + 1).unwrap_or(1);
+    let start_str = base.as_ref().map(|b| b.strs_end()).unwrap_or(0);
+    // Pass 1: record boundaries and kinds.
+    let mut offs = Vec::with_capacity(nwords / 4);
+    let mut w = 0usize;
+    while w < nwords {
+        let id = start_id + offs.len() as u32;
+        let off = t0 as usize + w * 4;
+        if w + 3 > nwords {
+            return Err(ReadError::TruncatedType { id, off });
+        }
+        let info = words[w + 1];
+        let kind = (info >> 24) & 0x1f;
+        let k = match Kind::from_u8(kind as u8) {
+            Some(k) if k != Kind::Unkn && info & 0x60ff_0000 == 0 => k,
+            _ => return Err(ReadError::UnknownKind { id, off, kind: (info >> 24) & 0x7f }),
+        };
+        let len = 3 + k.trailing_words(info & 0xffff) as usize;
+        if w + len > nwords {
+            return Err(ReadError::TruncatedType { id, off });
+        }
+        offs.push(w as u32);
+        w += len;
+    }
+    if start_id as u64 + offs.len() as u64 > u32::MAX as u64 {
+        return Err(ReadError::TooManyTypes(offs.len() as u64));
+    }
+    let max_id = start_id - 1 + offs.len() as u32;
+    let str_end = start_str + h.str_len;
+    // Pass 2: references and string offsets in range.
+    for (i, &o) in offs.iter().enumerate() {
+        let e = offs.get(i + 1).map(|&e| e as usize).unwrap_or(nwords);
+        let mut rec = words[o as usize..e].to_vec();
+        let id = start_id + i as u32;
+        let off = t0 as usize + o as usize * 4;
+        let mut bad_ref = None;
+        Btf::for_each_type_ref_mut(&mut rec, |r| {
+            if *r > max_id && bad_ref.is_none() {
+                bad_ref = Some(*r);
+            }
+        });
+        if let Some(target) = bad_ref {
+            return Err(ReadError::TypeIdOutOfRange { id, off, target, max: max_id });
+        }
+        let mut bad_str = None;
+        Btf::for_each_str_ref_mut(&mut rec, |s| {
+            if *s != 0 && *s >= str_end && bad_str.is_none() {
+                bad_str = Some(*s);
+            }
+        });
+        if let Some(str_off) = bad_str {
+            return Err(ReadError::StrOffOutOfRange { id, off, str_off, end: str_end });
+        }
+        let _ = Type { words: &rec };
+    }
+    let strtab = StrTab::from_bytes(start_str, strs.to_vec(), base.clone());
+    Ok(Btf::from_parts(words, offs, strtab, h.endian, base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btf::write::to_bytes;
+
+    fn sample() -> Vec<u8> {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        let p = b.add_ref(Kind::Ptr, int);
+        b.begin(Kind::Struct, b"s", 16, false);
+        b.push_member(b"a", int, 0, 0);
+        b.push_member(b"p", p, 64, 0);
+        to_bytes(&b)
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = sample();
+        let b = parse(&bytes).unwrap();
+        assert_eq!(b.type_count(), 3);
+        assert_eq!(to_bytes(&b), bytes);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let bytes = sample();
+        for n in 0..bytes.len() {
+            assert!(parse(&bytes[..n]).is_err(), "prefix of {n} bytes accepted");
+        }
+    }
+
+    #[test]
+    fn structural_faults() {
+        let good = sample();
+        let mut bad = good.clone();
+        bad[0] = 0;
+        assert!(matches!(parse(&bad), Err(ReadError::BadMagic { .. })));
+        let mut bad = good.clone();
+        bad[2] = 2;
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::BadVersion(2));
+        let mut bad = good.clone();
+        bad[4] = 8;
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::BadHdrLen(8));
+        // kind 25 in the first type's info
+        let mut bad = good.clone();
+        bad[24 + 7] = 25;
+        assert!(matches!(parse(&bad), Err(ReadError::UnknownKind { .. })));
+        // PTR -> id 99
+        let mut bad = good.clone();
+        bad[24 + 16 + 8] = 99;
+        assert!(matches!(parse(&bad), Err(ReadError::TypeIdOutOfRange { target: 99, .. })));
+        // name offset past the strings
+        let mut bad = good.clone();
+        bad[24] = 200;
+        assert!(matches!(parse(&bad), Err(ReadError::StrOffOutOfRange { .. })));
+        // type_len not a multiple of 4
+        let mut bad = good.clone();
+        bad[12] += 1;
+        assert!(parse(&bad).is_err());
+        // string section without its trailing NUL
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 1] = b'x';
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::StringsNoTrailingNul);
+        // string section without its leading NUL
+        let mut bad = good.clone();
+        let so = 24 + u32::from_le_bytes(bad[16..20].try_into().unwrap()) as usize;
+        bad[so] = b'x';
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::StringsNoLeadingNul);
+        // string section longer than the file
+        let mut bad = good.clone();
+        bad[20] = 0xff;
+        assert!(matches!(parse(&bad), Err(ReadError::SectionOutOfFile { what: "string", .. })));
+    }
+
+    #[test]
+    fn big_endian_round_trip() {
+        let mut b = parse(&sample()).unwrap();
+        b.set_endian(Endian::Big);
+        let be = to_bytes(&b);
+        assert_eq!(&be[..2], &[0xeb, 0x9f]);
+        let back = parse(&be).unwrap();
+        assert_eq!(back.endian(), Endian::Big);
+        assert_eq!(to_bytes(&back), be);
+    }
+}

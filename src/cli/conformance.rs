@@ -1,0 +1,393 @@
+//! `btfkit conformance`: replays the corpus manifests through `btfkit pahole`
+//! and reports, per manifest, variant and profile, how many cases are
+//! byte-identical to the reference. For each failing case it names the first
+//! type whose dump differs. A floor file lists the cases that must stay
+//! identical; `--check-floor` fails when one of them regresses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use btfkit::btf::{self, dump};
+
+use super::{EXIT_NO, EXIT_OK};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Corpus folder (default: $BTFKIT_CORPUS, else ../shared/corpus).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// Where decompressed corpus files and outputs go (default: target/corpus-cache).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Which manifests/variants to replay: final, full, nofuncs (comma separated).
+    #[arg(long, default_value = "final,full,nofuncs", value_delimiter = ',')]
+    pub variants: Vec<String>,
+    /// Only rows whose case id contains one of these substrings.
+    #[arg(long, value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// Skip rows whose case id contains one of these substrings.
+    #[arg(long, value_delimiter = ',')]
+    pub exclude: Vec<String>,
+    /// Leave out the vmlinux and module rows (the quick tier).
+    #[arg(long)]
+    pub fixtures_only: bool,
+    /// Floor file: exit 1 if a case it lists is not byte-identical.
+    #[arg(long)]
+    pub check_floor: Option<PathBuf>,
+    /// Add every passing case to this floor file (it only grows).
+    #[arg(long)]
+    pub update_floor: Option<PathBuf>,
+    /// Rows replayed at once.
+    #[arg(long, short = 'j', default_value_t = 2)]
+    pub jobs: usize,
+    /// Print every failing case with where it differs.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+struct Row {
+    /// "final" (manifest.tsv) or the pre-dedup variant ("full", "nofuncs").
+    variant: String,
+    case_id: String,
+    input: String,
+    profile: String,
+    mode: String,
+    base: String,
+    args: String,
+    expected: String,
+    sha: String,
+    stderr: String,
+}
+
+impl Row {
+    fn key(&self) -> String {
+        format!("{}\t{}", self.variant, self.case_id)
+    }
+}
+
+fn read_manifest(path: &Path, prededup: bool) -> anyhow::Result<Vec<Row>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().context("empty manifest")?.split('\t').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let mut rows = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let get = |name: &str| col(name).and_then(|i| f.get(i)).map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        if f.len() != header.len() {
+            bail!("{}:{}: {} columns, header has {}", path.display(), n + 2, f.len(), header.len());
+        }
+        rows.push(Row {
+            variant: if prededup { get("variant") } else { "final".into() },
+            case_id: get("case_id"),
+            input: get("input"),
+            profile: get("profile"),
+            mode: if prededup { "detached".into() } else { get("mode") },
+            base: get("base"),
+            args: get("args"),
+            expected: get("expected"),
+            sha: get("expected_sha256"),
+            stderr: get("stderr"),
+        });
+    }
+    Ok(rows)
+}
+
+/// Decompresses corpus files into the cache on first use.
+struct Cache {
+    corpus: PathBuf,
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// Path of corpus file `rel` (decompressed name) that can be read.
+    fn file(&self, rel: &str) -> anyhow::Result<PathBuf> {
+        let plain = self.corpus.join(rel);
+        if plain.exists() {
+            return Ok(plain);
+        }
+        let out = self.dir.join("files").join(rel);
+        if out.exists() {
+            return Ok(out);
+        }
+        let zst = self.corpus.join(format!("{rel}.zst"));
+        let data = std::fs::read(&zst).with_context(|| format!("{}: corpus file missing", zst.display()))?;
+        let mut dec = zstd::stream::read::Decoder::new(&data[..])?;
+        dec.window_log_max(31)?;
+        let mut bytes = Vec::new();
+        std::io::copy(&mut dec, &mut bytes).with_context(|| format!("{}: cannot decompress", zst.display()))?;
+        std::fs::create_dir_all(out.parent().unwrap())?;
+        btfkit::output::write_atomic(&out, &bytes)?;
+        Ok(out)
+    }
+}
+
+pub fn corpus_dir(arg: &Option<PathBuf>) -> PathBuf {
+    arg.clone()
+        .or_else(|| std::env::var_os("BTFKIT_CORPUS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus")))
+}
+
+enum Outcome {
+    Pass,
+    Fail(String),
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    let d = Sha256::digest(b);
+    d.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Where two BTF blobs first differ, by comparing their raw dumps.
+pub fn first_difference(ours: &[u8], theirs: &[u8], base: Option<&Path>) -> String {
+    let base = match base.map(|p| btfkit::elf::load_btf(p, None)) {
+        Some(Ok(b)) => Some(std::sync::Arc::new(b)),
+        Some(Err(e)) => return format!("cannot read base: {e}"),
+        None => None,
+    };
+    let a = match btf::read::parse_split(ours, base.clone()) {
+        Ok(b) => b,
+        Err(e) => return format!("our output is not valid BTF: {e}"),
+    };
+    let b = match btf::read::parse_split(theirs, base) {
+        Ok(b) => b,
+        Err(e) => return format!("expected output is not valid BTF: {e}"),
+    };
+    let (da, db) = (dump::raw_string(&a), dump::raw_string(&b));
+    let mut la = da.lines();
+    let mut lb = db.lines();
+    let mut last_type = String::new();
+    loop {
+        match (la.next(), lb.next()) {
+            (Some(x), Some(y)) if x == y => {
+                if x.starts_with('[') {
+                    last_type = x.to_string();
+                }
+            }
+            (None, None) => {
+                return if a.raw_strings() != b.raw_strings() {
+                    let n = a.raw_strings().iter().zip(b.raw_strings()).take_while(|(p, q)| p == q).count();
+                    format!(
+                        "types identical ({}), string sections differ at byte {} (ours {} bytes, expected {})",
+                        a.own_type_count(),
+                        n,
+                        a.raw_strings().len(),
+                        b.raw_strings().len()
+                    )
+                } else {
+                    "dumps identical, bytes differ (header or byte order)".into()
+                };
+            }
+            (x, y) => {
+                let ctx = if x.is_some_and(|x| x.starts_with('\t')) { format!(" in {last_type}") } else { String::new() };
+                return format!(
+                    "first difference{}: ours `{}` expected `{}` (ours {} types, expected {})",
+                    ctx,
+                    x.unwrap_or("<end>"),
+                    y.unwrap_or("<end>"),
+                    a.own_type_count(),
+                    b.own_type_count()
+                );
+            }
+        }
+    }
+}
+
+fn replay_row(row: &Row, cache: &Cache, exe: &Path) -> anyhow::Result<Outcome> {
+    let input = cache.file(&row.input)?;
+    let base = if row.base != "-" { Some(cache.file(&row.base)?) } else { None };
+    let work = cache.dir.join("out").join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
+    std::fs::create_dir_all(&work)?;
+    let output = work.join("out.btf");
+    let _ = std::fs::remove_file(&output);
+    let mut input_arg = input.clone();
+    if row.mode.starts_with("inplace:") {
+        let copy = work.join(input.file_name().unwrap());
+        std::fs::copy(&input, &copy)?;
+        input_arg = copy;
+    }
+    let mut cmd = Command::new(exe);
+    cmd.arg("pahole");
+    match row.variant.as_str() {
+        "full" => {
+            cmd.arg("--no-dedup");
+        }
+        "nofuncs" => {
+            cmd.args(["--no-dedup", "--no-funcs"]);
+        }
+        _ => {}
+    }
+    for a in row.args.split(' ') {
+        let a = a
+            .replace("{input}", &input_arg.to_string_lossy())
+            .replace("{output}", &output.to_string_lossy())
+            .replace("{base}", &base.as_ref().map(|b| b.to_string_lossy().into_owned()).unwrap_or_default());
+        cmd.arg(a);
+    }
+    let res = cmd.output().with_context(|| format!("running {}", exe.display()))?;
+    let stderr = String::from_utf8_lossy(&res.stderr).into_owned();
+    let first_err = stderr.lines().next().unwrap_or("").to_string();
+    if row.expected == "-" {
+        // The reference wrote nothing: we must write nothing, exit 2, and name
+        // the unsupported construct the way the reference does.
+        if output.exists() {
+            return Ok(Outcome::Fail("wrote an output file where the reference wrote none".into()));
+        }
+        if res.status.code() != Some(2) {
+            return Ok(Outcome::Fail(format!("exit {:?}, expected 2 and no output; stderr: {first_err}", res.status.code())));
+        }
+        if stderr.contains("not implemented") {
+            return Ok(Outcome::Fail(format!("not implemented: {first_err}")));
+        }
+        if row.stderr != "-" {
+            let theirs = std::fs::read_to_string(cache.file(&row.stderr)?)?;
+            if let Some(tag) = theirs.split(|c: char| !(c.is_alphanumeric() || c == '_')).find(|w| w.starts_with("DW_TAG_")) {
+                if !stderr.contains(tag) {
+                    return Ok(Outcome::Fail(format!("error does not name {tag}: {first_err}")));
+                }
+            }
+        }
+        return Ok(Outcome::Pass);
+    }
+    if !res.status.success() {
+        return Ok(Outcome::Fail(format!("exit {:?}: {}", res.status.code(), first_err)));
+    }
+    let ours = if let Some(sec) = row.mode.strip_prefix("inplace:") {
+        let data = std::fs::read(&input_arg)?;
+        let obj = object::File::parse(&*data).context("output ELF")?;
+        match btfkit::elf::section_data(&input_arg, &obj, sec)? {
+            Some(d) => d.into_owned(),
+            None => return Ok(Outcome::Fail(format!("output ELF has no {sec} section"))),
+        }
+    } else {
+        match std::fs::read(&output) {
+            Ok(b) => b,
+            Err(_) => return Ok(Outcome::Fail(format!("no output file written; stderr: {first_err}"))),
+        }
+    };
+    let _ = std::fs::remove_dir_all(&work);
+    if sha256_hex(&ours) == row.sha {
+        return Ok(Outcome::Pass);
+    }
+    let theirs = std::fs::read(cache.file(&row.expected)?)?;
+    // In-place .BTF is split over the .BTF.base the reference wrote beside it.
+    let diff_base = if row.mode == "inplace:.BTF" {
+        Some(cache.file(&row.expected.replace(".inplace.BTF", ".inplace.BTF.base"))?)
+    } else {
+        base
+    };
+    Ok(Outcome::Fail(first_difference(&ours, &theirs, diff_base.as_deref())))
+}
+
+fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+    };
+    Ok(text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.to_string()).collect())
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    let corpus = corpus_dir(&a.corpus);
+    let cache_dir = a
+        .cache
+        .clone()
+        .or_else(|| std::env::var_os("BTFKIT_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/corpus-cache")));
+    std::fs::create_dir_all(&cache_dir).with_context(|| format!("{}", cache_dir.display()))?;
+    let cache = Cache { corpus: corpus.clone(), dir: cache_dir };
+    let mut rows = Vec::new();
+    if a.variants.iter().any(|v| v == "final") {
+        rows.extend(read_manifest(&corpus.join("manifest.tsv"), false)?);
+    }
+    if a.variants.iter().any(|v| v == "full" || v == "nofuncs") {
+        rows.extend(
+            read_manifest(&corpus.join("expected-prededup/manifest.tsv"), true)?
+                .into_iter()
+                .filter(|r| a.variants.contains(&r.variant)),
+        );
+    }
+    rows.retain(|r| {
+        (a.filter.is_empty() || a.filter.iter().any(|f| r.case_id.contains(f.as_str())))
+            && !a.exclude.iter().any(|f| r.case_id.contains(f.as_str()))
+            && !(a.fixtures_only && !r.case_id.starts_with("fixture/"))
+    });
+    // Modules need the vmlinux base decompressed; do that once, up front.
+    for r in &rows {
+        if r.base != "-" {
+            cache.file(&r.base)?;
+        }
+    }
+    let exe = std::env::current_exe()?;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.max(1)).build()?;
+    let results: Vec<(usize, Outcome)> = pool.install(|| {
+        rows.par_iter()
+            .enumerate()
+            .map(|(i, r)| (i, replay_row(r, &cache, &exe).unwrap_or_else(|e| Outcome::Fail(format!("harness: {e:#}")))))
+            .collect()
+    });
+    let mut per: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
+    let mut passing = BTreeSet::new();
+    let mut failures = Vec::new();
+    for (i, o) in &results {
+        let r = &rows[*i];
+        let e = per.entry((r.variant.clone(), r.profile.clone())).or_default();
+        e.1 += 1;
+        match o {
+            Outcome::Pass => {
+                e.0 += 1;
+                passing.insert(r.key());
+            }
+            Outcome::Fail(why) => failures.push((r.key(), why.clone())),
+        }
+    }
+    if a.verbose || failures.len() <= 40 {
+        for (k, why) in &failures {
+            println!("FAIL {k}: {why}");
+        }
+    } else {
+        for (k, why) in failures.iter().take(40) {
+            println!("FAIL {k}: {why}");
+        }
+        println!("... {} more failing cases (use -v)", failures.len() - 40);
+    }
+    println!("{:<8} {:<8} {:>10}", "variant", "profile", "identical");
+    for ((v, p), (ok, n)) in &per {
+        println!("{v:<8} {p:<8} {ok:>5} / {n}");
+    }
+    let total_ok = passing.len();
+    let total = rows.len();
+    let mut code = EXIT_OK;
+    if let Some(floor) = &a.check_floor {
+        let want = read_floor(floor)?;
+        let selected: BTreeSet<String> = rows.iter().map(|r| r.key()).collect();
+        let lost: Vec<&String> = want.iter().filter(|k| selected.contains(*k) && !passing.contains(*k)).collect();
+        for k in &lost {
+            println!("REGRESSION {k}: listed in {} but not byte-identical", floor.display());
+        }
+        if !lost.is_empty() {
+            code = EXIT_NO;
+        }
+        println!("floor: {} listed cases replayed, {} regressed", want.iter().filter(|k| selected.contains(*k)).count(), lost.len());
+    }
+    if let Some(floor) = &a.update_floor {
+        let mut all = read_floor(floor)?;
+        let before = all.len();
+        all.extend(passing.iter().cloned());
+        let mut text = String::from("# Cases (variant<TAB>case id) that must stay byte-identical to the reference.\n# Grown by `btfkit conformance --update-floor`; never remove a line.\n");
+        for k in &all {
+            text.push_str(k);
+            text.push('\n');
+        }
+        btfkit::output::write_atomic(floor, text.as_bytes())?;
+        println!("floor: {} -> {} cases", before, all.len());
+    }
+    println!("conformance: {} passed, {} failed", total_ok, total - total_ok);
+    Ok(code)
+}

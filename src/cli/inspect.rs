@@ -1,0 +1,171 @@
+//! `dump`, `stats` and `verify`.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use btfkit::btf::{self, Btf, Kind, dump};
+use btfkit::verify::{self, Verdict};
+
+use super::{EXIT_ERR, EXIT_NO, EXIT_OK, load_base};
+
+#[derive(clap::ValueEnum, Clone, Copy, Default)]
+pub enum DumpFormat {
+    /// One line per type (plus one per member), as `bpftool btf dump format raw`.
+    #[default]
+    Raw,
+    /// A JSON document `{"types": [...]}`.
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct DumpArgs {
+    /// Raw BTF file, or an ELF file with a .BTF section.
+    pub file: PathBuf,
+    /// Base BTF (raw or ELF) when FILE is split BTF; only FILE's own types are printed.
+    #[arg(long, short = 'B')]
+    pub base: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: DumpFormat,
+}
+
+pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
+    let base = load_base(&a.base)?;
+    let b = btfkit::elf::load_btf(&a.file, base)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let r = match a.format {
+        DumpFormat::Raw => dump::write_raw(&mut out, &b),
+        DumpFormat::Json => dump::write_json(&mut out, &b),
+    };
+    match r.and_then(|_| out.flush()) {
+        Ok(()) => Ok(EXIT_OK),
+        // A closed pipe (`| head`) is not an error worth reporting.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(EXIT_OK),
+        Err(e) => Err(e).context("writing to standard output"),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    /// Raw BTF file, or an ELF file with a .BTF section.
+    pub file: PathBuf,
+    /// Base BTF when FILE is split BTF; only FILE's own types are counted.
+    #[arg(long, short = 'B')]
+    pub base: Option<PathBuf>,
+    /// Print a JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub struct Stats {
+    pub per_kind: Vec<(Kind, u64, u64)>,
+    pub types: u64,
+    pub type_bytes: u64,
+    pub str_bytes: u64,
+}
+
+pub fn compute_stats(b: &Btf) -> Stats {
+    let mut count = [0u64; 20];
+    let mut bytes = [0u64; 20];
+    for id in b.own_ids() {
+        let t = b.ty(id);
+        count[t.kind() as usize] += 1;
+        bytes[t.kind() as usize] += t.words.len() as u64 * 4;
+    }
+    let per_kind = (1..20u8)
+        .filter_map(|k| {
+            let kind = Kind::from_u8(k)?;
+            (count[k as usize] > 0).then_some((kind, count[k as usize], bytes[k as usize]))
+        })
+        .collect();
+    Stats {
+        per_kind,
+        types: b.own_type_count() as u64,
+        type_bytes: b.type_section_len() as u64,
+        str_bytes: b.raw_strings().len() as u64,
+    }
+}
+
+pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
+    let base = load_base(&a.base)?;
+    let b = btfkit::elf::load_btf(&a.file, base)?;
+    let s = compute_stats(&b);
+    let total = btf::HDR_LEN as u64 + s.type_bytes + s.str_bytes;
+    if a.json {
+        let kinds: serde_json::Map<String, serde_json::Value> = s
+            .per_kind
+            .iter()
+            .map(|(k, n, by)| (k.name().to_string(), serde_json::json!({"count": n, "bytes": by})))
+            .collect();
+        let v = serde_json::json!({
+            "file": a.file.display().to_string(),
+            "endian": format!("{:?}", b.endian()).to_lowercase(),
+            "first_id": b.start_id(),
+            "types": s.types,
+            "kinds": kinds,
+            "type_bytes": s.type_bytes,
+            "string_bytes": s.str_bytes,
+            "total_bytes": total,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{}: {} types (ids {}..={}), {:?}-endian", a.file.display(), s.types, b.start_id(), b.type_count(), b.endian());
+        println!("{:<12} {:>10} {:>12}", "kind", "count", "bytes");
+        for (k, n, by) in &s.per_kind {
+            println!("{:<12} {:>10} {:>12}", k.name(), n, by);
+        }
+        println!("{:<12} {:>10} {:>12}", "types", s.types, s.type_bytes);
+        println!("{:<12} {:>10} {:>12}", "strings", "", s.str_bytes);
+        println!("{:<12} {:>10} {:>12}", "total", "", total);
+    }
+    Ok(EXIT_OK)
+}
+
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    /// Raw BTF file, or an ELF file with a .BTF section (and optionally .BTF.base).
+    pub file: PathBuf,
+    /// Base BTF when FILE is split BTF: base and split are loaded merged into one blob.
+    #[arg(long, short = 'B')]
+    pub base: Option<PathBuf>,
+}
+
+/// The bytes the kernel is asked about: native order, standalone.
+pub fn verify_payload(file: &std::path::Path, base: Option<std::sync::Arc<Btf>>) -> anyhow::Result<Vec<u8>> {
+    let input = btfkit::elf::Input::open(file)?;
+    // A native standalone raw blob goes to the kernel untouched: the point is
+    // the kernel's judgement, not ours.
+    if base.is_none() && input.is_btf() && input.bytes()[..2] == 0xEB9Fu16.to_ne_bytes() {
+        return Ok(input.bytes().to_vec());
+    }
+    drop(input);
+    let mut b = btfkit::elf::load_btf(file, base)?;
+    b.set_endian(btf::Endian::native());
+    Ok(if b.base().is_some() { btf::write::merged_bytes(&b) } else { btf::write::to_bytes(&b) })
+}
+
+pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
+    let base = load_base(&a.base)?;
+    let payload = verify_payload(&a.file, base)?;
+    match verify::verify_bytes(&payload) {
+        Verdict::Accepted => {
+            println!("{}: accepted by the kernel ({} bytes)", a.file.display(), payload.len());
+            Ok(EXIT_OK)
+        }
+        Verdict::Refused { errno, log } => {
+            println!(
+                "{}: refused by the kernel ({}); verifier log ends:\n{}",
+                a.file.display(),
+                std::io::Error::from_raw_os_error(errno),
+                log
+            );
+            Ok(EXIT_NO)
+        }
+        Verdict::CannotAsk(why) => {
+            eprintln!("btfkit: error: {}: cannot ask the kernel: {}", a.file.display(), why);
+            Ok(EXIT_ERR)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Command-line front end: parses flags into a plan, runs it, maps the
+//! outcome to an exit code. Library errors get their context here.
+
+mod conformance;
+mod inspect;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code for a negative answer (differences found, BTF refused).
+pub const EXIT_NO: i32 = 1;
+/// Exit code for an error (bad input, unsupported construct, usage, I/O).
+pub const EXIT_ERR: i32 = 2;
+
+#[derive(Parser)]
+#[command(name = "btfkit", version, about = "DWARF to BTF encoder and BTF inspection tools", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print every type of a BTF file (raw BTF or an ELF with .BTF).
+    Dump(inspect::DumpArgs),
+    /// Count types per kind and bytes per section of a BTF file.
+    Stats(inspect::StatsArgs),
+    /// Ask the running kernel (bpf(BPF_BTF_LOAD)) whether it accepts a BTF file.
+    Verify(inspect::VerifyArgs),
+    /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
+    Conformance(conformance::Args),
+}
+
+/// Prints an error in the one-line form every subcommand uses.
+pub fn report(e: &anyhow::Error) {
+    let mut msg = format!("{e}");
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    eprintln!("btfkit: error: {}", msg.replace('\n', " "));
+}
+
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_ERR } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let res = match cli.cmd {
+        Cmd::Dump(a) => inspect::dump(a),
+        Cmd::Stats(a) => inspect::stats(a),
+        Cmd::Verify(a) => inspect::verify(a),
+        Cmd::Conformance(a) => conformance::run(a),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            EXIT_ERR
+        }
+    }
+}
+
+/// Loads the base BTF named by `--base`, if any.
+pub fn load_base(base: &Option<PathBuf>) -> anyhow::Result<Option<std::sync::Arc<btfkit::btf::Btf>>> {
+    Ok(match base {
+        Some(p) => Some(std::sync::Arc::new(btfkit::elf::load_btf(p, None)?)),
+        None => None,
+    })
+}

@@ -1,0 +1,31 @@
+//! Library errors. Each carries the file it concerns; the CLI prints them on
+//! one line and maps them to exit code 2.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::btf::read::ReadError;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: invalid BTF: {source}")]
+    Btf { path: PathBuf, source: ReadError },
+    #[error("{path}: {msg}")]
+    Elf { path: PathBuf, msg: String },
+    #[error("{path}: {msg}")]
+    Input { path: PathBuf, msg: String },
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io { path: path.into(), source }
+    }
+    pub fn elf(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
+        Error::Elf { path: path.into(), msg: msg.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

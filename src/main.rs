@@ -1,0 +1,8 @@
+//! The `btfkit` command line. Exit codes: 0 success, 1 a negative answer
+//! (`diff` found differences, `verify` refused), 2 an error.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::run());
+}

@@ -1,0 +1,31 @@
+//! Safe output: everything is written to a temporary file beside the target
+//! and renamed over it, so a failure or a kill never leaves a partial file.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let file_name = path.file_name().ok_or_else(|| Error::Input {
+        path: path.to_path_buf(),
+        msg: "output path has no file name".into(),
+    })?;
+    let tmp = dir.join(format!(".{}.btfkit-tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
+}

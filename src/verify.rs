@@ -1,0 +1,83 @@
+//! `verify`: ask the running kernel's BTF verifier (`bpf(BPF_BTF_LOAD)`).
+//!
+//! We load without a log first: a verbose log can overflow its buffer and
+//! make the kernel refuse a valid blob with ENOSPC. Only on refusal do we
+//! load again with a large log to show why.
+
+use crate::btf::KERNEL_MAX_BTF_SIZE;
+
+const BPF_BTF_LOAD: libc::c_long = 18;
+/// Large enough for the kernel's log of any blob within the 16 MiB limit.
+const LOG_SIZE: usize = 256 << 20;
+
+#[repr(C)]
+#[derive(Default)]
+struct BtfLoadAttr {
+    btf: u64,
+    btf_log_buf: u64,
+    btf_size: u32,
+    btf_log_size: u32,
+    btf_log_level: u32,
+    btf_log_true_size: u32,
+}
+
+/// The kernel's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    /// Refused, with the tail of the verifier log and the errno.
+    Refused { errno: i32, log: String },
+    /// The kernel could not be asked.
+    CannotAsk(String),
+}
+
+fn load(bytes: &[u8], log: Option<&mut Vec<u8>>) -> Result<(), i32> {
+    let mut attr = BtfLoadAttr { btf: bytes.as_ptr() as u64, btf_size: bytes.len() as u32, ..Default::default() };
+    if let Some(buf) = log {
+        attr.btf_log_buf = buf.as_mut_ptr() as u64;
+        attr.btf_log_size = buf.len() as u32;
+        attr.btf_log_level = 1;
+    }
+    // SAFETY: attr points at live buffers of the sizes given for the whole call.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_BTF_LOAD, &mut attr as *mut BtfLoadAttr, std::mem::size_of::<BtfLoadAttr>())
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    // SAFETY: fd was just returned to us by the kernel.
+    unsafe { libc::close(fd as i32) };
+    Ok(())
+}
+
+/// Asks the kernel about a standalone, native-byte-order BTF blob.
+pub fn verify_bytes(bytes: &[u8]) -> Verdict {
+    if bytes.len() > KERNEL_MAX_BTF_SIZE {
+        return Verdict::CannotAsk(format!(
+            "{} bytes is above the kernel's {} byte limit for BPF_BTF_LOAD",
+            bytes.len(),
+            KERNEL_MAX_BTF_SIZE
+        ));
+    }
+    match load(bytes, None) {
+        Ok(()) => Verdict::Accepted,
+        Err(e) if e == libc::EPERM || e == libc::EACCES => {
+            Verdict::CannotAsk("permission denied: BPF_BTF_LOAD needs root or CAP_BPF".into())
+        }
+        Err(e) if e == libc::ENOSYS => Verdict::CannotAsk("this kernel has no bpf() system call".into()),
+        Err(errno) => {
+            let mut buf = vec![0u8; LOG_SIZE];
+            let _ = load(bytes, Some(&mut buf));
+            let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+            Verdict::Refused { errno, log: tail }
+        }
+    }
+}
+
+/// The last non-empty line of a refusal log (what `kernel-rejects.tsv` records).
+pub fn last_line(log: &str) -> &str {
+    log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
