@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use btfkit::btf::{self, dump};
+use btfkit::corpus::{Corpus, Row, read_manifest};
 
 use super::{EXIT_NO, EXIT_OK};
 
@@ -48,89 +49,6 @@ pub struct Args {
     /// Print every failing case with where it differs.
     #[arg(long, short = 'v')]
     pub verbose: bool,
-}
-
-struct Row {
-    /// "final" (manifest.tsv) or the pre-dedup variant ("full", "nofuncs").
-    variant: String,
-    case_id: String,
-    input: String,
-    profile: String,
-    mode: String,
-    base: String,
-    args: String,
-    expected: String,
-    sha: String,
-    stderr: String,
-}
-
-impl Row {
-    fn key(&self) -> String {
-        format!("{}\t{}", self.variant, self.case_id)
-    }
-}
-
-fn read_manifest(path: &Path, prededup: bool) -> anyhow::Result<Vec<Row>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().context("empty manifest")?.split('\t').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name);
-    let mut rows = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let f: Vec<&str> = line.split('\t').collect();
-        let get = |name: &str| col(name).and_then(|i| f.get(i)).map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-        if f.len() != header.len() {
-            bail!("{}:{}: {} columns, header has {}", path.display(), n + 2, f.len(), header.len());
-        }
-        rows.push(Row {
-            variant: if prededup { get("variant") } else { "final".into() },
-            case_id: get("case_id"),
-            input: get("input"),
-            profile: get("profile"),
-            mode: if prededup { "detached".into() } else { get("mode") },
-            base: get("base"),
-            args: get("args"),
-            expected: get("expected"),
-            sha: get("expected_sha256"),
-            stderr: get("stderr"),
-        });
-    }
-    Ok(rows)
-}
-
-/// Decompresses corpus files into the cache on first use.
-struct Cache {
-    corpus: PathBuf,
-    dir: PathBuf,
-}
-
-impl Cache {
-    /// Path of corpus file `rel` (decompressed name) that can be read.
-    fn file(&self, rel: &str) -> anyhow::Result<PathBuf> {
-        let plain = self.corpus.join(rel);
-        if plain.exists() {
-            return Ok(plain);
-        }
-        let out = self.dir.join("files").join(rel);
-        if out.exists() {
-            return Ok(out);
-        }
-        let zst = self.corpus.join(format!("{rel}.zst"));
-        let data = std::fs::read(&zst).with_context(|| format!("{}: corpus file missing", zst.display()))?;
-        let mut dec = zstd::stream::read::Decoder::new(&data[..])?;
-        dec.window_log_max(31)?;
-        let mut bytes = Vec::new();
-        std::io::copy(&mut dec, &mut bytes).with_context(|| format!("{}: cannot decompress", zst.display()))?;
-        std::fs::create_dir_all(out.parent().unwrap())?;
-        btfkit::output::write_atomic(&out, &bytes)?;
-        Ok(out)
-    }
-}
-
-pub fn corpus_dir(arg: &Option<PathBuf>) -> PathBuf {
-    arg.clone()
-        .or_else(|| std::env::var_os("BTFKIT_CORPUS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus")))
 }
 
 enum Outcome {
@@ -198,10 +116,10 @@ pub fn first_difference(ours: &[u8], theirs: &[u8], base: Option<&Path>) -> Stri
     }
 }
 
-fn replay_row(row: &Row, cache: &Cache, exe: &Path) -> anyhow::Result<Outcome> {
+fn replay_row(row: &Row, cache: &Corpus, exe: &Path) -> anyhow::Result<Outcome> {
     let input = cache.file(&row.input)?;
     let base = if row.base != "-" { Some(cache.file(&row.base)?) } else { None };
-    let work = cache.dir.join("out").join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
+    let work = cache.cache.join("out").join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
     std::fs::create_dir_all(&work)?;
     let output = work.join("out.btf");
     let _ = std::fs::remove_file(&output);
@@ -294,14 +212,15 @@ fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
-    let corpus = corpus_dir(&a.corpus);
-    let cache_dir = a
-        .cache
-        .clone()
-        .or_else(|| std::env::var_os("BTFKIT_CACHE").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/corpus-cache")));
-    std::fs::create_dir_all(&cache_dir).with_context(|| format!("{}", cache_dir.display()))?;
-    let cache = Cache { corpus: corpus.clone(), dir: cache_dir };
+    let mut cache = Corpus::open_default();
+    if let Some(d) = &a.corpus {
+        cache.dir = d.clone();
+    }
+    if let Some(d) = &a.cache {
+        cache.cache = d.clone();
+    }
+    std::fs::create_dir_all(&cache.cache).with_context(|| format!("{}", cache.cache.display()))?;
+    let corpus = cache.dir.clone();
     let mut rows = Vec::new();
     if a.variants.iter().any(|v| v == "final") {
         rows.extend(read_manifest(&corpus.join("manifest.tsv"), false)?);
