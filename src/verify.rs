@@ -4,7 +4,11 @@
 //! make the kernel refuse a valid blob with ENOSPC. Only on refusal do we
 //! load again with a large log to show why.
 
-use crate::btf::KERNEL_MAX_BTF_SIZE;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::btf::{self, Btf, KERNEL_MAX_BTF_SIZE};
+use crate::error::Result;
 
 const BPF_BTF_LOAD: libc::c_long = 18;
 /// Large enough for the kernel's log of any blob within the 16 MiB limit.
@@ -80,4 +84,19 @@ pub fn verify_bytes(bytes: &[u8]) -> Verdict {
 /// The last non-empty line of a refusal log (what `kernel-rejects.tsv` records).
 pub fn last_line(log: &str) -> &str {
     log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// The bytes the kernel is asked about for `file`: native byte order and
+/// standalone (split BTF merged onto its base, ids and offsets unchanged).
+/// A native standalone raw blob is passed untouched: the point is the
+/// kernel's judgement, not our reader's.
+pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Vec<u8>> {
+    let input = crate::elf::Input::open(file)?;
+    if base.is_none() && input.is_btf() && input.bytes()[..2] == btf::BTF_MAGIC.to_ne_bytes() {
+        return Ok(input.bytes().to_vec());
+    }
+    drop(input);
+    let mut b = crate::elf::load_btf(file, base)?;
+    b.set_endian(btf::Endian::native());
+    Ok(if b.base().is_some() { btf::write::merged_bytes(&b) } else { btf::write::to_bytes(&b) })
 }

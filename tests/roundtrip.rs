@@ -15,7 +15,8 @@ use rayon::prelude::*;
 fn bases(c: &Corpus) -> HashMap<String, String> {
     let mut m = HashMap::new();
     for r in c.all_rows().expect("manifests") {
-        if r.expected == "-" {
+        // The distilled .BTF.base is standalone BTF.
+        if r.expected == "-" || r.mode == "inplace:.BTF.base" {
             continue;
         }
         let base = if r.mode == "inplace:.BTF" {

@@ -132,23 +132,9 @@ pub struct VerifyArgs {
     pub base: Option<PathBuf>,
 }
 
-/// The bytes the kernel is asked about: native order, standalone.
-pub fn verify_payload(file: &std::path::Path, base: Option<std::sync::Arc<Btf>>) -> anyhow::Result<Vec<u8>> {
-    let input = btfkit::elf::Input::open(file)?;
-    // A native standalone raw blob goes to the kernel untouched: the point is
-    // the kernel's judgement, not ours.
-    if base.is_none() && input.is_btf() && input.bytes()[..2] == 0xEB9Fu16.to_ne_bytes() {
-        return Ok(input.bytes().to_vec());
-    }
-    drop(input);
-    let mut b = btfkit::elf::load_btf(file, base)?;
-    b.set_endian(btf::Endian::native());
-    Ok(if b.base().is_some() { btf::write::merged_bytes(&b) } else { btf::write::to_bytes(&b) })
-}
-
 pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
     let base = load_base(&a.base)?;
-    let payload = verify_payload(&a.file, base)?;
+    let payload = verify::payload(&a.file, base)?;
     match verify::verify_bytes(&payload) {
         Verdict::Accepted => {
             println!("{}: accepted by the kernel ({} bytes)", a.file.display(), payload.len());
