@@ -547,6 +547,46 @@ impl Btf {
         self.words.len() * 4
     }
 
+    /// Calls `f` with every type-id field of the record, in record order.
+    pub fn for_each_type_ref(words: &[u32], mut f: impl FnMut(u32)) {
+        let t = Type { words };
+        let vlen = t.vlen() as usize;
+        match t.kind() {
+            Kind::Ptr
+            | Kind::Typedef
+            | Kind::Volatile
+            | Kind::Const
+            | Kind::Restrict
+            | Kind::Func
+            | Kind::Var
+            | Kind::DeclTag
+            | Kind::TypeTag => f(words[2]),
+            Kind::Array => {
+                f(words[3]);
+                f(words[4]);
+            }
+            Kind::Struct | Kind::Union => (0..vlen).for_each(|i| f(words[3 + 3 * i + 1])),
+            Kind::FuncProto => {
+                f(words[2]);
+                (0..vlen).for_each(|i| f(words[3 + 2 * i + 1]));
+            }
+            Kind::Datasec => (0..vlen).for_each(|i| f(words[3 + 3 * i])),
+            _ => {}
+        }
+    }
+
+    /// Calls `f` with every string-offset field of the record, in record order.
+    pub fn for_each_str_ref(words: &[u32], mut f: impl FnMut(u32)) {
+        let t = Type { words };
+        let vlen = t.vlen() as usize;
+        f(words[0]);
+        match t.kind() {
+            Kind::Struct | Kind::Union | Kind::Enum64 => (0..vlen).for_each(|i| f(words[3 + 3 * i])),
+            Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(words[3 + 2 * i])),
+            _ => {}
+        }
+    }
+
     /// Calls `f` on every type-id field of the record (mutable), in record order.
     pub fn for_each_type_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
         let t = Type { words: &*words };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use super::{Btf, Endian, HDR_LEN, Kind, StrTab, Type};
+use super::{Btf, Endian, HDR_LEN, Kind, StrTab};
 
 /// A structural fault in a BTF blob, with the byte offset where it was found.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -149,10 +149,11 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     let tsec = &data[t0 as usize..(t0 + h.type_len as u64) as usize];
     let rd = Rd { b: tsec, big: h.endian == Endian::Big };
     let nwords = tsec.len() / 4;
-    let mut words = Vec::with_capacity(nwords);
-    for i in 0..nwords {
-        words.push(rd.u32(i * 4));
-    }
+    let words: Vec<u32> = if rd.big {
+        tsec.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect()
+    } else {
+        tsec.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    };
     let start_id = base.as_ref().map(|b| b.type_count() + 1).unwrap_or(1);
     let start_str = base.as_ref().map(|b| b.strs_end()).unwrap_or(0);
     // Pass 1: record boundaries and kinds.
@@ -185,28 +186,27 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     // Pass 2: references and string offsets in range.
     for (i, &o) in offs.iter().enumerate() {
         let e = offs.get(i + 1).map(|&e| e as usize).unwrap_or(nwords);
-        let mut rec = words[o as usize..e].to_vec();
+        let rec = &words[o as usize..e];
         let id = start_id + i as u32;
         let off = t0 as usize + o as usize * 4;
         let mut bad_ref = None;
-        Btf::for_each_type_ref_mut(&mut rec, |r| {
-            if *r > max_id && bad_ref.is_none() {
-                bad_ref = Some(*r);
+        Btf::for_each_type_ref(rec, |r| {
+            if r > max_id && bad_ref.is_none() {
+                bad_ref = Some(r);
             }
         });
         if let Some(target) = bad_ref {
             return Err(ReadError::TypeIdOutOfRange { id, off, target, max: max_id });
         }
         let mut bad_str = None;
-        Btf::for_each_str_ref_mut(&mut rec, |s| {
-            if *s != 0 && *s >= str_end && bad_str.is_none() {
-                bad_str = Some(*s);
+        Btf::for_each_str_ref(rec, |s| {
+            if s != 0 && s >= str_end && bad_str.is_none() {
+                bad_str = Some(s);
             }
         });
         if let Some(str_off) = bad_str {
             return Err(ReadError::StrOffOutOfRange { id, off, str_off, end: str_end });
         }
-        let _ = Type { words: &rec };
     }
     let strtab = StrTab::from_bytes(start_str, strs.to_vec(), base.clone());
     Ok(Btf::from_parts(words, offs, strtab, h.endian, base))

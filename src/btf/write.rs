@@ -22,15 +22,12 @@ pub fn to_bytes(btf: &Btf) -> Vec<u8> {
     put32(&mut out, type_len);
     put32(&mut out, strs.len() as u32);
     let words = btf.raw_words();
-    if big == cfg!(target_endian = "big") {
-        // Host order equals target order: one bulk copy.
-        for w in words {
-            out.extend_from_slice(&w.to_ne_bytes());
-        }
-    } else {
-        for w in words {
-            out.extend_from_slice(&w.swap_bytes().to_ne_bytes());
-        }
+    let at = out.len();
+    out.resize(at + words.len() * 4, 0);
+    let swap = big != cfg!(target_endian = "big");
+    for (dst, w) in out[at..].chunks_exact_mut(4).zip(words) {
+        let w = if swap { w.swap_bytes() } else { *w };
+        dst.copy_from_slice(&w.to_ne_bytes());
     }
     out.extend_from_slice(strs);
     debug_assert_eq!(out.len(), total);

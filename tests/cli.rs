@@ -1,0 +1,107 @@
+//! The command line's contract: exit codes (0 ok, 1 negative answer, 2 error),
+//! one-line errors naming the file, and no panic on damaged input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use btfkit::corpus::Corpus;
+
+fn btfkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Corpus::open_default().file(rel).unwrap()
+}
+
+/// Asserts exit 2 and a single stderr line that mentions `path` and `what`.
+fn assert_error(out: &Output, path: &Path, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "not one line: {err}");
+    assert!(err.contains(&*path.to_string_lossy()), "no file name in: {err}");
+    assert!(err.contains(what), "expected `{what}` in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn missing_file() {
+    let p = tmp("does-not-exist.btf");
+    assert_error(&btfkit(&["dump", p.to_str().unwrap()]), &p, "No such file");
+}
+
+#[test]
+fn not_btf_nor_elf() {
+    let p = tmp("text.btf");
+    std::fs::write(&p, b"hello world, this is not BTF").unwrap();
+    assert_error(&btfkit(&["stats", p.to_str().unwrap()]), &p, "neither raw BTF");
+}
+
+#[test]
+fn truncated_btf_at_every_offset_class() {
+    let src = std::fs::read(fixture("expected/fixtures/structs_unions.gcc-O2.kernel.btf")).unwrap();
+    let p = tmp("truncated.btf");
+    for n in [0usize, 1, 2, 10, 23, 24, 30, 100, src.len() / 2, src.len() - 1] {
+        std::fs::write(&p, &src[..n]).unwrap();
+        let out = btfkit(&["dump", p.to_str().unwrap()]);
+        let what = if n < 2 { "neither raw BTF" } else { "invalid BTF" };
+        assert_error(&out, &p, what);
+    }
+}
+
+#[test]
+fn elf_without_btf_section() {
+    let p = fixture("fixtures/bin/ints.gcc-O2.o");
+    assert_error(&btfkit(&["dump", p.to_str().unwrap()]), &p, "no .BTF section");
+}
+
+#[test]
+fn elf_with_btf_section_is_read() {
+    let p = fixture("kernel/modules/crc7.ko");
+    let out = btfkit(&["stats", "--json", p.to_str().unwrap(), "--base", fixture("kernel/vmlinux-6.12.117+deb12-cloud-amd64").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["types"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn usage_error_is_exit_2() {
+    let out = btfkit(&["dump"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = btfkit(&["no-such-command"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = btfkit(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn stats_counts_match_dump() {
+    let p = fixture("expected/fixtures/multi_types.gcc-O2.ld-r.kernel.btf");
+    let out = btfkit(&["stats", "--json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dump = btfkit(&["dump", p.to_str().unwrap()]);
+    let text = String::from_utf8(dump.stdout).unwrap();
+    let types = text.lines().filter(|l| l.starts_with('[')).count() as u64;
+    assert_eq!(v["types"].as_u64().unwrap(), types);
+    let structs = text.lines().filter(|l| l.contains("] STRUCT ")).count() as u64;
+    assert_eq!(v["kinds"]["STRUCT"]["count"].as_u64().unwrap(), structs);
+    let len = std::fs::metadata(&p).unwrap().len();
+    assert_eq!(v["total_bytes"].as_u64().unwrap(), len);
+}
+
+#[test]
+fn dump_json_is_json_with_every_type() {
+    let p = fixture("expected/fixtures/btf_tags.clang-O2.all.btf");
+    let out = btfkit(&["dump", "--format", "json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let types = v["types"].as_array().unwrap();
+    assert_eq!(types.len(), 45);
+    assert_eq!(types[0]["kind"], "TYPE_TAG");
+    assert_eq!(types[0]["name"], "tag1");
+}
