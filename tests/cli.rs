@@ -105,3 +105,17 @@ fn dump_json_is_json_with_every_type() {
     assert_eq!(types[0]["kind"], "TYPE_TAG");
     assert_eq!(types[0]["name"], "tag1");
 }
+
+#[test]
+fn stats_warnings_name_what_the_kernel_refuses() {
+    // kernel-rejects.tsv: this file is refused for `_vptr$Shape ... Invalid name`.
+    let p = fixture("expected/fixtures/cxx_basics.clang++-O2.kernel.btf");
+    let out = btfkit(&["stats", "--warnings", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("member '_vptr$Shape' has an invalid name"), "{text}");
+    // and a file the kernel accepts has none
+    let p = fixture("expected/fixtures/structs_unions.gcc-O2.kernel.btf");
+    let text = String::from_utf8(btfkit(&["stats", "--warnings", p.to_str().unwrap()]).stdout).unwrap();
+    assert!(text.contains("0 kernel-rule warnings"), "{text}");
+}

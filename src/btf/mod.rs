@@ -9,6 +9,7 @@
 //! phase (dedup, dump, diff) read records without decoding them into objects.
 
 pub mod dump;
+pub mod lint;
 pub mod read;
 pub mod strtab;
 pub mod write;

@@ -27,7 +27,7 @@ pub enum ReadError {
     MisalignedTypes(u32),
     #[error("type section length {0} is not a multiple of 4")]
     TypeLenNotMultipleOf4(u32),
-    #[error("type and string sections overlap")]
+    #[error("type section does not end before the string section starts")]
     Overlap,
     #[error("type [{id}] at byte {off}: unknown kind {kind}")]
     UnknownKind { id: u32, off: usize, kind: u32 },
@@ -126,10 +126,8 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     if h.type_len % 4 != 0 {
         return Err(ReadError::TypeLenNotMultipleOf4(h.type_len));
     }
-    if h.type_off as u64 + h.type_len as u64 > h.str_off as u64
-        && (h.str_off as u64) + (h.str_len as u64) > h.type_off as u64
-        && h.str_len > 0
-    {
+    // libbpf requires the type section to end where (or before) strings begin.
+    if h.type_off as u64 + h.type_len as u64 > h.str_off as u64 {
         return Err(ReadError::Overlap);
     }
     if let Some(b) = &base {
@@ -215,6 +213,7 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::btf::TypeId;
     use crate::btf::write::to_bytes;
 
     fn sample() -> Vec<u8> {
@@ -285,6 +284,58 @@ mod tests {
         let mut bad = good.clone();
         bad[20] = 0xff;
         assert!(matches!(parse(&bad), Err(ReadError::SectionOutOfFile { what: "string", .. })));
+    }
+
+    #[test]
+    fn layout_faults() {
+        let good = sample();
+        let put = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let type_len = u32::from_le_bytes(good[12..16].try_into().unwrap());
+        // type_off not 4-byte aligned
+        let mut bad = good.clone();
+        put(&mut bad, 8, 2);
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::MisalignedTypes(2));
+        // type section running into the strings
+        let mut bad = good.clone();
+        put(&mut bad, 16, type_len - 4);
+        put(&mut bad, 20, 4);
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::Overlap);
+        // type section past the end of the file
+        let mut bad = good.clone();
+        put(&mut bad, 12, 4096);
+        assert!(matches!(parse(&bad), Err(ReadError::SectionOutOfFile { what: "type", .. })));
+        // a record whose vlen runs past the type section: STRUCT with vlen 9
+        let mut bad = good.clone();
+        bad[24 + 16 + 12 + 4] = 9;
+        assert!(matches!(parse(&bad), Err(ReadError::TruncatedType { id: 3, .. })));
+    }
+
+    #[test]
+    fn split_over_base_of_other_byte_order() {
+        let base = Arc::new(parse(&sample()).unwrap());
+        let mut split = Btf::new_split(base.clone());
+        split.add_int(b"long", 8, 1);
+        split.set_endian(Endian::Big);
+        let bytes = to_bytes(&split);
+        assert!(matches!(parse_split(&bytes, Some(base)), Err(ReadError::EndianMismatch { .. })));
+    }
+
+    #[test]
+    fn split_ids_and_strings_continue_the_base() {
+        let base = Arc::new(parse(&sample()).unwrap());
+        let mut split = Btf::new_split(base.clone());
+        let l = split.add_int(b"long", 8, 1);
+        split.add_ref(Kind::Ptr, TypeId(1));
+        assert_eq!(l, TypeId(4));
+        let bytes = to_bytes(&split);
+        let back = parse_split(&bytes, Some(base.clone())).unwrap();
+        assert_eq!(back.start_id(), 4);
+        assert_eq!(back.name(back.ty(TypeId(4)).name_off()), "long");
+        assert_eq!(back.name(back.ty(TypeId(1)).name_off()), "int");
+        // split string section has no leading NUL
+        assert_eq!(back.raw_strings(), b"long\0");
+        // without its base, the split blob is not valid standalone BTF
+        assert!(parse(&bytes).is_err());
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct StatsArgs {
     /// Print a JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also list what the kernel's stricter rules (names, member layout,
+    /// DATASEC order) would object to; the reader accepts such files.
+    #[arg(long)]
+    pub warnings: bool,
 }
 
 pub struct Stats {
@@ -93,6 +97,7 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
     let b = btfkit::elf::load_btf(&a.file, base)?;
     let s = compute_stats(&b);
     let total = btf::HDR_LEN as u64 + s.type_bytes + s.str_bytes;
+    let warnings = if a.warnings { btf::lint::kernel_warnings(&b) } else { Vec::new() };
     if a.json {
         let kinds: serde_json::Map<String, serde_json::Value> = s
             .per_kind
@@ -109,6 +114,10 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
             "string_bytes": s.str_bytes,
             "total_bytes": total,
         });
+        let mut v = v;
+        if a.warnings {
+            v["warnings"] = warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>().into();
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("{}: {} types (ids {}..={}), {:?}-endian", a.file.display(), s.types, b.start_id(), b.type_count(), b.endian());
@@ -119,6 +128,12 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
         println!("{:<12} {:>10} {:>12}", "types", s.types, s.type_bytes);
         println!("{:<12} {:>10} {:>12}", "strings", "", s.str_bytes);
         println!("{:<12} {:>10} {:>12}", "total", "", total);
+        if a.warnings {
+            println!("{} kernel-rule warnings", warnings.len());
+            for w in &warnings {
+                println!("warning: {w}");
+            }
+        }
     }
     Ok(EXIT_OK)
 }

@@ -1,0 +1,142 @@
+//! The kernel's stricter rules, as warnings. The reader accepts BTF that
+//! breaks them (the reference emits such files, see `kernel-rejects.tsv`);
+//! `stats --warnings` lists them so a user learns before loading.
+
+use super::{Btf, Kind, StrOff, TypeId};
+
+/// The kernel's "valid identifier": `[A-Za-z_.][A-Za-z0-9_.]*`, shorter than 512.
+pub fn is_valid_ident(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.len() < 512
+        && (s[0].is_ascii_alphabetic() || s[0] == b'_' || s[0] == b'.')
+        && s.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+}
+
+/// One finding: the type it concerns and what the kernel would object to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub id: TypeId,
+    pub msg: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {}", self.id.0, self.msg)
+    }
+}
+
+/// Checks own types against the kernel's name, layout and DATASEC rules.
+pub fn kernel_warnings(btf: &Btf) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for id in btf.own_ids() {
+        let t = btf.ty(id);
+        let kind = t.kind();
+        let name = btf.str_at(t.name_off()).unwrap_or(b"");
+        let mut warn = |msg: String| out.push(Warning { id, msg: format!("{} '{}': {}", kind.name(), String::from_utf8_lossy(name), msg) });
+        let ident = |off: u32| btf.str_at(StrOff(off)).unwrap_or(b"");
+        match kind {
+            Kind::Typedef | Kind::Fwd | Kind::Func | Kind::Var if !is_valid_ident(name) => warn("invalid name".into()),
+            Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 if !name.is_empty() && !is_valid_ident(name) => {
+                warn("invalid name".into())
+            }
+            Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::Array | Kind::FuncProto
+                if t.name_off().0 != 0 =>
+            {
+                warn("must be anonymous".into())
+            }
+            _ => {}
+        }
+        match kind {
+            Kind::Struct | Kind::Union => {
+                let mut prev = 0;
+                for [n, _ty, off] in t.triples() {
+                    let m = ident(n);
+                    if !m.is_empty() && !is_valid_ident(m) {
+                        warn(format!("member '{}' has an invalid name", String::from_utf8_lossy(m)));
+                    }
+                    let (bit_off, bits) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
+                    if kind == Kind::Union && bit_off != 0 {
+                        warn(format!("union member '{}' at bit offset {bit_off}", String::from_utf8_lossy(m)));
+                    }
+                    if (bit_off as u64 + bits as u64).div_ceil(8) > t.size() as u64 {
+                        warn(format!("member '{}' exceeds the struct size {}", String::from_utf8_lossy(m), t.size()));
+                    }
+                    if bit_off < prev {
+                        warn(format!("member '{}' offset goes backwards", String::from_utf8_lossy(m)));
+                    }
+                    prev = bit_off;
+                }
+            }
+            Kind::Enum | Kind::Enum64 => {
+                let names: Vec<u32> = if kind == Kind::Enum {
+                    t.pairs().map(|[n, _]| n).collect()
+                } else {
+                    t.triples().map(|[n, _, _]| n).collect()
+                };
+                for n in names {
+                    if !is_valid_ident(ident(n)) {
+                        warn(format!("enumerator '{}' has an invalid name", String::from_utf8_lossy(ident(n))));
+                    }
+                }
+            }
+            Kind::FuncProto => {
+                for [n, _] in t.pairs() {
+                    let p = ident(n);
+                    if !p.is_empty() && !is_valid_ident(p) {
+                        warn(format!("parameter '{}' has an invalid name", String::from_utf8_lossy(p)));
+                    }
+                }
+            }
+            Kind::Func if t.vlen() > 1 => warn(format!("linkage {} (kernel 6.12 accepts static and global)", t.vlen())),
+            Kind::TypeTag | Kind::DeclTag if t.kflag() => warn("kind_flag 1 (attribute) is refused by kernel 6.12".into()),
+            Kind::Datasec => {
+                let mut end = 0u64;
+                for [_, off, sz] in t.triples() {
+                    if (off as u64) < end {
+                        warn(format!("entry at offset {off} overlaps or is out of order"));
+                    }
+                    if sz == 0 || off as u64 + sz as u64 > t.size() as u64 {
+                        warn(format!("entry at offset {off} size {sz} outside the section size {}", t.size()));
+                    }
+                    end = off as u64 + sz as u64;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btf::Endian;
+
+    #[test]
+    fn identifiers() {
+        assert!(is_valid_ident(b"task_struct"));
+        assert!(is_valid_ident(b".data"));
+        assert!(!is_valid_ident(b"_vptr$Shape"));
+        assert!(!is_valid_ident(b"Wrapper<u32>"));
+        assert!(!is_valid_ident(b"1abc"));
+        assert!(!is_valid_ident(b""));
+    }
+
+    #[test]
+    fn finds_names_layout_and_datasec_order() {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        b.begin(Kind::Struct, b"Wrapper<u32>", 4, false);
+        b.push_member(b"a", int, 0, 0);
+        b.push_member(b"b", int, 32, 0);
+        let v1 = b.add_var(b"x", int, 1);
+        let v2 = b.add_var(b"y", int, 1);
+        b.begin(Kind::Datasec, b".data", 8, false);
+        b.push_var_secinfo(v1, 4, 4);
+        b.push_var_secinfo(v2, 0, 4);
+        let w: Vec<String> = kernel_warnings(&b).iter().map(|w| w.to_string()).collect();
+        assert!(w.iter().any(|w| w.starts_with("[2] STRUCT 'Wrapper<u32>': invalid name")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("member 'b' exceeds the struct size 4")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("entry at offset 0 overlaps or is out of order")), "{w:?}");
+    }
+}
