@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Whole-process benchmark: btfkit against a reference pahole, side by side.
+
+Runs the same pahole-style command line through both encoders, alternating
+them, for each thread count; records wall time, CPU time (user+sys) and peak
+RSS (from wait4's rusage) per run; prints a Markdown table of medians and the
+ratios, and writes an SVG plot of time and RSS against threads.
+
+    PAHOLE=/path/to/pahole benches/sweep.py --input vmlinux [--runs 5] \
+        [--threads 1,2] [--btfkit target/release/btfkit] [--svg perf.svg]
+
+The reference is whatever PAHOLE names (a pahole v1.31 built outside the
+repo, or Debian's dwarves 1.24); the script prints its --version.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+KERNEL_FLAGS = ("--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,"
+                "optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build")
+
+
+def run_once(argv):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{' '.join(argv)}: exit {code}: {err.strip()}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--base", help="base BTF for split encoding (modules)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--threads", default=f"1,2,{os.cpu_count()}")
+    ap.add_argument("--btfkit", default="target/release/btfkit")
+    ap.add_argument("--extra", default=KERNEL_FLAGS + " --lang_exclude=rust",
+                    help="flags after -J -jN (default: the corpus 'kernel' profile)")
+    ap.add_argument("--svg")
+    ap.add_argument("--only", choices=["btfkit", "pahole"], help="run one encoder only")
+    a = ap.parse_args()
+    pahole = os.environ.get("PAHOLE")
+    encoders = []
+    if a.only != "pahole":
+        encoders.append(("btfkit", [a.btfkit, "pahole"]))
+    if a.only != "btfkit":
+        if not pahole:
+            sys.exit("set PAHOLE=/path/to/pahole (or pass --only btfkit)")
+        ver = subprocess.run([pahole, "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"reference: {pahole} ({ver})")
+        encoders.append(("pahole", [pahole]))
+    threads = sorted({int(t) for t in a.threads.split(",")})
+    out = tempfile.mkdtemp(prefix="btfkit-sweep-")
+    res = {}
+    for t in threads:
+        for r in range(a.runs):
+            for name, cmd in encoders:
+                dst = os.path.join(out, f"{name}.btf")
+                argv = cmd + ["-J", f"-j{t}"] + a.extra.split() + [f"--btf_encode_detached={dst}"]
+                if a.base:
+                    argv.append(f"--btf_base={a.base}")
+                argv.append(a.input)
+                res.setdefault((name, t), []).append(run_once(argv))
+        if len(encoders) == 2:
+            same = open(os.path.join(out, "btfkit.btf"), "rb").read() == open(os.path.join(out, "pahole.btf"), "rb").read()
+            print(f"-j{t}: outputs {'identical' if same else 'DIFFER'}")
+    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in res.items()}
+    print(f"\ninput: {a.input}; median of {a.runs} runs, alternating encoders\n")
+    print("| threads | encoder | wall s | CPU s | peak RSS MiB | wall vs ref | CPU vs ref | RSS vs ref |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for t in threads:
+        for name, _ in encoders:
+            w, c, m = med[(name, t)]
+            ratio = ""
+            if name == "btfkit" and ("pahole", t) in med:
+                pw, pc, pm = med[("pahole", t)]
+                ratio = f" {w / pw:.2f} | {c / pc:.2f} | {m / pm:.2f} |"
+            else:
+                ratio = " | | |"
+            print(f"| {t} | {name} | {w:.2f} | {c:.2f} | {m:.0f} |{ratio}")
+    if a.svg:
+        write_svg(a.svg, threads, encoders, med)
+        print(f"\nplot: {a.svg}")
+
+
+def write_svg(path, threads, encoders, med):
+    """Two panels (wall seconds, peak RSS MiB) against threads, one line per encoder."""
+    W, H, P = 360, 240, 40
+    colors = {"btfkit": "#1f77b4", "pahole": "#d62728"}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H}" font-family="sans-serif" font-size="11">']
+    for panel, (idx, label) in enumerate([(0, "wall time (s)"), (2, "peak RSS (MiB)")]):
+        x0 = panel * W
+        ymax = max(med[(n, t)][idx] for n, _ in encoders for t in threads) * 1.15 or 1
+        tmin, tmax = threads[0], threads[-1] if threads[-1] > threads[0] else threads[0] + 1
+        def px(t): return x0 + P + (t - tmin) / (tmax - tmin) * (W - 2 * P)
+        def py(v): return H - P - v / ymax * (H - 2 * P)
+        parts.append(f'<text x="{x0 + W / 2}" y="15" text-anchor="middle">{label} vs threads</text>')
+        parts.append(f'<line x1="{x0 + P}" y1="{H - P}" x2="{x0 + W - P}" y2="{H - P}" stroke="black"/>')
+        parts.append(f'<line x1="{x0 + P}" y1="{P}" x2="{x0 + P}" y2="{H - P}" stroke="black"/>')
+        for t in threads:
+            parts.append(f'<text x="{px(t)}" y="{H - P + 14}" text-anchor="middle">{t}</text>')
+        for k in range(5):
+            v = ymax * k / 4
+            parts.append(f'<text x="{x0 + P - 4}" y="{py(v) + 4}" text-anchor="end">{v:.1f}</text>')
+        for i, (n, _) in enumerate(encoders):
+            pts = " ".join(f"{px(t):.1f},{py(med[(n, t)][idx]):.1f}" for t in threads)
+            parts.append(f'<polyline points="{pts}" fill="none" stroke="{colors[n]}" stroke-width="2"/>')
+            parts.append(f'<text x="{x0 + W - P}" y="{P + 14 * i}" text-anchor="end" fill="{colors[n]}">{n}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
