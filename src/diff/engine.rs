@@ -1,0 +1,683 @@
+//! Matching of top-level items and the field-by-field comparison of pairs.
+
+use std::collections::VecDeque;
+
+use hashbrown::HashMap;
+
+use super::equiv::{self, Classes};
+use super::render::{declaration, named_label, tag_keyword, type_name};
+use super::{Change, DiffKind, Difference, Report, Verdict};
+use crate::btf::{Btf, Kind, StrOff, Type, TypeId};
+
+/// Nesting of anonymous aggregates followed before giving up (real C nests a
+/// handful deep; only corrupt input gets near this).
+const MAX_NEST: u32 = 32;
+const UNPAIRED: u32 = u32::MAX;
+
+/// Compares two BTFs (each with its base, if split) and reports whether they
+/// are the same bytes, equivalent, or how they differ.
+pub fn compare(a: &Btf, b: &Btf) -> Report {
+    let mut report = Report {
+        verdict: Verdict::IdenticalBytes,
+        differences: Vec::new(),
+        types_a: a.own_type_count(),
+        types_b: b.own_type_count(),
+        rounds: 0,
+        classes: 0,
+    };
+    if super::identical_bytes(a, b) {
+        return report;
+    }
+    let cls = equiv::compute(a, b);
+    report.rounds = cls.rounds;
+    report.classes = cls.count;
+    let mut ca: Vec<u32> = a.own_ids().map(|id| cls.a(id)).collect();
+    let mut cb: Vec<u32> = b.own_ids().map(|id| cls.b(id)).collect();
+    ca.sort_unstable();
+    cb.sort_unstable();
+    if ca == cb {
+        report.verdict = Verdict::Equivalent;
+        return report;
+    }
+    report.verdict = Verdict::Different;
+    let mut e = Engine { a, b, cls: &cls, pair: vec![UNPAIRED; a.type_count() as usize + 1], out: Vec::new() };
+    e.run();
+    let mut out = e.out;
+    out.sort_by(|x, y| x.sort_key().cmp(&y.sort_key()));
+    out.dedup();
+    if out.is_empty() {
+        let (only_a, only_b) = multiset_difference(&ca, &cb);
+        out.push(Difference {
+            kind: DiffKind::Other,
+            change: Change::Changed,
+            path: "(types)".into(),
+            aspect: format!(
+                "{only_a} types of A and {only_b} of B have no structural counterpart, \
+                 but no named item differs (anonymous types outside every item)"
+            ),
+            old: None,
+            new: None,
+        });
+    }
+    report.differences = out;
+    report
+}
+
+/// Sizes of `a - b` and `b - a` for sorted multisets.
+fn multiset_difference(a: &[u32], b: &[u32]) -> (usize, usize) {
+    let (mut i, mut j, mut only_a, mut only_b) = (0, 0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Less => {
+                only_a += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                only_b += 1;
+                j += 1;
+            }
+        }
+    }
+    (only_a + a.len() - i, only_b + b.len() - j)
+}
+
+/// Calls `f` with every type id a record refers to.
+fn for_each_ref(t: Type<'_>, mut f: impl FnMut(u32)) {
+    let w = t.words;
+    match t.kind() {
+        Kind::Ptr
+        | Kind::Typedef
+        | Kind::Volatile
+        | Kind::Const
+        | Kind::Restrict
+        | Kind::Func
+        | Kind::Var
+        | Kind::DeclTag
+        | Kind::TypeTag => f(w[2]),
+        Kind::Array => {
+            f(w[3]);
+            f(w[4]);
+        }
+        Kind::Struct | Kind::Union => t.triples().for_each(|m| f(m[1])),
+        Kind::FuncProto => {
+            f(w[2]);
+            t.pairs().for_each(|p| f(p[1]));
+        }
+        Kind::Datasec => t.triples().for_each(|v| f(v[0])),
+        _ => {}
+    }
+}
+
+fn text(btf: &Btf, off: u32) -> String {
+    btf.name(StrOff(off)).into_owned()
+}
+
+fn linkage(l: u32) -> &'static str {
+    match l {
+        0 => "static",
+        1 => "global",
+        2 => "extern",
+        _ => "unknown",
+    }
+}
+
+fn int_encoding(e: u32) -> &'static str {
+    match e {
+        0 => "unsigned",
+        1 => "signed",
+        2 => "char",
+        4 => "bool",
+        _ => "unknown",
+    }
+}
+
+/// The label of a member, `x` or `(anon union @64)`.
+fn member_label(btf: &Btf, name: u32, ty: u32, bit_off: u32) -> String {
+    if name != 0 {
+        return text(btf, name);
+    }
+    match tag_keyword(btf, TypeId(ty)) {
+        "" => format!("(anon @{bit_off})"),
+        kw => format!("(anon {kw} @{bit_off})"),
+    }
+}
+
+/// (name, type, bit offset, bitfield size) of each member.
+fn members(t: Type<'_>) -> Vec<(u32, u32, u32, u32)> {
+    let kflag = t.kflag();
+    t.triples()
+        .map(|[n, ty, off]| if kflag { (n, ty, off & 0xff_ffff, off >> 24) } else { (n, ty, off, 0) })
+        .collect()
+}
+
+/// Enum values as (name, value), widened so signed and unsigned compare.
+fn enum_values(t: Type<'_>) -> Vec<(u32, i128)> {
+    let signed = t.kflag();
+    if t.kind() == Kind::Enum64 {
+        t.triples()
+            .map(|[n, lo, hi]| {
+                let v = ((hi as u64) << 32) | lo as u64;
+                (n, if signed { v as i64 as i128 } else { v as i128 })
+            })
+            .collect()
+    } else {
+        t.pairs().map(|[n, v]| (n, if signed { v as i32 as i128 } else { v as i128 })).collect()
+    }
+}
+
+/// Pairs two lists by key, equal keys in order; returns the pairs (in A's
+/// order) and the indices left over on each side.
+fn pair_by_key<K: std::hash::Hash + Eq>(
+    a: impl Iterator<Item = K>,
+    b: impl Iterator<Item = K>,
+) -> (Vec<(usize, usize)>, Vec<usize>, Vec<usize>) {
+    let mut by_key: HashMap<K, VecDeque<usize>> = HashMap::new();
+    let mut nb = 0;
+    for (j, k) in b.enumerate() {
+        by_key.entry(k).or_default().push_back(j);
+        nb += 1;
+    }
+    let mut used = vec![false; nb];
+    let mut pairs = Vec::new();
+    let mut only_a = Vec::new();
+    for (i, k) in a.enumerate() {
+        match by_key.get_mut(&k).and_then(|q| q.pop_front()) {
+            Some(j) => {
+                used[j] = true;
+                pairs.push((i, j));
+            }
+            None => only_a.push(i),
+        }
+    }
+    let only_b = (0..nb).filter(|&j| !used[j]).collect();
+    (pairs, only_a, only_b)
+}
+
+/// A short description of an item for `+`/`-` lines.
+fn describe(btf: &Btf, id: TypeId) -> String {
+    let Some(t) = btf.get(id) else { return String::new() };
+    match t.kind() {
+        Kind::Struct | Kind::Union => format!("size {}, {} members", t.size(), t.vlen()),
+        Kind::Enum | Kind::Enum64 => format!("size {}, {} values", t.size(), t.vlen()),
+        Kind::Typedef => type_name(btf, t.type_id()),
+        Kind::Int => format!("size {}, {}, {} bits", t.size(), int_encoding(t.int_encoding()), t.int_bits()),
+        Kind::Float => format!("size {}", t.size()),
+        Kind::Func => format!("{} {}", linkage(t.vlen()), type_name(btf, t.type_id())),
+        Kind::Var => format!("{} {}", linkage(t.extra()), type_name(btf, t.type_id())),
+        Kind::Datasec => format!("size {}, {} entries", t.size(), t.vlen()),
+        _ => String::new(),
+    }
+}
+
+/// Label of an anonymous type nothing else refers to.
+fn anon_label(btf: &Btf, id: TypeId) -> String {
+    let t = btf.ty(id);
+    match t.kind() {
+        Kind::Enum | Kind::Enum64 | Kind::Struct | Kind::Union => {
+            let first = match t.kind() {
+                Kind::Enum => t.pairs().next().map(|p| p[0]),
+                _ => t.triples().next().map(|m| m[0]),
+            };
+            match first.filter(|&n| n != 0) {
+                Some(n) => format!("{} (anon {})", tag_keyword(btf, id), text(btf, n)),
+                None => format!("{} (anon)", tag_keyword(btf, id)),
+            }
+        }
+        _ => format!("(unreferenced) {}", type_name(btf, id)),
+    }
+}
+
+/// `decl_tag bpf_kfunc on func bpf_foo`, `decl_tag x on struct s member m`.
+fn decl_tag_label(btf: &Btf, id: TypeId) -> String {
+    let t = btf.ty(id);
+    let target = t.type_id();
+    let comp = t.extra() as i32;
+    let tl = named_label(btf, target).unwrap_or_else(|| format!("(anon) {}", type_name(btf, target)));
+    let component = match btf.get(target) {
+        _ if comp < 0 => String::new(),
+        Some(tt) if matches!(tt.kind(), Kind::Struct | Kind::Union) => match tt.triples().nth(comp as usize) {
+            Some([n, ty, off]) => format!(" member {}", member_label(btf, n, ty, off & 0xff_ffff)),
+            None => format!(" member #{comp}"),
+        },
+        Some(tt) if tt.kind() == Kind::Func => format!(" param {}", comp + 1),
+        _ => format!(" component {comp}"),
+    };
+    let attr = if t.kflag() { " (attribute)" } else { "" };
+    format!("decl_tag {}{attr} on {tl}{component}", text(btf, t.name_off().0))
+}
+
+/// The top-level items of a BTF's own types, as (label, id).
+fn items(btf: &Btf) -> Vec<(String, TypeId)> {
+    let start = btf.start_id();
+    let mut referenced = vec![false; btf.own_type_count() as usize];
+    for id in btf.own_ids() {
+        let t = btf.ty(id);
+        // A tag on an anonymous type does not make it part of another item.
+        if t.kind() == Kind::DeclTag {
+            continue;
+        }
+        for_each_ref(t, |r| {
+            if r >= start {
+                referenced[(r - start) as usize] = true;
+            }
+        });
+    }
+    let mut out = Vec::new();
+    for id in btf.own_ids() {
+        let t = btf.ty(id);
+        let label = if t.kind() == Kind::DeclTag {
+            decl_tag_label(btf, id)
+        } else if let Some(l) = named_label(btf, id) {
+            l
+        } else if !referenced[(id.0 - start) as usize] {
+            anon_label(btf, id)
+        } else {
+            continue;
+        };
+        out.push((label, id));
+    }
+    out
+}
+
+struct Engine<'a> {
+    a: &'a Btf,
+    b: &'a Btf,
+    cls: &'a Classes,
+    /// B's partner of each paired A item.
+    pair: Vec<u32>,
+    out: Vec<Difference>,
+}
+
+impl Engine<'_> {
+    fn push(&mut self, kind: DiffKind, path: &str, aspect: impl Into<String>, old: String, new: String) {
+        self.out.push(Difference {
+            kind,
+            change: Change::Changed,
+            path: path.to_string(),
+            aspect: aspect.into(),
+            old: Some(old),
+            new: Some(new),
+        });
+    }
+
+    fn push_note(&mut self, kind: DiffKind, path: &str, aspect: String) {
+        self.out.push(Difference { kind, change: Change::Changed, path: path.to_string(), aspect, old: None, new: None });
+    }
+
+    fn removed(&mut self, kind: DiffKind, path: String, desc: String) {
+        self.out.push(Difference { kind, change: Change::Removed, path, aspect: String::new(), old: Some(desc), new: None });
+    }
+
+    fn added(&mut self, kind: DiffKind, path: String, desc: String) {
+        self.out.push(Difference { kind, change: Change::Added, path, aspect: String::new(), old: None, new: Some(desc) });
+    }
+
+    fn run(&mut self) {
+        let mut groups: HashMap<String, (Vec<TypeId>, Vec<TypeId>)> = HashMap::new();
+        for (l, id) in items(self.a) {
+            groups.entry(l).or_default().0.push(id);
+        }
+        for (l, id) in items(self.b) {
+            groups.entry(l).or_default().1.push(id);
+        }
+        let mut paired = Vec::new();
+        for (label, (va, vb)) in &groups {
+            let (pairs, only_a, only_b) = self.match_group(va, vb);
+            for &(x, y) in &pairs {
+                self.pair[x.0 as usize] = y.0;
+                paired.push((label.as_str(), x, y));
+            }
+            for x in only_a {
+                self.removed(DiffKind::Removed, label.clone(), describe(self.a, x));
+            }
+            for y in only_b {
+                self.added(DiffKind::Added, label.clone(), describe(self.b, y));
+            }
+        }
+        for (label, x, y) in paired {
+            if self.cls.a(x) != self.cls.b(y) {
+                self.item(label, x, y);
+            }
+        }
+    }
+
+    /// Pairs items of one label: equal classes first, then equal shape, then in order.
+    fn match_group(&self, va: &[TypeId], vb: &[TypeId]) -> (Vec<(TypeId, TypeId)>, Vec<TypeId>, Vec<TypeId>) {
+        if va.len() == 1 && vb.len() == 1 {
+            return (vec![(va[0], vb[0])], vec![], vec![]);
+        }
+        let (p1, ra, rb) = pair_by_key(va.iter().map(|&x| self.cls.a(x)), vb.iter().map(|&y| self.cls.b(y)));
+        let mut pairs: Vec<(TypeId, TypeId)> = p1.iter().map(|&(i, j)| (va[i], vb[j])).collect();
+        let ra: Vec<TypeId> = ra.iter().map(|&i| va[i]).collect();
+        let rb: Vec<TypeId> = rb.iter().map(|&j| vb[j]).collect();
+        let (p2, ra2, rb2) =
+            pair_by_key(ra.iter().map(|&x| self.shape_a(x)), rb.iter().map(|&y| self.shape_b(y)));
+        pairs.extend(p2.iter().map(|&(i, j)| (ra[i], rb[j])));
+        let ra: Vec<TypeId> = ra2.iter().map(|&i| ra[i]).collect();
+        let rb: Vec<TypeId> = rb2.iter().map(|&j| rb[j]).collect();
+        let n = ra.len().min(rb.len());
+        pairs.extend(ra.iter().zip(&rb).map(|(&x, &y)| (x, y)));
+        (pairs, ra[n..].to_vec(), rb[n..].to_vec())
+    }
+
+    /// Shape of an item: its own record's class, or for a FUNC its prototype's.
+    fn shape_a(&self, id: TypeId) -> u32 {
+        match self.a.ty(id).kind() {
+            Kind::Func => self.cls.local_a(self.a.ty(id).type_id()),
+            _ => self.cls.local_a(id),
+        }
+    }
+    fn shape_b(&self, id: TypeId) -> u32 {
+        match self.b.ty(id).kind() {
+            Kind::Func => self.cls.local_b(self.b.ty(id).type_id()),
+            _ => self.cls.local_b(id),
+        }
+    }
+
+    fn item(&mut self, label: &str, x: TypeId, y: TypeId) {
+        let (ta, tb) = (self.a.ty(x), self.b.ty(y));
+        match (ta.kind(), tb.kind()) {
+            (Kind::Struct | Kind::Union, Kind::Struct | Kind::Union) => self.composite(label, x, y, 0),
+            (Kind::Enum | Kind::Enum64, Kind::Enum | Kind::Enum64) => self.enumeration(label, x, y),
+            (Kind::Int, Kind::Int) => {
+                if ta.size() != tb.size() {
+                    self.push(DiffKind::Size, label, "size", ta.size().to_string(), tb.size().to_string());
+                }
+                if ta.int_encoding() != tb.int_encoding() {
+                    let (o, n) = (int_encoding(ta.int_encoding()), int_encoding(tb.int_encoding()));
+                    self.push(DiffKind::Encoding, label, "encoding", o.into(), n.into());
+                }
+                if ta.int_bits() != tb.int_bits() {
+                    self.push(DiffKind::Encoding, label, "bits", ta.int_bits().to_string(), tb.int_bits().to_string());
+                }
+                if ta.int_offset() != tb.int_offset() {
+                    let (o, n) = (ta.int_offset().to_string(), tb.int_offset().to_string());
+                    self.push(DiffKind::Encoding, label, "bit offset", o, n);
+                }
+            }
+            (Kind::Float, Kind::Float) => {
+                if ta.size() != tb.size() {
+                    self.push(DiffKind::Size, label, "size", ta.size().to_string(), tb.size().to_string());
+                }
+            }
+            (Kind::Typedef, Kind::Typedef) => self.cmp_ref(label, "type", DiffKind::Type, ta.type_id(), tb.type_id(), 0),
+            (Kind::Func, Kind::Func) => {
+                if ta.vlen() != tb.vlen() {
+                    self.push(DiffKind::Linkage, label, "linkage", linkage(ta.vlen()).into(), linkage(tb.vlen()).into());
+                }
+                let (pa, pb) = (ta.type_id(), tb.type_id());
+                let protos = self.a.get(pa).is_some_and(|t| t.kind() == Kind::FuncProto)
+                    && self.b.get(pb).is_some_and(|t| t.kind() == Kind::FuncProto);
+                if protos {
+                    if self.cls.a(pa) != self.cls.b(pb) {
+                        self.proto(label, pa, pb, 0);
+                    }
+                } else {
+                    self.cmp_ref(label, "type", DiffKind::Type, pa, pb, 0);
+                }
+            }
+            (Kind::Var, Kind::Var) => {
+                if ta.extra() != tb.extra() {
+                    let (o, n) = (linkage(ta.extra()).into(), linkage(tb.extra()).into());
+                    self.push(DiffKind::Linkage, label, "linkage", o, n);
+                }
+                self.cmp_ref(label, "type", DiffKind::Type, ta.type_id(), tb.type_id(), 0);
+            }
+            (Kind::Datasec, Kind::Datasec) => self.datasec(label, x, y),
+            // The label holds everything about a tag or a forward declaration
+            // that is not in another item.
+            (Kind::DeclTag, Kind::DeclTag) | (Kind::Fwd, Kind::Fwd) => {}
+            _ => self.explain(label, "type", DiffKind::Other, x, y, 0),
+        }
+    }
+
+    fn composite(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
+        if depth > MAX_NEST {
+            return;
+        }
+        let (a, b) = (self.a, self.b);
+        let (ta, tb) = (a.ty(x), b.ty(y));
+        if ta.kind() != tb.kind() {
+            self.push(DiffKind::Kind, path, "kind", tag_keyword(a, x).into(), tag_keyword(b, y).into());
+            return;
+        }
+        if ta.size() != tb.size() {
+            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+        }
+        let (ma, mb) = (members(ta), members(tb));
+        let (pairs, only_a, only_b) = pair_by_key(
+            ma.iter().map(|m| a.str_at(StrOff(m.0)).unwrap_or(b"")),
+            mb.iter().map(|m| b.str_at(StrOff(m.0)).unwrap_or(b"")),
+        );
+        for &(i, j) in &pairs {
+            let ((na, tya, offa, bitsa), (_, tyb, offb, bitsb)) = (ma[i], mb[j]);
+            let mp = format!("{path}.{}", member_label(a, na, tya, offa));
+            if offa != offb {
+                self.push(DiffKind::Offset, &mp, "offset", offa.to_string(), offb.to_string());
+            }
+            if bitsa != bitsb {
+                let show = |n: u32| if n == 0 { "none".to_string() } else { n.to_string() };
+                self.push(DiffKind::Bitfield, &mp, "bitfield", show(bitsa), show(bitsb));
+            }
+            let (ra, rb) = (TypeId(tya), TypeId(tyb));
+            if self.cls.a(ra) != self.cls.b(rb) {
+                if self.anon_aggregate(a, ra) && self.anon_aggregate(b, rb) {
+                    self.composite(&mp, ra, rb, depth + 1);
+                } else {
+                    self.cmp_ref(&mp, "type", DiffKind::MemberType, ra, rb, depth);
+                }
+            }
+        }
+        let bits = |n: u32| if n == 0 { String::new() } else { format!(":{n}") };
+        for i in only_a {
+            let (n, ty, off, bs) = ma[i];
+            let mp = format!("{path}.{}", member_label(a, n, ty, off));
+            self.removed(DiffKind::Member, mp, format!("{} @{off}{}", type_name(a, TypeId(ty)), bits(bs)));
+        }
+        for j in only_b {
+            let (n, ty, off, bs) = mb[j];
+            let mp = format!("{path}.{}", member_label(b, n, ty, off));
+            self.added(DiffKind::Member, mp, format!("{} @{off}{}", type_name(b, TypeId(ty)), bits(bs)));
+        }
+        if pairs.windows(2).any(|w| w[0].1 > w[1].1) {
+            self.push_note(DiffKind::Member, path, "member order changed".into());
+        }
+    }
+
+    fn anon_aggregate(&self, btf: &Btf, id: TypeId) -> bool {
+        btf.get(id).is_some_and(|t| matches!(t.kind(), Kind::Struct | Kind::Union) && t.name_off().0 == 0)
+    }
+
+    fn enumeration(&mut self, path: &str, x: TypeId, y: TypeId) {
+        let (a, b) = (self.a, self.b);
+        let (ta, tb) = (a.ty(x), b.ty(y));
+        if ta.kind() != tb.kind() {
+            let k = |t: Type<'_>| t.kind().name().to_lowercase();
+            self.push(DiffKind::Kind, path, "kind", k(ta), k(tb));
+        }
+        if ta.size() != tb.size() {
+            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+        }
+        if ta.kflag() != tb.kflag() {
+            let s = |f: bool| if f { "signed" } else { "unsigned" }.to_string();
+            self.push(DiffKind::Encoding, path, "signedness", s(ta.kflag()), s(tb.kflag()));
+        }
+        let (va, vb) = (enum_values(ta), enum_values(tb));
+        let (pairs, only_a, only_b) = pair_by_key(
+            va.iter().map(|v| a.str_at(StrOff(v.0)).unwrap_or(b"")),
+            vb.iter().map(|v| b.str_at(StrOff(v.0)).unwrap_or(b"")),
+        );
+        for (i, j) in pairs {
+            if va[i].1 != vb[j].1 {
+                let p = format!("{path}.{}", text(a, va[i].0));
+                self.push(DiffKind::EnumValue, &p, "value", va[i].1.to_string(), vb[j].1.to_string());
+            }
+        }
+        for i in only_a {
+            self.removed(DiffKind::EnumValue, format!("{path}.{}", text(a, va[i].0)), format!("value {}", va[i].1));
+        }
+        for j in only_b {
+            self.added(DiffKind::EnumValue, format!("{path}.{}", text(b, vb[j].0)), format!("value {}", vb[j].1));
+        }
+    }
+
+    fn datasec(&mut self, path: &str, x: TypeId, y: TypeId) {
+        let (a, b) = (self.a, self.b);
+        let (ta, tb) = (a.ty(x), b.ty(y));
+        if ta.size() != tb.size() {
+            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+        }
+        let entry_name = |btf: &Btf, v: u32| btf.get(TypeId(v)).map(|t| text(btf, t.name_off().0)).unwrap_or_default();
+        let ea: Vec<[u32; 3]> = ta.triples().collect();
+        let eb: Vec<[u32; 3]> = tb.triples().collect();
+        let (pairs, only_a, only_b) =
+            pair_by_key(ea.iter().map(|e| entry_name(a, e[0])), eb.iter().map(|e| entry_name(b, e[0])));
+        for (i, j) in pairs {
+            let p = format!("{path}.{}", entry_name(a, ea[i][0]));
+            if ea[i][1] != eb[j][1] {
+                self.push(DiffKind::Datasec, &p, "offset", ea[i][1].to_string(), eb[j][1].to_string());
+            }
+            if ea[i][2] != eb[j][2] {
+                self.push(DiffKind::Datasec, &p, "size", ea[i][2].to_string(), eb[j][2].to_string());
+            }
+        }
+        for i in only_a {
+            let [v, off, sz] = ea[i];
+            self.removed(DiffKind::Datasec, format!("{path}.{}", entry_name(a, v)), format!("offset {off}, size {sz}"));
+        }
+        for j in only_b {
+            let [v, off, sz] = eb[j];
+            self.added(DiffKind::Datasec, format!("{path}.{}", entry_name(b, v)), format!("offset {off}, size {sz}"));
+        }
+    }
+
+    /// Return type and parameters of two FUNC_PROTOs.
+    fn proto(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
+        let (a, b) = (self.a, self.b);
+        let (ta, tb) = (a.ty(x), b.ty(y));
+        self.cmp_ref(path, "return", DiffKind::Return, ta.type_id(), tb.type_id(), depth);
+        let pa: Vec<[u32; 2]> = ta.pairs().collect();
+        let pb: Vec<[u32; 2]> = tb.pairs().collect();
+        for (i, (p, q)) in pa.iter().zip(&pb).enumerate() {
+            let (na, nb) = (text(a, p[0]), text(b, q[0]));
+            if na != nb {
+                let show = |s: String| if s.is_empty() { "(none)".to_string() } else { s };
+                self.push(DiffKind::ParamName, path, format!("param {} name", i + 1), show(na), show(nb));
+            }
+            self.cmp_ref(path, &format!("param {}", i + 1), DiffKind::Param, TypeId(p[1]), TypeId(q[1]), depth);
+        }
+        let param = |btf: &Btf, i: usize, p: [u32; 2], n: usize| {
+            if p[1] == 0 && i + 1 == n {
+                format!("param {} ...", i + 1)
+            } else {
+                format!("param {} {}", i + 1, declaration(btf, TypeId(p[1]), &text(btf, p[0])))
+            }
+        };
+        for (i, &p) in pa.iter().enumerate().skip(pb.len()) {
+            self.removed(DiffKind::Param, path.to_string(), param(a, i, p, pa.len()));
+        }
+        for (i, &q) in pb.iter().enumerate().skip(pa.len()) {
+            self.added(DiffKind::Param, path.to_string(), param(b, i, q, pb.len()));
+        }
+    }
+
+    /// Compares two type references by C name; when the names agree but the
+    /// structure does not, looks for the reason below them.
+    fn cmp_ref(&mut self, path: &str, aspect: &str, kind: DiffKind, x: TypeId, y: TypeId, depth: u32) {
+        if self.cls.a(x) == self.cls.b(y) {
+            return;
+        }
+        let (sa, sb) = (type_name(self.a, x), type_name(self.b, y));
+        if sa != sb {
+            self.push(kind, path, aspect, sa, sb);
+            return;
+        }
+        self.explain(path, aspect, kind, x, y, depth);
+    }
+
+    /// Two references with one C name and different structure: walk both
+    /// through the anonymous types they share to where they part.
+    fn explain(&mut self, path: &str, aspect: &str, kind: DiffKind, mut x: TypeId, mut y: TypeId, depth: u32) {
+        if depth > MAX_NEST {
+            return;
+        }
+        let (a, b) = (self.a, self.b);
+        let shown = type_name(a, x);
+        // Nested findings read `struct s.cb param 2: ...`, not `struct s.cb: param 2 ...`.
+        let sub = if aspect == "type" { path.to_string() } else { format!("{path} {aspect}") };
+        for _ in 0..64 {
+            if self.cls.a(x) == self.cls.b(y) {
+                return;
+            }
+            let (Some(tx), Some(ty)) = (a.get(x), b.get(y)) else { break };
+            let (kx, ky) = (tx.kind(), ty.kind());
+            let anonymous = tx.name_off().0 == 0 && ty.name_off().0 == 0;
+            match (kx, ky) {
+                (kx, ky)
+                    if kx == ky && matches!(kx, Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag) =>
+                {
+                    x = tx.type_id();
+                    y = ty.type_id();
+                }
+                (Kind::Array, Kind::Array) => {
+                    let ((ea, ia, _), (eb, ib, _)) = (tx.array(), ty.array());
+                    if self.cls.a(ea) == self.cls.b(eb) {
+                        self.cmp_ref(path, &format!("{aspect} index type"), kind, ia, ib, depth + 1);
+                        return;
+                    }
+                    x = ea;
+                    y = eb;
+                }
+                (Kind::FuncProto, Kind::FuncProto) => {
+                    self.proto(&sub, x, y, depth + 1);
+                    return;
+                }
+                (Kind::Struct | Kind::Union, Kind::Struct | Kind::Union) if anonymous => {
+                    self.composite(&sub, x, y, depth + 1);
+                    return;
+                }
+                (Kind::Enum | Kind::Enum64, Kind::Enum | Kind::Enum64) if anonymous => {
+                    self.enumeration(&sub, x, y);
+                    return;
+                }
+                _ if tx.name_off().0 != 0 || ty.name_off().0 != 0 => {
+                    self.named_leaf(path, aspect, &shown, x, y);
+                    return;
+                }
+                _ => break,
+            }
+        }
+        self.push_note(DiffKind::Other, path, format!("{aspect} {shown}: structure differs"));
+    }
+
+    /// A named type reached from a reference whose C name did not change.
+    fn named_leaf(&mut self, path: &str, aspect: &str, shown: &str, x: TypeId, y: TypeId) {
+        let (a, b) = (self.a, self.b);
+        let (base_x, base_y) = (x.0 < a.start_id(), y.0 < b.start_id());
+        if base_x || base_y {
+            let leaf = type_name(a, x);
+            let note = if base_x && base_y {
+                format!("{aspect} {shown}: {leaf} differs between the two bases")
+            } else {
+                format!("{aspect} {shown}: {leaf} is in {}'s base only", if base_x { "A" } else { "B" })
+            };
+            self.push_note(DiffKind::Retarget, path, note);
+            return;
+        }
+        if self.pair[x.0 as usize] == y.0 {
+            // The pair is an item of its own and reports its differences there.
+            return;
+        }
+        let desc = |btf: &Btf, id: TypeId| {
+            let t = btf.ty(id);
+            let d = if t.kind() == Kind::Fwd { "forward declaration".to_string() } else { describe(btf, id) };
+            if d.is_empty() { type_name(btf, id) } else { format!("{} ({d})", type_name(btf, id)) }
+        };
+        let (o, n) = (desc(a, x), desc(b, y));
+        self.push(DiffKind::Retarget, path, format!("{aspect} {shown} refers to"), o, n);
+    }
+}
