@@ -40,7 +40,9 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
         return report;
     }
     report.verdict = Verdict::Different;
-    let mut e = Engine { a, b, cls: &cls, pair: vec![UNPAIRED; a.type_count() as usize + 1], out: Vec::new() };
+    let mut e = Engine { a, b, cls: &cls, pair: vec![UNPAIRED; a.type_count() as usize + 1],
+        paired_b: vec![false; b.type_count() as usize + 1],
+        out: Vec::new() };
     e.run();
     let mut out = e.out;
     out.sort_by(|x, y| x.sort_key().cmp(&y.sort_key()));
@@ -197,6 +199,81 @@ fn pair_by_key<K: std::hash::Hash + Eq>(
     (pairs, only_a, only_b)
 }
 
+/// Pairs what is left of two lists by one key; returns what is still left.
+fn pair_pass<K: std::hash::Hash + Eq>(
+    pairs: &mut Vec<(TypeId, TypeId)>,
+    va: &[TypeId],
+    vb: &[TypeId],
+    ka: impl Fn(TypeId) -> K,
+    kb: impl Fn(TypeId) -> K,
+) -> (Vec<TypeId>, Vec<TypeId>) {
+    if va.is_empty() || vb.is_empty() {
+        return (va.to_vec(), vb.to_vec());
+    }
+    let (p, ra, rb) = pair_by_key(va.iter().map(|&x| ka(x)), vb.iter().map(|&y| kb(y)));
+    pairs.extend(p.iter().map(|&(i, j)| (va[i], vb[j])));
+    (ra.iter().map(|&i| va[i]).collect(), rb.iter().map(|&j| vb[j]).collect())
+}
+
+/// An id-free text of a type one level deep: its own record (as its local
+/// class) and the C name of everything it refers to, with anonymous
+/// aggregates below those references spelled out the same way, and each own
+/// named type reached tagged with its partner once it has one (`partner`:
+/// for A the paired B id, for B its own id, else `UNPAIRED`), so that of two `struct x *` the one pointing at the
+/// partner of the other's `struct x` matches it.
+fn definition(btf: &Btf, local: &dyn Fn(TypeId) -> u32, partner: &dyn Fn(TypeId) -> u32, id: TypeId) -> String {
+    let mut out = String::new();
+    define(btf, local, partner, id, &mut out, 0);
+    out
+}
+
+fn define(
+    btf: &Btf,
+    local: &dyn Fn(TypeId) -> u32,
+    partner: &dyn Fn(TypeId) -> u32,
+    id: TypeId,
+    out: &mut String,
+    depth: u32,
+) {
+    use std::fmt::Write;
+    let Some(t) = btf.get(id) else { return };
+    let _ = write!(out, "#{}(", local(id));
+    for_each_ref(t, |r| {
+        out.push_str(&type_name(btf, TypeId(r)));
+        match below(btf, TypeId(r)) {
+            Some(agg) if btf.ty(agg).name_off().0 == 0 => {
+                if depth < MAX_NEST {
+                    out.push('{');
+                    define(btf, local, partner, agg, out, depth + 1);
+                    out.push('}');
+                }
+            }
+            Some(named) if named.0 >= btf.start_id() && partner(named) != UNPAIRED => {
+                let _ = write!(out, "@{}", partner(named));
+            }
+            _ => {}
+        }
+        out.push(';');
+    });
+    out.push(')');
+}
+
+/// The first type a reference reaches through modifiers, pointers and
+/// arrays that is named or an anonymous struct, union or enum.
+fn below(btf: &Btf, mut id: TypeId) -> Option<TypeId> {
+    for _ in 0..MAX_NEST {
+        let t = btf.get(id)?;
+        match t.kind() {
+            Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag => id = t.type_id(),
+            Kind::Array => id = t.array().0,
+            Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 => return Some(id),
+            _ if t.name_off().0 != 0 => return Some(id),
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// A short description of an item for `+`/`-` lines.
 fn describe(btf: &Btf, id: TypeId) -> String {
     let Some(t) = btf.get(id) else { return String::new() };
@@ -222,8 +299,12 @@ fn anon_label(btf: &Btf, id: TypeId) -> String {
                 Kind::Enum => t.pairs().next().map(|p| p[0]),
                 _ => t.triples().next().map(|m| m[0]),
             };
+            let first_type = match t.kind() {
+                Kind::Struct | Kind::Union => t.triples().next().map(|m| format!(": {}", type_name(btf, TypeId(m[1])))),
+                _ => None,
+            };
             match first.filter(|&n| n != 0) {
-                Some(n) => format!("{} (anon {})", tag_keyword(btf, id), text(btf, n)),
+                Some(n) => format!("{} (anon {}{})", tag_keyword(btf, id), text(btf, n), first_type.unwrap_or_default()),
                 None => format!("{} (anon)", tag_keyword(btf, id)),
             }
         }
@@ -289,6 +370,8 @@ struct Engine<'a> {
     cls: &'a Classes,
     /// B's partner of each paired A item.
     pair: Vec<u32>,
+    /// Whether a B item is paired.
+    paired_b: Vec<bool>,
     out: Vec<Difference>,
 }
 
@@ -324,11 +407,34 @@ impl Engine<'_> {
         for (l, id) in items(self.b) {
             groups.entry(l).or_default().1.push(id);
         }
+        // Types first, then what refers to them by name (functions,
+        // variables, unreferenced anonymous types), then tags and sections,
+        // so that a group's definitions can name the partners chosen before.
+        let rank = |id: TypeId| match self.a.get(id).map(|t| t.kind()) {
+            Some(Kind::DeclTag | Kind::Datasec) => 2,
+            Some(Kind::Func | Kind::Var) => 1,
+            Some(k) if self.a.ty(id).name_off().0 == 0 && k != Kind::Fwd => 1,
+            _ => 0,
+        };
+        let mut order: Vec<(u8, &String)> = groups
+            .iter()
+            .map(|(l, (va, vb))| {
+                let r = match (va.first(), vb.first()) {
+                    (Some(&x), _) => rank(x),
+                    // B-only groups pair nothing; their rank does not matter.
+                    _ => 0,
+                };
+                (r, l)
+            })
+            .collect();
+        order.sort_unstable();
         let mut paired = Vec::new();
-        for (label, (va, vb)) in &groups {
+        for (_, label) in order {
+            let (va, vb) = &groups[label];
             let (pairs, only_a, only_b) = self.match_group(va, vb);
             for &(x, y) in &pairs {
                 self.pair[x.0 as usize] = y.0;
+                self.paired_b[y.0 as usize] = true;
                 paired.push((label.as_str(), x, y));
             }
             for x in only_a {
@@ -345,20 +451,23 @@ impl Engine<'_> {
         }
     }
 
-    /// Pairs items of one label: equal classes first, then equal shape, then in order.
+    /// Pairs items of one label: equal classes first, then equal definitions
+    /// (the record and the C names it refers to, anonymous aggregates
+    /// spelled out), then equal shape (the record alone), then in order.
     fn match_group(&self, va: &[TypeId], vb: &[TypeId]) -> (Vec<(TypeId, TypeId)>, Vec<TypeId>, Vec<TypeId>) {
         if va.len() == 1 && vb.len() == 1 {
             return (vec![(va[0], vb[0])], vec![], vec![]);
         }
-        let (p1, ra, rb) = pair_by_key(va.iter().map(|&x| self.cls.a(x)), vb.iter().map(|&y| self.cls.b(y)));
-        let mut pairs: Vec<(TypeId, TypeId)> = p1.iter().map(|&(i, j)| (va[i], vb[j])).collect();
-        let ra: Vec<TypeId> = ra.iter().map(|&i| va[i]).collect();
-        let rb: Vec<TypeId> = rb.iter().map(|&j| vb[j]).collect();
-        let (p2, ra2, rb2) =
-            pair_by_key(ra.iter().map(|&x| self.shape_a(x)), rb.iter().map(|&y| self.shape_b(y)));
-        pairs.extend(p2.iter().map(|&(i, j)| (ra[i], rb[j])));
-        let ra: Vec<TypeId> = ra2.iter().map(|&i| ra[i]).collect();
-        let rb: Vec<TypeId> = rb2.iter().map(|&j| rb[j]).collect();
+        let mut pairs = Vec::new();
+        let (ra, rb) = pair_pass(&mut pairs, va, vb, |x| self.cls.a(x), |y| self.cls.b(y));
+        let (ra, rb) = pair_pass(
+            &mut pairs,
+            &ra,
+            &rb,
+            |x| definition(self.a, &|i| self.cls.local_a(i), &|i| self.pair[i.0 as usize], x),
+            |y| definition(self.b, &|i| self.cls.local_b(i), &|i| if self.paired_b[i.0 as usize] { i.0 } else { UNPAIRED }, y),
+        );
+        let (ra, rb) = pair_pass(&mut pairs, &ra, &rb, |x| self.shape_a(x), |y| self.shape_b(y));
         let n = ra.len().min(rb.len());
         pairs.extend(ra.iter().zip(&rb).map(|(&x, &y)| (x, y)));
         (pairs, ra[n..].to_vec(), rb[n..].to_vec())
