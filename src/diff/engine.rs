@@ -790,3 +790,71 @@ impl Engine<'_> {
         self.push(DiffKind::Retarget, path, format!("{aspect} {shown} refers to"), o, n);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btf::{Endian, LINKAGE_GLOBAL};
+
+    #[test]
+    fn pairing_by_key_keeps_order_and_duplicates() {
+        let (p, a, b) = pair_by_key(["x", "", "y", ""].into_iter(), ["", "y", "z", ""].into_iter());
+        assert_eq!(p, [(1, 0), (2, 1), (3, 3)]);
+        assert_eq!(a, [0]);
+        assert_eq!(b, [2]);
+    }
+
+    #[test]
+    fn multiset_difference_counts_both_sides() {
+        assert_eq!(multiset_difference(&[1, 1, 2, 5], &[1, 2, 2, 3]), (2, 2));
+        assert_eq!(multiset_difference(&[], &[4]), (0, 1));
+    }
+
+    #[test]
+    fn items_and_their_labels() {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        let s = b.begin(Kind::Struct, b"s", 8, false);
+        b.push_member(b"", TypeId(4), 0, 0);
+        b.add_decl_tag(b"tagged", s, 0, false);
+        b.begin(Kind::Union, b"", 4, false); // [4], reached from s: not an item
+        b.push_member(b"u", int, 0, 0);
+        b.begin(Kind::Enum, b"", 4, false); // [5], reached from nothing
+        b.push_enum_value(b"FIRST", 0);
+        let p = b.add_ref(Kind::Ptr, s); // [6], unreferenced
+        let proto = b.begin(Kind::FuncProto, b"", 0, false);
+        b.push_param(b"x", p);
+        let f = b.add_func(b"f", proto, LINKAGE_GLOBAL);
+        b.add_decl_tag(b"bpf_kfunc", f, -1, false);
+        b.add_decl_tag(b"nonnull", f, 0, true);
+        let labels: Vec<String> = items(&b).into_iter().map(|(l, _)| l).collect();
+        assert_eq!(
+            labels,
+            [
+                "int 'int'",
+                "struct s",
+                "decl_tag tagged on struct s member (anon union @0)",
+                "enum (anon FIRST)",
+                "func f",
+                "decl_tag bpf_kfunc on func f",
+                "decl_tag nonnull (attribute) on func f param 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn definitions_spell_out_anonymous_aggregates_and_partners() {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        let u = b.begin(Kind::Union, b"", 4, false);
+        b.push_member(b"v", int, 0, 0);
+        let s = b.begin(Kind::Struct, b"s", 4, false);
+        b.push_member(b"", u, 0, 0);
+        let p = b.add_ref(Kind::Ptr, s);
+        let local = |i: TypeId| i.0 * 10;
+        let none = |_: TypeId| UNPAIRED;
+        assert_eq!(definition(&b, &local, &none, s), "#30(union {...}{#20(int;)};)");
+        assert_eq!(definition(&b, &local, &none, p), "#40(struct s;)");
+        assert_eq!(definition(&b, &local, &|i: TypeId| i.0 + 100, p), "#40(struct s@103;)");
+    }
+}

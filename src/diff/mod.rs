@@ -12,30 +12,33 @@
 //!
 //! Top-level items are matched by kind and name: named STRUCT, UNION,
 //! ENUM/ENUM64, FWD, TYPEDEF, INT, FLOAT, and FUNC, VAR, DATASEC by name;
-//! DECL_TAGs by their value and what they annotate. Several items with one
-//! label are paired by structural class first, then by shape (same local
-//! record), then in order. Anonymous types are compared where they are
-//! reached from (`struct foo.(anon union @64).x`); anonymous types nothing
-//! refers to are items of their own (`enum (anon FIRST_VALUE)`). Types are
-//! shown by their C names (`const char *`, `int (*)(void *, size_t)`).
+//! DECL_TAGs by their value and what they annotate
+//! (`decl_tag bpf_kfunc on func bpf_foo`). Anonymous types are compared
+//! where they are reached from (`struct foo.(anon union @64).x`); anonymous
+//! types nothing refers to are items of their own (`enum (anon FIRST_VALUE)`,
+//! `struct (anon first_member: int)`, `(unreferenced) struct foo *`).
+//! Several items with one label are paired by structural class, then by
+//! definition (own record plus the C names it refers to, with named types
+//! already paired standing for their partners), then by shape, then in order.
+//! Types are shown by their C names (`const char *`, `int (*)(void *, size_t)`).
 //!
-//! A pair of items whose classes differ is examined field by field; a field
+//! A pair of items whose classes differ is examined field by field. A field
 //! whose C name is the same on both sides but whose structure differs is
-//! followed to the named type it reaches, which is reported as an item of its
-//! own (or, when that type is paired with another one, as `refers to a
-//! different ...`).
+//! followed to the named type it reaches: that type is an item of its own
+//! and reports its own differences, unless it was paired with another type
+//! of that name (`... refers to struct x (size 4, ...) -> struct x (size 8, ...)`).
 //!
 //! # Text output
 //!
-//! One line per difference, sorted by path:
+//! One line per difference, sorted by path; `-` is only in A, `+` only in B:
 //!
 //! ```text
-//! + struct foo: size 16, 2 members
-//! - func bar: int (void *)
-//! struct sk_buff.len: type unsigned int -> int
+//! - func bar: static int (void *)
 //! func tcp_sendmsg: param 3 size_t -> int
-//! + struct foo.(anon union @64).x: int @64
-//! enum e.A: value 1 -> 2
+//! + struct foo: size 16, 2 members
+//! struct sk_buff.(anon union @64).b: type long -> unsigned long
+//! struct sk_buff.len: type unsigned int -> int
+//! + struct sk_buff.tail: int @192
 //! ```
 //!
 //! then a summary `N differences: 1 added, 1 removed, 1 member_type, ...`.
@@ -49,6 +52,7 @@
 //!   "a": "<path of A>", "b": "<path of B>",
 //!   "result": "identical_bytes" | "equivalent" | "different",
 //!   "types": {"a": <own types of A>, "b": <own types of B>},
+//!   "equivalence": {"rounds": <refinement rounds>, "classes": <classes>},  // 0, 0 for identical bytes
 //!   "summary": {"<kind>": <count>, ...},        // kinds with a count > 0
 //!   "differences": [                            // sorted as in the text output
 //!     {
@@ -278,6 +282,7 @@ impl Report {
             "b": b,
             "result": self.verdict.name(),
             "types": {"a": self.types_a, "b": self.types_b},
+            "equivalence": {"rounds": self.rounds, "classes": self.classes},
             "summary": summary,
             "differences": self.differences.iter().map(Difference::to_json).collect::<Vec<_>>(),
         })
