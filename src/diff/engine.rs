@@ -13,6 +13,9 @@ use crate::btf::{Btf, Kind, StrOff, Type, TypeId};
 /// handful deep; only corrupt input gets near this).
 const MAX_NEST: u32 = 32;
 const UNPAIRED: u32 = u32::MAX;
+/// Nested comparisons (anonymous aggregates, prototypes) per run: far above
+/// what two vmlinux files need (every item examined once is ~100 k).
+const WORK_BUDGET: u32 = 4_000_000;
 
 /// Compares two BTFs (each with its base, if split) and reports whether they
 /// are the same bytes, equivalent, or how they differ.
@@ -42,6 +45,10 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
     report.verdict = Verdict::Different;
     let mut e = Engine { a, b, cls: &cls, pair: vec![UNPAIRED; a.type_count() as usize + 1],
         paired_b: vec![false; b.type_count() as usize + 1],
+        own_classes_a: None,
+        own_classes_b: None,
+        stack: Vec::new(),
+        budget: WORK_BUDGET,
         out: Vec::new() };
     e.run();
     let mut out = e.out;
@@ -372,10 +379,26 @@ struct Engine<'a> {
     pair: Vec<u32>,
     /// Whether a B item is paired.
     paired_b: Vec<bool>,
+    own_classes_a: Option<hashbrown::HashSet<u32>>,
+    own_classes_b: Option<hashbrown::HashSet<u32>>,
+    /// Pairs of anonymous types being compared, innermost last.
+    stack: Vec<(u32, u32)>,
+    /// Nested comparisons left to do.
+    budget: u32,
     out: Vec<Difference>,
 }
 
 impl Engine<'_> {
+    /// Classes of all own types of A (built on first use).
+    fn classes_a(&mut self) -> &hashbrown::HashSet<u32> {
+        let (a, cls) = (self.a, self.cls);
+        self.own_classes_a.get_or_insert_with(|| a.own_ids().map(|id| cls.a(id)).collect())
+    }
+    fn classes_b(&mut self) -> &hashbrown::HashSet<u32> {
+        let (b, cls) = (self.b, self.cls);
+        self.own_classes_b.get_or_insert_with(|| b.own_ids().map(|id| cls.b(id)).collect())
+    }
+
     fn push(&mut self, kind: DiffKind, path: &str, aspect: impl Into<String>, old: String, new: String) {
         self.out.push(Difference {
             kind,
@@ -438,9 +461,19 @@ impl Engine<'_> {
                 paired.push((label.as_str(), x, y));
             }
             for x in only_a {
+                // An anonymous type that is a root here but reached from an
+                // item on the other side is not missing there.
+                let c = self.cls.a(x);
+                if self.a.ty(x).name_off().0 == 0 && self.classes_b().contains(&c) {
+                    continue;
+                }
                 self.removed(DiffKind::Removed, label.clone(), describe(self.a, x));
             }
             for y in only_b {
+                let c = self.cls.b(y);
+                if self.b.ty(y).name_off().0 == 0 && self.classes_a().contains(&c) {
+                    continue;
+                }
                 self.added(DiffKind::Added, label.clone(), describe(self.b, y));
             }
         }
@@ -544,10 +577,28 @@ impl Engine<'_> {
         }
     }
 
+    /// Enters the pair (x, y) of anonymous types: false when it is already
+    /// being compared further up (a cycle, only in corrupt input) or when the
+    /// work budget is spent (shared sub-graphs in crafted input could make
+    /// the descent exponential).
+    fn enter(&mut self, x: TypeId, y: TypeId, depth: u32) -> bool {
+        if depth > MAX_NEST || self.budget == 0 || self.stack.contains(&(x.0, y.0)) {
+            return false;
+        }
+        self.budget -= 1;
+        self.stack.push((x.0, y.0));
+        true
+    }
+
     fn composite(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
-        if depth > MAX_NEST {
+        if !self.enter(x, y, depth) {
             return;
         }
+        self.composite_inner(path, x, y, depth);
+        self.stack.pop();
+    }
+
+    fn composite_inner(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
         let (a, b) = (self.a, self.b);
         let (ta, tb) = (a.ty(x), b.ty(y));
         if ta.kind() != tb.kind() {
@@ -666,6 +717,14 @@ impl Engine<'_> {
 
     /// Return type and parameters of two FUNC_PROTOs.
     fn proto(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
+        if !self.enter(x, y, depth) {
+            return;
+        }
+        self.proto_inner(path, x, y, depth);
+        self.stack.pop();
+    }
+
+    fn proto_inner(&mut self, path: &str, x: TypeId, y: TypeId, depth: u32) {
         let (a, b) = (self.a, self.b);
         let (ta, tb) = (a.ty(x), b.ty(y));
         self.cmp_ref(path, "return", DiffKind::Return, ta.type_id(), tb.type_id(), depth);
@@ -795,6 +854,29 @@ impl Engine<'_> {
 mod tests {
     use super::*;
     use crate::btf::{Endian, LINKAGE_GLOBAL};
+
+    /// An anonymous struct whose members all point back at it (corrupt: C
+    /// cannot write it), with a member type changed in B.
+    fn self_referencing_anonymous(n: u32, changed: bool) -> Btf {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        let p = b.add_ref(Kind::Ptr, TypeId(3));
+        b.begin(Kind::Struct, b"", 8 * n + 4, false);
+        for i in 0..n {
+            b.push_member(format!("p{i}").as_bytes(), p, 64 * i, 0);
+        }
+        b.push_member(b"v", if changed { p } else { int }, 64 * n, 0);
+        b.begin(Kind::Struct, b"outer", 8, false);
+        b.push_member(b"s", p, 0, 0);
+        b
+    }
+
+    #[test]
+    fn anonymous_cycles_terminate() {
+        let r = compare(&self_referencing_anonymous(8, false), &self_referencing_anonymous(8, true));
+        let lines: Vec<String> = r.differences.iter().map(|d| d.to_string()).collect();
+        assert!(lines.contains(&"struct outer.s.v: type int -> struct {...} *".to_string()), "{lines:?}");
+    }
 
     #[test]
     fn pairing_by_key_keeps_order_and_duplicates() {
