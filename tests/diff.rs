@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use btfkit::btf::{Btf, Endian, Kind, StrOff, TypeId, LINKAGE_GLOBAL, LINKAGE_STATIC, write::to_bytes};
+use btfkit::btf::{Btf, Endian, Kind, LINKAGE_GLOBAL, LINKAGE_STATIC, StrOff, TypeId, write::to_bytes};
 use btfkit::diff::{self, DiffKind, Report, Verdict};
 
 fn lines(r: &Report) -> Vec<String> {
@@ -94,10 +94,8 @@ fn one_changed_member_deep_in_vmlinux_is_found_after_reordering() {
     let mut b = reversed(&a);
     // Find struct sk_buff's `len` in the copy and make it a signed int.
     let int = b.own_ids().find(|&id| b.ty(id).kind() == Kind::Int && b.name(b.ty(id).name_off()) == "int").unwrap();
-    let skb = b
-        .own_ids()
-        .find(|&id| b.ty(id).kind() == Kind::Struct && b.name(b.ty(id).name_off()) == "sk_buff")
-        .unwrap();
+    let skb =
+        b.own_ids().find(|&id| b.ty(id).kind() == Kind::Struct && b.name(b.ty(id).name_off()) == "sk_buff").unwrap();
     let len = b.ty(skb).triples().position(|m| b.name(StrOff(m[0])) == "len").unwrap();
     b.words_mut(skb)[3 + 3 * len + 1] = int.0;
     let r = diff::compare(&a, &b);
@@ -143,8 +141,10 @@ fn debian_embedded_against_the_reference_kernel_output() {
         m
     };
     let (ck, cd) = (count(&k), count(&d));
-    let mut want_removed: Vec<&str> = ck.iter().filter(|(n, c)| **c > cd.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
-    let mut want_added: Vec<&str> = cd.iter().filter(|(n, c)| **c > ck.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
+    let mut want_removed: Vec<&str> =
+        ck.iter().filter(|(n, c)| **c > cd.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
+    let mut want_added: Vec<&str> =
+        cd.iter().filter(|(n, c)| **c > ck.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
     want_removed.sort();
     want_added.sort();
     let names = |sign: &str| {
@@ -434,7 +434,11 @@ fn same_named_functions_are_paired_by_prototype() {
     let r = diff::compare(&build(&[b"int", b"long"]), &build(&[b"short", b"long"]));
     assert_eq!(
         lines(&r),
-        ["func helper: param 1 int -> short", "- int 'int': size 4, signed, 32 bits", "+ int 'short': size 4, signed, 32 bits"]
+        [
+            "func helper: param 1 int -> short",
+            "- int 'int': size 4, signed, 32 bits",
+            "+ int 'short': size 4, signed, 32 bits"
+        ]
     );
 }
 
@@ -461,10 +465,7 @@ fn changed_function_pointer_member_and_added_param() {
         b
     };
     let r = diff::compare(&build(false), &build(true));
-    assert_eq!(
-        lines(&r),
-        ["+ func f: param 2 int n", "struct ops.open: type int (*)(void *) -> int (*)(void *, int)"]
-    );
+    assert_eq!(lines(&r), ["+ func f: param 2 int n", "struct ops.open: type int (*)(void *) -> int (*)(void *, int)"]);
 }
 
 // ---- command line ----
@@ -478,11 +479,8 @@ fn write_pair(name: &str, a: &Btf, b: &Btf) -> (PathBuf, PathBuf) {
 
 #[test]
 fn cli_text_and_json() {
-    let (pa, pb) = write_pair(
-        "json",
-        &sample(&V::default()),
-        &sample(&V { len_signed: true, drop_bar: true, ..V::default() }),
-    );
+    let (pa, pb) =
+        write_pair("json", &sample(&V::default()), &sample(&V { len_signed: true, drop_bar: true, ..V::default() }));
     let (code, out, err) = btfkit(&[pa.as_os_str(), pb.as_os_str()]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(
@@ -533,7 +531,14 @@ fn cli_errors_exit_2_with_one_line_naming_the_file() {
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&*junk.to_string_lossy()) && err.contains("invalid BTF"), "{err}");
-    let (code, _, _) = btfkit(&[good.as_os_str(), good.as_os_str(), "--base".as_ref(), good.as_os_str(), "--base-a".as_ref(), good.as_os_str()]);
+    let (code, _, _) = btfkit(&[
+        good.as_os_str(),
+        good.as_os_str(),
+        "--base".as_ref(),
+        good.as_os_str(),
+        "--base-a".as_ref(),
+        good.as_os_str(),
+    ]);
     assert_eq!(code, 2);
 }
 
@@ -544,7 +549,8 @@ fn split_btf_against_a_shared_and_against_different_bases() {
         let mut b = Btf::new_split(base.clone());
         let int = b.add_int(if long { b"long".as_slice() } else { b"int" }, if long { 8 } else { 4 }, 1);
         let _ = int;
-        let skb = TypeId((1..=base.type_count()).find(|&i| base.name(base.ty(TypeId(i)).name_off()) == "sk_buff").unwrap());
+        let skb =
+            TypeId((1..=base.type_count()).find(|&i| base.name(base.ty(TypeId(i)).name_off()) == "sk_buff").unwrap());
         let p = b.add_ref(Kind::Ptr, skb);
         let proto = b.begin(Kind::FuncProto, b"", 0, false);
         b.push_param(b"skb", p);
@@ -558,10 +564,7 @@ fn split_btf_against_a_shared_and_against_different_bases() {
     // parameter type keeps its C name, the difference is in the bases.
     let other = std::sync::Arc::new(sample(&V { len_signed: true, ..V::default() }));
     let r = diff::compare(&split(&base, false), &split(&other, false));
-    assert_eq!(
-        lines(&r),
-        ["func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases"]
-    );
+    assert_eq!(lines(&r), ["func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases"]);
     // The command line with --base-a/--base-b.
     let (pba, pbb) = write_pair("split-bases", &base, &other);
     let (pa, pb) = (tmp("split-a.btf"), tmp("split-b.btf"));
@@ -576,7 +579,10 @@ fn split_btf_against_a_shared_and_against_different_bases() {
         pbb.as_os_str(),
     ]);
     assert_eq!(code, 1, "{err}");
-    assert!(out.starts_with("func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases\n"), "{out}");
+    assert!(
+        out.starts_with("func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases\n"),
+        "{out}"
+    );
     let (code, out, _) = btfkit(&[pa.as_os_str(), pa.as_os_str(), "--base".as_ref(), pba.as_os_str()]);
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
 }

@@ -43,13 +43,18 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
         return report;
     }
     report.verdict = Verdict::Different;
-    let mut e = Engine { a, b, cls: &cls, pair: vec![UNPAIRED; a.type_count() as usize + 1],
+    let mut e = Engine {
+        a,
+        b,
+        cls: &cls,
+        pair: vec![UNPAIRED; a.type_count() as usize + 1],
         paired_b: vec![false; b.type_count() as usize + 1],
         own_classes_a: None,
         own_classes_b: None,
         stack: Vec::new(),
         budget: WORK_BUDGET,
-        out: Vec::new() };
+        out: Vec::new(),
+    };
     e.run();
     let mut out = e.out;
     out.sort_by(|x, y| x.sort_key().cmp(&y.sort_key()));
@@ -158,9 +163,7 @@ fn member_label(btf: &Btf, name: u32, ty: u32, bit_off: u32) -> String {
 /// (name, type, bit offset, bitfield size) of each member.
 fn members(t: Type<'_>) -> Vec<(u32, u32, u32, u32)> {
     let kflag = t.kflag();
-    t.triples()
-        .map(|[n, ty, off]| if kflag { (n, ty, off & 0xff_ffff, off >> 24) } else { (n, ty, off, 0) })
-        .collect()
+    t.triples().map(|[n, ty, off]| if kflag { (n, ty, off & 0xff_ffff, off >> 24) } else { (n, ty, off, 0) }).collect()
 }
 
 /// Enum values as (name, value), widened so signed and unsigned compare.
@@ -248,14 +251,14 @@ fn define(
     for_each_ref(t, |r| {
         out.push_str(&type_name(btf, TypeId(r)));
         match below(btf, TypeId(r)) {
-            Some(agg) if btf.ty(agg).name_off().0 == 0 => {
-                if depth < MAX_NEST {
-                    out.push('{');
-                    define(btf, local, partner, agg, out, depth + 1);
-                    out.push('}');
-                }
+            Some(agg) if btf.ty(agg).name_off().0 == 0 && depth < MAX_NEST => {
+                out.push('{');
+                define(btf, local, partner, agg, out, depth + 1);
+                out.push('}');
             }
-            Some(named) if named.0 >= btf.start_id() && partner(named) != UNPAIRED => {
+            Some(named)
+                if btf.ty(named).name_off().0 != 0 && named.0 >= btf.start_id() && partner(named) != UNPAIRED =>
+            {
                 let _ = write!(out, "@{}", partner(named));
             }
             _ => {}
@@ -311,7 +314,9 @@ fn anon_label(btf: &Btf, id: TypeId) -> String {
                 _ => None,
             };
             match first.filter(|&n| n != 0) {
-                Some(n) => format!("{} (anon {}{})", tag_keyword(btf, id), text(btf, n), first_type.unwrap_or_default()),
+                Some(n) => {
+                    format!("{} (anon {}{})", tag_keyword(btf, id), text(btf, n), first_type.unwrap_or_default())
+                }
                 None => format!("{} (anon)", tag_keyword(btf, id)),
             }
         }
@@ -411,15 +416,36 @@ impl Engine<'_> {
     }
 
     fn push_note(&mut self, kind: DiffKind, path: &str, aspect: String) {
-        self.out.push(Difference { kind, change: Change::Changed, path: path.to_string(), aspect, old: None, new: None });
+        self.out.push(Difference {
+            kind,
+            change: Change::Changed,
+            path: path.to_string(),
+            aspect,
+            old: None,
+            new: None,
+        });
     }
 
     fn removed(&mut self, kind: DiffKind, path: String, desc: String) {
-        self.out.push(Difference { kind, change: Change::Removed, path, aspect: String::new(), old: Some(desc), new: None });
+        self.out.push(Difference {
+            kind,
+            change: Change::Removed,
+            path,
+            aspect: String::new(),
+            old: Some(desc),
+            new: None,
+        });
     }
 
     fn added(&mut self, kind: DiffKind, path: String, desc: String) {
-        self.out.push(Difference { kind, change: Change::Added, path, aspect: String::new(), old: None, new: Some(desc) });
+        self.out.push(Difference {
+            kind,
+            change: Change::Added,
+            path,
+            aspect: String::new(),
+            old: None,
+            new: Some(desc),
+        });
     }
 
     fn run(&mut self) {
@@ -498,7 +524,14 @@ impl Engine<'_> {
             &ra,
             &rb,
             |x| definition(self.a, &|i| self.cls.local_a(i), &|i| self.pair[i.0 as usize], x),
-            |y| definition(self.b, &|i| self.cls.local_b(i), &|i| if self.paired_b[i.0 as usize] { i.0 } else { UNPAIRED }, y),
+            |y| {
+                definition(
+                    self.b,
+                    &|i| self.cls.local_b(i),
+                    &|i| if self.paired_b[i.0 as usize] { i.0 } else { UNPAIRED },
+                    y,
+                )
+            },
         );
         let (ra, rb) = pair_pass(&mut pairs, &ra, &rb, |x| self.shape_a(x), |y| self.shape_b(y));
         let n = ra.len().min(rb.len());
@@ -546,10 +579,18 @@ impl Engine<'_> {
                     self.push(DiffKind::Size, label, "size", ta.size().to_string(), tb.size().to_string());
                 }
             }
-            (Kind::Typedef, Kind::Typedef) => self.cmp_ref(label, "type", DiffKind::Type, ta.type_id(), tb.type_id(), 0),
+            (Kind::Typedef, Kind::Typedef) => {
+                self.cmp_ref(label, "type", DiffKind::Type, ta.type_id(), tb.type_id(), 0)
+            }
             (Kind::Func, Kind::Func) => {
                 if ta.vlen() != tb.vlen() {
-                    self.push(DiffKind::Linkage, label, "linkage", linkage(ta.vlen()).into(), linkage(tb.vlen()).into());
+                    self.push(
+                        DiffKind::Linkage,
+                        label,
+                        "linkage",
+                        linkage(ta.vlen()).into(),
+                        linkage(tb.vlen()).into(),
+                    );
                 }
                 let (pa, pb) = (ta.type_id(), tb.type_id());
                 let protos = self.a.get(pa).is_some_and(|t| t.kind() == Kind::FuncProto)
@@ -786,7 +827,8 @@ impl Engine<'_> {
             let anonymous = tx.name_off().0 == 0 && ty.name_off().0 == 0;
             match (kx, ky) {
                 (kx, ky)
-                    if kx == ky && matches!(kx, Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag) =>
+                    if kx == ky
+                        && matches!(kx, Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag) =>
                 {
                     x = tx.type_id();
                     y = ty.type_id();

@@ -82,8 +82,8 @@
 //! For added/removed entries `old`/`new` hold a short description (a
 //! prototype, a size, a value).
 
-pub mod equiv;
 mod engine;
+pub mod equiv;
 pub mod render;
 
 use std::collections::BTreeMap;
