@@ -165,6 +165,10 @@ fn debian_embedded_against_the_reference_kernel_output() {
     assert!(!l.iter().any(|x| ["struct ", "union ", "enum ", "typedef "].iter().any(|p| x.starts_with(p))));
     let s = r.summary();
     assert_eq!(s.get(&DiffKind::Datasec), Some(&1));
+    // Removed: 418 functions, 132 kfunc tags, 1 variable; added: 346 functions.
+    assert_eq!(s.get(&DiffKind::Removed), Some(&(418 + 132 + 1)));
+    assert_eq!(s.get(&DiffKind::Added), Some(&346));
+    assert_eq!(r.differences.len(), 418 + 132 + 1 + 346 + 1);
     // The command line agrees and exits 1.
     let (code, out, _) = btfkit(&[kpath.as_os_str(), dpath.as_os_str()]);
     assert_eq!(code, 1);
@@ -585,4 +589,39 @@ fn split_btf_against_a_shared_and_against_different_bases() {
     );
     let (code, out, _) = btfkit(&[pa.as_os_str(), pa.as_os_str(), "--base".as_ref(), pba.as_os_str()]);
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
+}
+
+#[test]
+fn typedef_of_an_anonymous_struct_enum_kinds_and_int_encodings() {
+    let build = |changed: bool| {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        let c = b.add_int(b"char", 1, if changed { 0 } else { 2 });
+        let anon = b.begin(Kind::Struct, b"", 8, false);
+        b.push_member(b"x", int, 0, 0);
+        b.push_member(b"y", if changed { c } else { int }, 32, 0);
+        b.add_typedef(b"pair_t", anon);
+        if changed {
+            b.begin(Kind::Enum64, b"big", 8, false);
+            b.push_enum64_value(b"HUGE", 1 << 40);
+        } else {
+            b.begin(Kind::Enum, b"big", 4, false);
+            b.push_enum_value(b"HUGE", 1);
+        }
+        b
+    };
+    let r = diff::compare(&build(false), &build(true));
+    assert_eq!(
+        lines(&r),
+        [
+            "enum big: kind enum -> enum64",
+            "enum big: size 4 -> 8",
+            "enum big.HUGE: value 1 -> 1099511627776",
+            "int 'char': encoding char -> unsigned",
+            "typedef pair_t.y: type int -> char",
+        ]
+    );
+    let s = r.summary();
+    assert_eq!((s[&DiffKind::Kind], s[&DiffKind::Size], s[&DiffKind::EnumValue]), (1, 1, 1));
+    assert_eq!((s[&DiffKind::Encoding], s[&DiffKind::MemberType]), (1, 1));
 }
