@@ -117,9 +117,9 @@ pub fn compute(a: &Btf, b: &Btf) -> Classes {
             let t = btf.ty(TypeId(id));
             scratch.clear();
             scratch.extend_from_slice(t.words);
-            // A member offset word means the same with or without kind_flag
-            // when there are no bitfields; compare the decoded meaning.
-            if matches!(t.kind(), Kind::Struct | Kind::Union) {
+            // Member offset words below 2^24 mean the same with or without
+            // kind_flag (no bitfield sizes): compare what they mean.
+            if matches!(t.kind(), Kind::Struct | Kind::Union) && t.triples().all(|m| m[2] >> 24 == 0) {
                 scratch[1] &= !(1 << 31);
             }
             Btf::for_each_str_ref_mut(&mut scratch, |s| {
@@ -225,6 +225,23 @@ mod tests {
         let c = compute(&a, &b);
         assert_eq!(c.a(TypeId(2)), c.b(TypeId(2)));
         assert_eq!(c.a(TypeId(2)), c.b(TypeId(4)));
+    }
+
+    #[test]
+    fn kind_flag_matters_only_when_offset_words_use_the_bitfield_byte() {
+        let build = |kflag: bool, word: u32| {
+            let mut b = Btf::new(Endian::Little);
+            let int = b.add_int(b"int", 4, 1);
+            b.begin(Kind::Struct, b"s", 4, kflag);
+            b.push_member(b"m", int, 0, 0);
+            b.words_mut(TypeId(2))[5] = word;
+            b
+        };
+        let c = compute(&build(false, 8), &build(true, 8));
+        assert_eq!(c.a(TypeId(2)), c.b(TypeId(2)));
+        // 5 << 24 | 3: a 5-bit field at bit 3 with kind_flag, bit 83886083 without
+        let c = compute(&build(false, 5 << 24 | 3), &build(true, 5 << 24 | 3));
+        assert_ne!(c.a(TypeId(2)), c.b(TypeId(2)));
     }
 
     #[test]
