@@ -284,6 +284,12 @@ fn below(btf: &Btf, mut id: TypeId) -> Option<TypeId> {
     None
 }
 
+/// `type struct foo *: ` before a note about a reference; nothing when the
+/// path names the reference itself (an unreferenced anonymous item).
+fn subject(aspect: &str, shown: &str) -> String {
+    if aspect.is_empty() { String::new() } else { format!("{aspect} {shown}: ") }
+}
+
 /// A short description of an item for `+`/`-` lines.
 fn describe(btf: &Btf, id: TypeId) -> String {
     let Some(t) = btf.get(id) else { return String::new() };
@@ -614,7 +620,8 @@ impl Engine<'_> {
             // The label holds everything about a tag or a forward declaration
             // that is not in another item.
             (Kind::DeclTag, Kind::DeclTag) | (Kind::Fwd, Kind::Fwd) => {}
-            _ => self.explain(label, "type", DiffKind::Other, x, y, 0),
+            // An unreferenced anonymous type: its label is its C name already.
+            _ => self.explain(label, "", DiffKind::Other, x, y, 0),
         }
     }
 
@@ -817,7 +824,7 @@ impl Engine<'_> {
         let (a, b) = (self.a, self.b);
         let shown = type_name(a, x);
         // Nested findings read `struct s.cb param 2: ...`, not `struct s.cb: param 2 ...`.
-        let sub = if aspect == "type" { path.to_string() } else { format!("{path} {aspect}") };
+        let sub = if aspect == "type" || aspect.is_empty() { path.to_string() } else { format!("{path} {aspect}") };
         for _ in 0..64 {
             if self.cls.a(x) == self.cls.b(y) {
                 return;
@@ -836,7 +843,7 @@ impl Engine<'_> {
                 (Kind::Array, Kind::Array) => {
                     let ((ea, ia, _), (eb, ib, _)) = (tx.array(), ty.array());
                     if self.cls.a(ea) == self.cls.b(eb) {
-                        self.cmp_ref(path, &format!("{aspect} index type"), kind, ia, ib, depth + 1);
+                        self.cmp_ref(path, format!("{aspect} index type").trim_start(), kind, ia, ib, depth + 1);
                         return;
                     }
                     x = ea;
@@ -861,7 +868,7 @@ impl Engine<'_> {
                 _ => break,
             }
         }
-        self.push_note(DiffKind::Other, path, format!("{aspect} {shown}: structure differs"));
+        self.push_note(DiffKind::Other, path, format!("{}structure differs", subject(aspect, &shown)));
     }
 
     /// A named type reached from a reference whose C name did not change.
@@ -871,9 +878,9 @@ impl Engine<'_> {
         if base_x || base_y {
             let leaf = type_name(a, x);
             let note = if base_x && base_y {
-                format!("{aspect} {shown}: {leaf} differs between the two bases")
+                format!("{}{leaf} differs between the two bases", subject(aspect, shown))
             } else {
-                format!("{aspect} {shown}: {leaf} is in {}'s base only", if base_x { "A" } else { "B" })
+                format!("{}{leaf} is in {}'s base only", subject(aspect, shown), if base_x { "A" } else { "B" })
             };
             self.push_note(DiffKind::Retarget, path, note);
             return;
@@ -888,7 +895,8 @@ impl Engine<'_> {
             if d.is_empty() { type_name(btf, id) } else { format!("{} ({d})", type_name(btf, id)) }
         };
         let (o, n) = (desc(a, x), desc(b, y));
-        self.push(DiffKind::Retarget, path, format!("{aspect} {shown} refers to"), o, n);
+        let what = if aspect.is_empty() { "refers to".to_string() } else { format!("{aspect} {shown} refers to") };
+        self.push(DiffKind::Retarget, path, what, o, n);
     }
 }
 
