@@ -56,6 +56,13 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
         out: Vec::new(),
     };
     e.run();
+    if e.budget == 0 {
+        e.push_note(
+            DiffKind::Other,
+            "(comparison)",
+            format!("stopped after {WORK_BUDGET} nested comparisons: differences inside anonymous types may be missing"),
+        );
+    }
     let mut out = e.out;
     out.sort_by(|x, y| x.sort_key().cmp(&y.sort_key()));
     out.dedup();

@@ -83,7 +83,13 @@ fn decl(btf: &Btf, id: TypeId, inner: &str, depth: u32) -> String {
             if pointer_below(btf, t.type_id()) {
                 decl(btf, t.type_id(), &join(&q, inner), depth + 1)
             } else {
-                format!("{q} {}", decl(btf, t.type_id(), inner, depth + 1))
+                let rest = decl(btf, t.type_id(), inner, depth + 1);
+                // C qualifies an array through its elements: `const T[3]`
+                // whether the CONST sits above the array, on the elements or
+                // (as gcc emits) both.
+                let on_array_of_qualified = btf.get(t.type_id()).is_some_and(|a| a.kind() == Kind::Array)
+                    && rest.strip_prefix(q.as_str()).is_some_and(|r| r.starts_with(' '));
+                if on_array_of_qualified { rest } else { format!("{q} {rest}") }
             }
         }
         Kind::Array => {
@@ -221,6 +227,12 @@ mod tests {
         let ptag = b.add_ref(Kind::Ptr, tag);
         assert_eq!(type_name(&b, ptag), "__tag(user) int *");
         assert_eq!(named_label(&b, ulong).unwrap(), "int 'unsigned long'");
+        let carr = b.add_array(cch, ulong, 3);
+        let ccarr = b.add_ref(Kind::Const, carr);
+        assert_eq!(type_name(&b, carr), "const char[3]");
+        assert_eq!(type_name(&b, ccarr), "const char[3]");
+        let cparr = b.add_ref(Kind::Const, parr);
+        assert_eq!(type_name(&b, cparr), "int (*const)[16]");
     }
 
     #[test]
