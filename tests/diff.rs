@@ -414,7 +414,7 @@ fn forward_declaration_replaced_by_a_definition() {
         lines(&r),
         [
             "- fwd struct x",
-            "struct s.p: type struct x * refers to struct x (forward declaration) -> struct x (size 4, 1 members)",
+            "struct s.p: type struct x * refers to fwd struct x -> struct x (size 4, 1 members)",
             "+ struct x: size 4, 1 members",
         ]
     );

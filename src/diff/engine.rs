@@ -896,10 +896,13 @@ impl Engine<'_> {
             // The pair is an item of its own and reports its differences there.
             return;
         }
+        // Item labels carry the kind: `fwd struct x`, `float 'double'`.
         let desc = |btf: &Btf, id: TypeId| {
-            let t = btf.ty(id);
-            let d = if t.kind() == Kind::Fwd { "forward declaration".to_string() } else { describe(btf, id) };
-            if d.is_empty() { type_name(btf, id) } else { format!("{} ({d})", type_name(btf, id)) }
+            let l = named_label(btf, id).unwrap_or_else(|| type_name(btf, id));
+            match describe(btf, id) {
+                d if d.is_empty() => l,
+                d => format!("{l} ({d})"),
+            }
         };
         let (o, n) = (desc(a, x), desc(b, y));
         let what = if aspect.is_empty() { "refers to".to_string() } else { format!("{aspect} {shown} refers to") };
