@@ -192,6 +192,8 @@ struct V {
     len_bitfield: u32,
     next_offset: u32,
     var_long: bool,
+    skb_size: u32,
+    extra_var: bool,
 }
 
 impl Default for V {
@@ -209,6 +211,8 @@ impl Default for V {
             len_bitfield: 0,
             next_offset: 128,
             var_long: false,
+            skb_size: 24,
+            extra_var: false,
         }
     }
 }
@@ -229,7 +233,7 @@ fn sample(v: &V) -> Btf {
     b.push_member(b"b", if v.anon_b_unsigned { ulong } else { long }, 0, 0);
     let skb = TypeId(b.type_count() + 2);
     let pskb = b.add_ref(Kind::Ptr, skb);
-    let s = b.begin(Kind::Struct, b"sk_buff", 24, false);
+    let s = b.begin(Kind::Struct, b"sk_buff", v.skb_size, false);
     assert_eq!(s, skb);
     b.push_member(b"len", if v.len_signed { int } else { uint }, 0, v.len_bitfield);
     b.push_member(b"", anon, 64, 0);
@@ -258,8 +262,12 @@ fn sample(v: &V) -> Btf {
         b.add_func(b"bar", vp, LINKAGE_STATIC);
     }
     let var = b.add_var(b"counter", if v.var_long { long } else { int }, LINKAGE_GLOBAL);
+    let extra = v.extra_var.then(|| b.add_var(b"extra", int, LINKAGE_STATIC));
     b.begin(Kind::Datasec, b".data", 8, false);
     b.push_var_secinfo(var, 0, if v.var_long { 8 } else { 4 });
+    if let Some(e) = extra {
+        b.push_var_secinfo(e, 4, 4);
+    }
     b
 }
 
@@ -295,6 +303,13 @@ fn changed_member_in_an_anonymous_union() {
 fn changed_bitfield_and_offset() {
     let r = diff_of(V { len_bitfield: 20, next_offset: 192, ..V::default() });
     assert_eq!(lines(&r), ["struct sk_buff.len: bitfield none -> 20", "struct sk_buff.next: offset 128 -> 192"]);
+}
+
+#[test]
+fn changed_struct_size() {
+    let r = diff_of(V { skb_size: 32, ..V::default() });
+    assert_eq!(lines(&r), ["struct sk_buff: size 24 -> 32"]);
+    assert_eq!(r.summary().get(&DiffKind::Size), Some(&1));
 }
 
 #[test]
@@ -334,6 +349,13 @@ fn added_and_removed_types() {
 fn changed_variable_and_its_section_entry() {
     let r = diff_of(V { var_long: true, ..V::default() });
     assert_eq!(lines(&r), ["datasec .data.counter: size 4 -> 8", "var counter: type int -> long"]);
+}
+
+#[test]
+fn added_section_entry() {
+    let r = diff_of(V { extra_var: true, ..V::default() });
+    assert_eq!(lines(&r), ["+ datasec .data.extra: offset 4, size 4", "+ var extra: static int"]);
+    assert_eq!(r.summary().get(&DiffKind::Datasec), Some(&1));
 }
 
 #[test]

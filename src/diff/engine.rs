@@ -60,7 +60,9 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
         e.push_note(
             DiffKind::Other,
             "(comparison)",
-            format!("stopped after {WORK_BUDGET} nested comparisons: differences inside anonymous types may be missing"),
+            format!(
+                "stopped after {WORK_BUDGET} nested comparisons: differences inside anonymous types may be missing"
+            ),
         );
     }
     let mut out = e.out;
