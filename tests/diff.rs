@@ -89,18 +89,38 @@ fn reordered_vmlinux_with_relaid_strings_is_equivalent() {
 }
 
 #[test]
-fn one_changed_member_deep_in_vmlinux_is_found_after_reordering() {
+fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
     let a = btfkit::elf::load_btf(&kernel(), None).unwrap();
     let mut b = reversed(&a);
-    // Find struct sk_buff's `len` in the copy and make it a signed int.
-    let int = b.own_ids().find(|&id| b.ty(id).kind() == Kind::Int && b.name(b.ty(id).name_off()) == "int").unwrap();
-    let skb =
-        b.own_ids().find(|&id| b.ty(id).kind() == Kind::Struct && b.name(b.ty(id).name_off()) == "sk_buff").unwrap();
+    let find = |b: &Btf, kind: Kind, name: &str| {
+        b.own_ids().find(|&id| b.ty(id).kind() == kind && b.name(b.ty(id).name_off()) == name).unwrap()
+    };
+    // struct sk_buff's `len` becomes a signed int.
+    let int = find(&b, Kind::Int, "int");
+    let skb = find(&b, Kind::Struct, "sk_buff");
     let len = b.ty(skb).triples().position(|m| b.name(StrOff(m[0])) == "len").unwrap();
     b.words_mut(skb)[3 + 3 * len + 1] = int.0;
+    // tcp_sendmsg gets a prototype of its own (the one it has is shared with
+    // other functions) whose third parameter is an int.
+    let func = find(&b, Kind::Func, "tcp_sendmsg");
+    let mut proto = b.ty(b.ty(func).type_id()).words.to_vec();
+    proto[3 + 2 * 2 + 1] = int.0;
+    let new_proto = b.push_words(&proto);
+    b.words_mut(func)[2] = new_proto.0;
+    // SOCK_RAW changes its value.
+    let e = find(&b, Kind::Enum, "sock_type");
+    let raw = b.ty(e).pairs().position(|v| b.name(StrOff(v[0])) == "SOCK_RAW").unwrap();
+    b.words_mut(e)[3 + 2 * raw + 1] = 33;
     let r = diff::compare(&a, &b);
     assert_eq!(r.verdict, Verdict::Different);
-    assert_eq!(lines(&r), ["struct sk_buff.len: type unsigned int -> int"]);
+    assert_eq!(
+        lines(&r),
+        [
+            "enum sock_type.SOCK_RAW: value 3 -> 33",
+            "func tcp_sendmsg: param 3 size_t -> int",
+            "struct sk_buff.len: type unsigned int -> int"
+        ]
+    );
 }
 
 #[test]
