@@ -6,6 +6,7 @@
 
 pub mod btf;
 pub mod corpus;
+pub mod diff;
 pub mod elf;
 pub mod error;
 pub mod output;

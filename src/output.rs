@@ -16,7 +16,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         path: path.to_path_buf(),
         msg: "output path has no file name".into(),
     })?;
-    let tmp = dir.join(format!(".{}.btfkit-tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    // Unique per process and per call: threads of one process may write
+    // beside each other (the test suite decompresses corpus files in parallel).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}.btfkit-tmp.{}.{}", file_name.to_string_lossy(), std::process::id(), seq));
     let res = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;

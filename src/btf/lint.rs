@@ -12,6 +12,29 @@ pub fn is_valid_ident(s: &[u8]) -> bool {
         && s.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
 }
 
+/// Byte size of a type as the kernel computes it (pointers are 8 bytes, as
+/// on the 64-bit kernels that load BTF); `None` for unsized or cyclic types.
+pub fn type_size(btf: &Btf, mut id: TypeId) -> Option<u64> {
+    let mut mult = 1u64;
+    for _ in 0..32 {
+        let t = btf.get(id)?;
+        match t.kind() {
+            Kind::Int | Kind::Float | Kind::Enum | Kind::Enum64 | Kind::Struct | Kind::Union | Kind::Datasec => {
+                return Some(mult.saturating_mul(t.size() as u64));
+            }
+            Kind::Ptr => return Some(mult.saturating_mul(8)),
+            Kind::Typedef | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag | Kind::Var => id = t.type_id(),
+            Kind::Array => {
+                let (elem, _, n) = t.array();
+                mult = mult.saturating_mul(n as u64);
+                id = elem;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// One finding: the type it concerns and what the kernel would object to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
@@ -58,7 +81,12 @@ pub fn kernel_warnings(btf: &Btf) -> Vec<Warning> {
                     if kind == Kind::Union && bit_off != 0 {
                         warn(format!("union member '{}' at bit offset {bit_off}", String::from_utf8_lossy(m)));
                     }
-                    if (bit_off as u64 + bits as u64).div_ceil(8) > t.size() as u64 {
+                    let end_bits = if bits != 0 {
+                        bit_off as u64 + bits as u64
+                    } else {
+                        bit_off as u64 + type_size(btf, TypeId(_ty)).unwrap_or(0) * 8
+                    };
+                    if end_bits.div_ceil(8) > t.size() as u64 {
                         warn(format!("member '{}' exceeds the struct size {}", String::from_utf8_lossy(m), t.size()));
                     }
                     if bit_off < prev {

@@ -76,7 +76,15 @@ pub fn first_difference(ours: &[u8], theirs: &[u8], base: Option<&Path>) -> Stri
         Ok(b) => b,
         Err(e) => return format!("expected output is not valid BTF: {e}"),
     };
-    let (da, db) = (dump::raw_string(&a), dump::raw_string(&b));
+    let dumped = dump_difference(&a, &b);
+    // The semantic comparison says where, by name, the two differ
+    // (`-` only in ours, `+` only in the expected output).
+    format!("{dumped}\n    diff ours -> expected: {}", btfkit::diff::compare(&a, &b).first(5))
+}
+
+/// Where two parsed BTFs first differ, by comparing their raw dumps.
+fn dump_difference(a: &btf::Btf, b: &btf::Btf) -> String {
+    let (da, db) = (dump::raw_string(a), dump::raw_string(b));
     let mut la = da.lines();
     let mut lb = db.lines();
     let mut last_type = String::new();
@@ -309,4 +317,46 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     println!("conformance: {} passed, {} failed", total_ok, total - total_ok);
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use btfkit::btf::{Btf, Endian, Kind, write::to_bytes};
+
+    fn sample(member: &[u8], extra: bool) -> Vec<u8> {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        b.begin(Kind::Struct, b"s", 4, false);
+        b.push_member(member, int, 0, 0);
+        if extra {
+            let p = b.begin(Kind::FuncProto, b"", 0, false);
+            b.add_func(b"f", p, 1);
+        }
+        to_bytes(&b)
+    }
+
+    #[test]
+    fn first_difference_adds_the_semantic_diff_after_the_dump_line() {
+        let msg = first_difference(&sample(b"a", false), &sample(b"b", true), None);
+        let lines: Vec<&str> = msg.lines().collect();
+        assert_eq!(lines.len(), 2, "{msg}");
+        assert!(lines[0].starts_with("first difference in [2] STRUCT 's' size=4 vlen=1: ours `\t'a' type_id=1"), "{msg}");
+        assert_eq!(
+            lines[1],
+            "    diff ours -> expected: 3 differences: 1 added, 2 member; first: + func f: global void (void); \
+             - struct s.a: int @0; + struct s.b: int @0"
+        );
+    }
+
+    #[test]
+    fn first_difference_of_equivalent_outputs_says_so() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_str(b"unused");
+        let int = b.add_int(b"int", 4, 1);
+        b.begin(Kind::Struct, b"s", 4, false);
+        b.push_member(b"a", int, 0, 0);
+        let msg = first_difference(&sample(b"a", false), &to_bytes(&b), None);
+        assert!(msg.ends_with("\n    diff ours -> expected: equivalent"), "{msg}");
+    }
 }
