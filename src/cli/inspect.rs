@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use btfkit::btf::{self, Btf, Kind, dump};
+use btfkit::btf::{self, Btf, Kind, cdump, dump};
 use btfkit::verify::{self, Verdict};
 
 use super::{EXIT_ERR, EXIT_NO, EXIT_OK, load_base};
@@ -16,6 +16,9 @@ pub enum DumpFormat {
     Raw,
     /// A JSON document `{"types": [...]}`.
     Json,
+    /// A compilable C header (vmlinux.h), as `bpftool btf dump format c`;
+    /// with --base, base types are included.
+    C,
 }
 
 #[derive(clap::Args)]
@@ -28,16 +31,36 @@ pub struct DumpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: DumpFormat,
+    /// With --format c: only these types and what they need (repeatable or
+    /// comma separated; `struct X`, `union X`, `enum X` pick the kind).
+    #[arg(long, value_delimiter = ',')]
+    pub filter: Vec<String>,
 }
 
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
     let base = load_base(&a.base)?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
+    if !a.filter.is_empty() && !matches!(a.format, DumpFormat::C) {
+        anyhow::bail!("--filter only applies to --format c");
+    }
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let r = match a.format {
         DumpFormat::Raw => dump::write_raw(&mut out, &b),
         DumpFormat::Json => dump::write_json(&mut out, &b),
+        DumpFormat::C => {
+            let header = if a.filter.is_empty() {
+                cdump::to_c(&b)
+            } else {
+                let mut roots = Vec::new();
+                for name in &a.filter {
+                    roots.extend(cdump::ids_named(&b, name).with_context(|| a.file.display().to_string())?);
+                }
+                cdump::to_c_roots(&b, &roots)
+            };
+            let header = header.with_context(|| format!("{}: cannot render as C", a.file.display()))?;
+            out.write_all(&header)
+        }
     };
     match r.and_then(|_| out.flush()) {
         Ok(()) => Ok(EXIT_OK),
