@@ -150,8 +150,11 @@ fn vmlinux_header_compiles_with_clang_for_bpf() {
         eprintln!("SKIPPED: clang is not installed (apt-get install clang); header not compiled for BPF");
         return;
     }
-    let header = cdump::to_c(&load(VMLINUX, None)).unwrap();
+    let btf = load(VMLINUX, None);
+    let header = cdump::to_c(&btf).unwrap();
     compile(&scratch("clang"), &header, "clang", &["-target", "bpf", "-O2", "-g"]);
+    let header = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
+    compile(&scratch("clang-enum-sizes"), &header, "clang", &["-target", "bpf", "-O2", "-g"]);
 }
 
 #[test]
@@ -184,7 +187,12 @@ fn filtered_header_holds_what_the_program_needs() {
     let h = String::from_utf8(out.stdout).unwrap();
     let full = cdump::to_c(&load(VMLINUX, None)).unwrap();
     assert!(h.len() * 3 < full.len(), "filtered header is {} bytes of {}", h.len(), full.len());
-    for needle in ["\nstruct task_struct {\n", "\nstruct sk_buff {\n", "\ntypedef __kernel_pid_t pid_t;\n", "\nstruct mm_struct;\n"] {
+    for needle in [
+        "\nstruct task_struct {\n",
+        "\nstruct sk_buff {\n",
+        "\ntypedef __kernel_pid_t pid_t;\n",
+        "\nstruct mm_struct;\n",
+    ] {
         assert!(h.contains(needle), "no {needle:?} in the filtered header");
     }
     // Only the definitions it needs: mm_struct is reached through pointers only.
@@ -211,4 +219,110 @@ fn filter_on_a_missing_name_is_an_error() {
     assert!(err.contains("no struct, union, enum, typedef or base type named 'no_such_type'"), "{err}");
     let out = btfkit(&["dump", vmlinux.to_str().unwrap(), "--filter", "task_struct"]);
     assert_eq!(out.status.code(), Some(2), "--filter without --format c");
+}
+
+/// `_Static_assert`s that every uniquely named struct/union of `btf` has its
+/// BTF size and, with `members`, every named byte-aligned non-bitfield member
+/// its BTF offset. Each message is the struct's C name.
+fn layout_asserts(btf: &Btf, members: bool) -> String {
+    use btfkit::btf::{Kind, TypeId};
+    let mut uses: std::collections::HashMap<Vec<u8>, u32> = Default::default();
+    for id in 1..=btf.type_count() {
+        let t = btf.ty(TypeId(id));
+        let tag =
+            matches!(t.kind(), Kind::Struct | Kind::Union | Kind::Enum64) || (t.kind() == Kind::Enum && t.vlen() > 0);
+        if tag && t.name_off().0 != 0 {
+            *uses.entry(btf.str_at(t.name_off()).unwrap().to_vec()).or_default() += 1;
+        }
+    }
+    let mut s = String::from("#include \"vmlinux.h\"\n");
+    for id in 1..=btf.type_count() {
+        let t = btf.ty(TypeId(id));
+        let kw = match t.kind() {
+            Kind::Struct => "struct",
+            Kind::Union => "union",
+            _ => continue,
+        };
+        let name = btf.name(t.name_off());
+        if name.is_empty() || uses[name.as_bytes()] != 1 {
+            continue;
+        }
+        s += &format!("_Static_assert(sizeof({kw} {name}) == {}, \"{kw} {name}\");\n", t.size());
+        if !members {
+            continue;
+        }
+        for [m, _, off] in t.triples() {
+            let (bit_off, bits) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
+            let m = btf.name(btfkit::btf::StrOff(m));
+            if !m.is_empty() && bits == 0 && bit_off % 8 == 0 {
+                s += &format!(
+                    "_Static_assert(__builtin_offsetof({kw} {name}, {m}) == {}, \"{kw} {name}\");\n",
+                    bit_off / 8
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Compiles `asserts` against `header` with gcc; the messages of the failed
+/// assertions, deduplicated.
+fn failed_asserts(dir: &Path, header: &[u8], asserts: &str) -> std::collections::BTreeSet<String> {
+    std::fs::write(dir.join("vmlinux.h"), header).unwrap();
+    std::fs::write(dir.join("layout.c"), asserts).unwrap();
+    let out = Command::new("gcc")
+        .current_dir(dir)
+        .args(["-fmax-errors=0", "-c", "layout.c", "-o", "layout.o"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let failed: std::collections::BTreeSet<String> = err
+        .lines()
+        .filter_map(|l| l.split_once("static assertion failed: \"")?.1.strip_suffix('"').map(str::to_string))
+        .collect();
+    assert_eq!(out.status.success(), failed.is_empty(), "gcc failed otherwise:\n{err}");
+    failed
+}
+
+/// The header must give the compiler the BTF's layout. bpftool 7.1.0 does not
+/// for structs holding a 1-byte enum (`enum rw_hint`,
+/// `enum blk_integrity_checksum` here): C makes those enums 4 bytes. That is
+/// exactly the set of structs below; `--enum-sizes` (Options::enum_sizes)
+/// fixes all of them.
+#[test]
+fn header_layout_matches_btf() {
+    if !cfg!(target_arch = "x86_64") || !have_tool("gcc", "--version") {
+        eprintln!("SKIPPED: needs gcc on x86-64 (the corpus vmlinux's ABI); layouts not checked");
+        return;
+    }
+    let btf = load(VMLINUX, None);
+    let default = cdump::to_c(&btf).unwrap();
+    let failed = failed_asserts(&scratch("layout-default"), &default, &layout_asserts(&btf, false));
+    let expected: std::collections::BTreeSet<String> = [
+        "bdev_inode",
+        "bio",
+        "blk_integrity",
+        "blkdev_dio",
+        "dax_device",
+        "ext4_inode_info",
+        "fuse_inode",
+        "hugetlbfs_inode_info",
+        "inode",
+        "iomap_ioend",
+        "mqueue_inode_info",
+        "proc_inode",
+        "queue_limits",
+        "request_queue",
+        "shmem_inode_info",
+        "socket_alloc",
+        "tracefs_inode",
+    ]
+    .iter()
+    .map(|n| format!("struct {n}"))
+    .collect();
+    assert_eq!(failed, expected, "structs whose size the bpftool-identical header gets wrong");
+
+    let fixed = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
+    let failed = failed_asserts(&scratch("layout-enum-sizes"), &fixed, &layout_asserts(&btf, true));
+    assert!(failed.is_empty(), "with enum_sizes, wrong size or member offsets in: {failed:?}");
 }

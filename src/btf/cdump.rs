@@ -57,21 +57,47 @@ pub enum CDumpError {
 
 type Result<T> = std::result::Result<T, CDumpError>;
 
-/// Renders the whole BTF (every type from id 1, base types included).
+/// Choices beyond the reference's output. The default reproduces bpftool
+/// 7.1.0 byte for byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Give 1-byte enums `__attribute__((mode(byte)))` and 8-byte enums
+    /// that C would make 4 bytes `__attribute__((mode(word)))`, as libbpf
+    /// does since 1.2. Without it (bpftool 7.1.0) such enums compile as 4
+    /// bytes and every struct holding one (`struct inode`, `struct bio`...)
+    /// gets a layout different from the BTF's.
+    pub enum_sizes: bool,
+}
+
+/// Renders the whole BTF (every type from id 1, base types included) as
+/// bpftool 7.1.0 does.
 pub fn to_c(btf: &Btf) -> Result<Vec<u8>> {
-    let roots: Vec<TypeId> = (1..=btf.type_count()).map(TypeId).collect();
-    to_c_roots(btf, &roots)
+    render(btf, None, Options::default())
 }
 
 /// Renders `roots` (in that order) and every type they need.
 pub fn to_c_roots(btf: &Btf, roots: &[TypeId]) -> Result<Vec<u8>> {
-    let mut d = Dumper::new(btf)?;
+    render(btf, Some(roots), Options::default())
+}
+
+/// Renders `roots` (every type when None) and what they need.
+pub fn render(btf: &Btf, roots: Option<&[TypeId]>, opts: Options) -> Result<Vec<u8>> {
+    let mut d = Dumper::new(btf, opts)?;
     d.out.extend_from_slice(HEADER);
-    for &r in roots {
-        if r.0 == 0 || r.0 > btf.type_count() {
-            return Err(CDumpError::BadRoot { id: r.0 });
+    match roots {
+        None => {
+            for id in 1..=btf.type_count() {
+                d.dump_type(id)?;
+            }
         }
-        d.dump_type(r.0)?;
+        Some(roots) => {
+            for &r in roots {
+                if r.0 == 0 || r.0 > btf.type_count() {
+                    return Err(CDumpError::BadRoot { id: r.0 });
+                }
+                d.dump_type(r.0)?;
+            }
+        }
     }
     d.out.extend_from_slice(FOOTER);
     Ok(d.out)
@@ -103,7 +129,14 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
         let k = t.kind();
         let named_kind = matches!(
             k,
-            Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 | Kind::Typedef | Kind::Int | Kind::Float | Kind::Fwd
+            Kind::Struct
+                | Kind::Union
+                | Kind::Enum
+                | Kind::Enum64
+                | Kind::Typedef
+                | Kind::Int
+                | Kind::Float
+                | Kind::Fwd
         );
         if !named_kind || t.name_off().0 == 0 || !kind_ok(k, &t) {
             continue;
@@ -169,6 +202,7 @@ struct Dumper<'a> {
     /// Declaration chains of nested declarators, one frame after another.
     stack: Vec<u32>,
     ptr_sz: u32,
+    opts: Options,
 }
 
 #[inline]
@@ -179,7 +213,7 @@ fn roundup(x: i64, to: i64) -> i64 {
 }
 
 impl<'a> Dumper<'a> {
-    fn new(btf: &'a Btf) -> Result<Dumper<'a>> {
+    fn new(btf: &'a Btf, opts: Options) -> Result<Dumper<'a>> {
         let n = btf.type_count() as usize + 1;
         let mut d = Dumper {
             btf,
@@ -191,6 +225,7 @@ impl<'a> Dumper<'a> {
             queue: Vec::new(),
             stack: Vec::with_capacity(64),
             ptr_sz: pointer_size(btf),
+            opts,
         };
         // Void is always defined.
         d.st[0].order = Order::Done;
@@ -606,11 +641,22 @@ impl<'a> Dumper<'a> {
                 }
             }
         }
-        // Unlike later libbpf, this version adds no mode(byte)/mode(word)
-        // attribute for 1- or 8-byte enums.
         self.out.push(b'\n');
         self.indent(lvl);
         self.out.push(b'}');
+        // bpftool 7.1.0 stops here; see Options::enum_sizes.
+        if self.opts.enum_sizes {
+            if t.size() == 1 {
+                self.out.extend_from_slice(b" __attribute__((mode(byte)))");
+            } else if t.size() == 8 && self.ptr_sz == 8 {
+                // C widens an enum to 8 bytes by itself only when a value
+                // needs the upper half.
+                let wide = t.kind() == Kind::Enum64 && t.triples().any(|[_, _, hi]| hi != 0);
+                if !wide {
+                    self.out.extend_from_slice(b" __attribute__((mode(word)))");
+                }
+            }
+        }
     }
 
     fn enumerator(&mut self, name_off: u32, lvl: usize) {
@@ -686,8 +732,7 @@ impl<'a> Dumper<'a> {
         if cur >= next {
             return;
         }
-        let pads: [(&[u8], i64); 4] =
-            [(b"long", self.ptr_sz as i64 * 8), (b"int", 32), (b"short", 16), (b"char", 8)];
+        let pads: [(&[u8], i64); 4] = [(b"long", self.ptr_sz as i64 * 8), (b"int", 32), (b"short", 16), (b"char", 8)];
         // The widest padding type whose next boundary is within the gap.
         let mut pick = pads.len() - 1;
         let mut new_off = 0;
@@ -1054,7 +1099,7 @@ fn is_packed(btf: &Btf, ptr_sz: u32, t: Type<'_>) -> bool {
         }
         max_align = max_align.max(a);
     }
-    t.size() % max_align != 0
+    !t.size().is_multiple_of(max_align)
 }
 
 #[cfg(test)]

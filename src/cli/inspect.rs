@@ -35,13 +35,18 @@ pub struct DumpArgs {
     /// comma separated; `struct X`, `union X`, `enum X` pick the kind).
     #[arg(long, value_delimiter = ',')]
     pub filter: Vec<String>,
+    /// With --format c: add mode(byte)/mode(word) to 1- and 8-byte enums so
+    /// structs holding them keep their BTF layout (newer libbpf does this;
+    /// bpftool 7.1.0, whose output is otherwise reproduced, does not).
+    #[arg(long)]
+    pub enum_sizes: bool,
 }
 
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
     let base = load_base(&a.base)?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
-    if !a.filter.is_empty() && !matches!(a.format, DumpFormat::C) {
-        anyhow::bail!("--filter only applies to --format c");
+    if (!a.filter.is_empty() || a.enum_sizes) && !matches!(a.format, DumpFormat::C) {
+        anyhow::bail!("--filter and --enum-sizes only apply to --format c");
     }
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
@@ -49,14 +54,15 @@ pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
         DumpFormat::Raw => dump::write_raw(&mut out, &b),
         DumpFormat::Json => dump::write_json(&mut out, &b),
         DumpFormat::C => {
+            let opts = cdump::Options { enum_sizes: a.enum_sizes };
             let header = if a.filter.is_empty() {
-                cdump::to_c(&b)
+                cdump::render(&b, None, opts)
             } else {
                 let mut roots = Vec::new();
                 for name in &a.filter {
                     roots.extend(cdump::ids_named(&b, name).with_context(|| a.file.display().to_string())?);
                 }
-                cdump::to_c_roots(&b, &roots)
+                cdump::render(&b, Some(&roots), opts)
             };
             let header = header.with_context(|| format!("{}: cannot render as C", a.file.display()))?;
             out.write_all(&header)
