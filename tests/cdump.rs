@@ -20,7 +20,7 @@ fn load(rel: &str, base: Option<&str>) -> Btf {
 }
 
 fn have_bpftool() -> bool {
-    if have_tool("bpftool", "version") {
+    if common::bpftool().is_some() {
         return true;
     }
     eprintln!("SKIPPED: bpftool is not installed (apt-get install bpftool); no comparison with the reference");
@@ -29,7 +29,7 @@ fn have_bpftool() -> bool {
 
 /// The reference's rendering of corpus file `rel` (over `base`).
 fn bpftool_c(rel: &str, base: Option<&str>) -> Vec<u8> {
-    let mut cmd = Command::new("bpftool");
+    let mut cmd = Command::new(common::bpftool().expect("bpftool"));
     cmd.args(["btf", "dump", "file"]).arg(corpus_file(rel));
     if let Some(b) = base {
         cmd.arg("-B").arg(corpus_file(b));

@@ -58,3 +58,10 @@ pub fn corpus_list(rel: &str, suffix: &str) -> Vec<String> {
 pub fn have_tool(tool: &str, arg: &str) -> bool {
     std::process::Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success())
 }
+
+/// The bpftool to compare with: $BPFTOOL, else `bpftool` on PATH, else
+/// Debian's /usr/sbin/bpftool (not on a normal user's PATH); None if none runs.
+pub fn bpftool() -> Option<String> {
+    let candidates = std::env::var("BPFTOOL").ok().into_iter().chain(["bpftool".into(), "/usr/sbin/bpftool".into()]);
+    candidates.into_iter().find(|c| have_tool(c, "version"))
+}
