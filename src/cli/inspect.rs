@@ -25,7 +25,8 @@ pub enum DumpFormat {
 pub struct DumpArgs {
     /// Raw BTF file, or an ELF file with a .BTF section.
     pub file: PathBuf,
-    /// Base BTF (raw or ELF) when FILE is split BTF; only FILE's own types are printed.
+    /// Base BTF (raw or ELF) when FILE is split BTF; raw and json print only FILE's own
+    /// types, the C header holds the base types too (it must compile on its own).
     #[arg(long, short = 'B')]
     pub base: Option<PathBuf>,
     /// Output format.
