@@ -8,6 +8,7 @@
 //! in two allocations, makes the writer a byte-swap-and-copy, and lets every
 //! phase (dedup, dump, diff) read records without decoding them into objects.
 
+pub mod cdump;
 pub mod dump;
 pub mod lint;
 pub mod read;

@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use btfkit::btf::{self, Btf, Kind, dump};
+use btfkit::btf::{self, Btf, Kind, cdump, dump};
 use btfkit::verify::{self, Verdict};
 
 use super::{EXIT_ERR, EXIT_NO, EXIT_OK, load_base};
@@ -16,28 +16,58 @@ pub enum DumpFormat {
     Raw,
     /// A JSON document `{"types": [...]}`.
     Json,
+    /// A compilable C header (vmlinux.h), as `bpftool btf dump format c`;
+    /// with --base, base types are included.
+    C,
 }
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
     /// Raw BTF file, or an ELF file with a .BTF section.
     pub file: PathBuf,
-    /// Base BTF (raw or ELF) when FILE is split BTF; only FILE's own types are printed.
+    /// Base BTF (raw or ELF) when FILE is split BTF; raw and json print only FILE's own
+    /// types, the C header holds the base types too (it must compile on its own).
     #[arg(long, short = 'B')]
     pub base: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: DumpFormat,
+    /// With --format c: only these types and what they need (repeatable or
+    /// comma separated; `struct X`, `union X`, `enum X` pick the kind).
+    #[arg(long, value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// With --format c: add mode(byte)/mode(word) to 1- and 8-byte enums so
+    /// structs holding them keep their BTF layout (newer libbpf does this;
+    /// bpftool 7.1.0, whose output is otherwise reproduced, does not).
+    #[arg(long)]
+    pub enum_sizes: bool,
 }
 
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
     let base = load_base(&a.base)?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
+    if (!a.filter.is_empty() || a.enum_sizes) && !matches!(a.format, DumpFormat::C) {
+        anyhow::bail!("--filter and --enum-sizes only apply to --format c");
+    }
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let r = match a.format {
         DumpFormat::Raw => dump::write_raw(&mut out, &b),
         DumpFormat::Json => dump::write_json(&mut out, &b),
+        DumpFormat::C => {
+            let opts = cdump::Options { enum_sizes: a.enum_sizes };
+            let header = if a.filter.is_empty() {
+                cdump::render(&b, None, opts)
+            } else {
+                let mut roots = Vec::new();
+                for name in &a.filter {
+                    roots.extend(cdump::ids_named(&b, name).with_context(|| a.file.display().to_string())?);
+                }
+                cdump::render(&b, Some(&roots), opts)
+            };
+            let header = header.with_context(|| format!("{}: cannot render as C", a.file.display()))?;
+            out.write_all(&header)
+        }
     };
     match r.and_then(|_| out.flush()) {
         Ok(()) => Ok(EXIT_OK),

@@ -12,3 +12,28 @@ pub use btfkit::corpus::corpus_dir;
 pub fn corpus_file(rel: &str) -> PathBuf {
     btfkit::corpus::Corpus::open_default().file(rel).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// Names (decompressed) of the files in corpus folder `rel` ending in `suffix`.
+pub fn corpus_list(rel: &str, suffix: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(corpus_dir().join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .map(|n| n.strip_suffix(".zst").map(str::to_string).unwrap_or(n))
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Whether `tool` can be run (it answers `--version`/`version`).
+pub fn have_tool(tool: &str, arg: &str) -> bool {
+    std::process::Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success())
+}
+
+/// The bpftool to compare with: $BPFTOOL, else `bpftool` on PATH, else
+/// Debian's /usr/sbin/bpftool (not on a normal user's PATH); None if none runs.
+pub fn bpftool() -> Option<String> {
+    let candidates = std::env::var("BPFTOOL").ok().into_iter().chain(["bpftool".into(), "/usr/sbin/bpftool".into()]);
+    candidates.into_iter().find(|c| have_tool(c, "version"))
+}
