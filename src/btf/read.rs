@@ -19,6 +19,8 @@ pub enum ReadError {
     BadMagic { magic: u16 },
     #[error("unsupported version {0} at offset 2 (expected 1)")]
     BadVersion(u8),
+    #[error("header flags {0:#04x} at offset 3 (must be 0)")]
+    BadFlags(u8),
     #[error("header length {0} at offset 4 is smaller than 24 or past the end of the file")]
     BadHdrLen(u32),
     #[error("{what} section [{off}, +{len}) lies outside the {size}-byte file")]
@@ -95,6 +97,9 @@ pub fn parse_header(data: &[u8]) -> Result<Header, ReadError> {
     };
     if h.version != 1 {
         return Err(ReadError::BadVersion(h.version));
+    }
+    if h.flags != 0 {
+        return Err(ReadError::BadFlags(h.flags));
     }
     if h.hdr_len < HDR_LEN || h.hdr_len as usize > data.len() {
         return Err(ReadError::BadHdrLen(h.hdr_len));
@@ -251,6 +256,9 @@ mod tests {
         let mut bad = good.clone();
         bad[2] = 2;
         assert_eq!(parse(&bad).unwrap_err(), ReadError::BadVersion(2));
+        let mut bad = good.clone();
+        bad[3] = 0x3b;
+        assert_eq!(parse(&bad).unwrap_err(), ReadError::BadFlags(0x3b));
         let mut bad = good.clone();
         bad[4] = 8;
         assert_eq!(parse(&bad).unwrap_err(), ReadError::BadHdrLen(8));
