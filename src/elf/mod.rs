@@ -7,6 +7,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod write;
+
 use memmap2::Mmap;
 use object::{Object, ObjectSection};
 
