@@ -8,6 +8,7 @@ pub mod btf;
 pub mod corpus;
 pub mod elf;
 pub mod error;
+pub mod funcs;
 pub mod output;
 pub mod verify;
 
