@@ -9,11 +9,14 @@
 //! * [`packed`]: packed-struct inference for `uncertain_parm_loc`.
 //! * [`combine`]: sort, combine, decide and emit.
 //! * [`kfuncs`]: kfunc marks from `.BTF_ids`.
+//! * [`record`]: per-parameter location facts, their propagation to abstract
+//!   origins, and a function's recording-time flags.
 
 pub mod combine;
 pub mod kfuncs;
 pub mod loc;
 pub mod packed;
+pub mod record;
 
 use thiserror::Error;
 
