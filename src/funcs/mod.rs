@@ -36,6 +36,9 @@ pub enum FuncsError {
     /// A function name BTF cannot hold (libbpf refuses an empty FUNC name).
     #[error("function at ELF table entry {entry}: empty name, cannot add a FUNC")]
     EmptyName { entry: u32 },
+    /// A saved state naming an ELF table entry the table does not have.
+    #[error("saved function state refers to ELF table entry {entry}, the table has {entries}")]
+    BadEntry { entry: u32, entries: usize },
     /// A prototype with more parameters than BTF's 16-bit vlen.
     #[error("function `{func}`: {count} parameters, more than BTF's 65535")]
     TooManyParams { func: String, count: usize },
