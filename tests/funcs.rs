@@ -208,3 +208,22 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
         }
     }
 }
+
+#[test]
+fn kfunc_marks_of_the_modules() {
+    // ET_REL: set and function symbols hold section offsets, `.BTF_ids` has
+    // address 0; the marks must be the FUNCs the reference tagged.
+    let c = corpus();
+    let mut total = 0;
+    for m in ["btrfs", "crc7", "fou", "kvm-amd", "mlx4_core", "nf_conntrack", "tcp_bbr", "virtio_net", "x_tables", "zsmalloc"] {
+        let data = std::fs::read(c.file(&format!("kernel/modules/{m}.ko")).unwrap()).unwrap();
+        let table = FuncTable::from_elf(&data).unwrap().expect(".symtab");
+        let marks = KfuncMarks::from_elf(&data, &table).unwrap();
+        let dump = std::fs::read_to_string(c.file(&format!("expected/modules/{m}.kernel.txt")).unwrap()).unwrap();
+        let (kf, _) = tagged(&dump);
+        let ours: BTreeSet<String> = marked(&table, &marks).into_iter().map(|x| x.0).collect();
+        assert_eq!(ours, kf, "{m}");
+        total += ours.len();
+    }
+    assert_eq!(total, 20, "fou 2 + nf_conntrack 10 + tcp_bbr 8");
+}
