@@ -249,6 +249,9 @@ fn unexpected_register_drops_on_the_vmlinux() {
         .map(|e| String::from_utf8_lossy(e.key).into_owned())
         .filter(|n| bare.contains(n))
         .collect();
+    if let Some(p) = std::env::var_os("BTFKIT_DUMP_UNEXPECTED") {
+        std::fs::write(p, unexpected.iter().map(|n| format!("{n}\n")).collect::<String>()).unwrap();
+    }
     let not_dropped: Vec<&String> = unexpected.difference(&dropped).collect();
     let rest = dropped.iter().filter(|n| !unexpected.contains(*n) && !ambiguous.contains(*n)).count();
     eprintln!(
