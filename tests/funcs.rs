@@ -184,7 +184,8 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
             let pvoid = find(&b, "void *", |b, id| ptr_to(b, id, Kind::Unkn, ""));
             // What recording would have saved (the source's prototypes; the
             // parameter names are already in the string table).
-            let protos: [(&str, TypeId, &[(&str, TypeId)]); 6] = [
+            type Proto<'a> = (&'a str, TypeId, &'a [(&'a str, TypeId)]);
+            let protos: [Proto<'_>; 6] = [
                 ("bpf_obj_acquire", pobj, &[("id", long)]),
                 ("bpf_obj_release", TypeId::VOID, &[("o", pobj)]),
                 ("bpf_fast_helper", ulong, &[("x", ulong)]),

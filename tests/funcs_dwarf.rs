@@ -131,11 +131,11 @@ fn flagged(data: &[u8]) -> BTreeMap<String, Vec<u8>> {
         // (post-order; the order does not change an OR).
         for s in &subs {
             for &p in &s.params {
-                if params[p].ty.is_none() {
-                    if let Some(o) = params[p].origin.and_then(|o| par_at.get(&o).copied()) {
-                        propagate(&mut facts, p, o);
-                        params[p].ty = params[o].ty;
-                    }
+                if params[p].ty.is_none()
+                    && let Some(o) = params[p].origin.and_then(|o| par_at.get(&o).copied())
+                {
+                    propagate(&mut facts, p, o);
+                    params[p].ty = params[o].ty;
                 }
             }
         }

@@ -276,10 +276,11 @@ fn emit_one(
     sum: &mut EmitSummary,
 ) -> Result<(), FuncsError> {
     let kfunc = kfuncs.flags(entry);
-    if let Some(kf) = kfunc {
-        if opts.decl_tag_kfuncs && opts.attributes {
-            sum.arena_tags += arena_tags(btf, st, s, kf, name)?;
-        }
+    if let Some(kf) = kfunc
+        && opts.decl_tag_kfuncs
+        && opts.attributes
+    {
+        sum.arena_tags += arena_tags(btf, st, s, kf, name)?;
     }
     let params = st.params(s);
     if params.len() > 0xffff {
@@ -296,14 +297,15 @@ fn emit_one(
     }
     let func = btf.add_func(name, proto, LINKAGE_STATIC);
     sum.emitted += 1;
-    if let Some(kf) = kfunc {
-        if opts.decl_tag_kfuncs && opts.decl_tag {
-            btf.add_decl_tag(KFUNC_TAG, func, -1, false);
-            sum.kfunc_tags += 1;
-            if kf & KF_FASTCALL != 0 {
-                btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
-                sum.fastcall_tags += 1;
-            }
+    if let Some(kf) = kfunc
+        && opts.decl_tag_kfuncs
+        && opts.decl_tag
+    {
+        btf.add_decl_tag(KFUNC_TAG, func, -1, false);
+        sum.kfunc_tags += 1;
+        if kf & KF_FASTCALL != 0 {
+            btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
+            sum.fastcall_tags += 1;
         }
     }
     for a in st.annots(s) {
@@ -484,8 +486,10 @@ mod tests {
         EmitOptions { consistent_func: consistent, decl_tag: true, decl_tag_kfuncs: true, attributes: false }
     }
 
-    /// FUNC names and their prototypes' (ret, [(param name, type)]) after emission.
-    fn funcs(b: &Btf, from: u32) -> Vec<(String, u32, Vec<(String, u32)>)> {
+    /// A FUNC's name, its prototype's return type and (param name, type)s.
+    type Emitted = (String, u32, Vec<(String, u32)>);
+
+    fn funcs(b: &Btf, from: u32) -> Vec<Emitted> {
         let mut out = Vec::new();
         for id in from..=b.type_count() {
             let t = b.ty(TypeId(id));

@@ -161,10 +161,12 @@ impl MemberLayout {
         }
         let bfo = bitfield_offset as i32 + ((m.byte_offset as u64 % m.byte_size) * 8) as i32;
         bitfield_offset = bfo as i8;
-        if m.bit_size != 0 {
-            m.byte_offset = m.bit_offset / m.bit_size * m.bit_size / 8;
+        if let Some(units) = m.bit_offset.checked_div(m.bit_size) {
+            m.byte_offset = units * m.bit_size / 8;
         }
-        if bitfield_offset as i32 >= m.bit_size as i32 {
+        // The reference compares its signed 8-bit offset with the unsigned
+        // size: a negative offset counts as huge.
+        if bitfield_offset as i32 as u32 >= m.bit_size {
             m.byte_offset = m.byte_offset.wrapping_add(m.byte_size as u32);
         }
         m
@@ -308,7 +310,7 @@ impl<'l> Packed<'l> {
             for m in layouts.members(id) {
                 let Some(s) = m.strct else { continue };
                 let na = self.align_of(Align::Of(s));
-                if m.byte_offset as u64 % na != 0 {
+                if !(m.byte_offset as u64).is_multiple_of(na) {
                     self.state[s as usize] |= INFERRED | PACKED;
                 }
             }
@@ -325,14 +327,14 @@ impl<'l> Packed<'l> {
                 if (max_align as u64) < na {
                     max_align = na as u16;
                 }
-                if m.byte_offset as u64 % na != 0 {
+                if !(m.byte_offset as u64).is_multiple_of(na) {
                     packed = true;
                     break;
                 }
             }
             // (The reference also tests an explicit alignment of 1, which
             // `-J` never loads.)
-            if !packed && max_align != 0 && agg.size % max_align as u32 != 0 {
+            if !packed && max_align != 0 && !agg.size.is_multiple_of(max_align as u32) {
                 packed = true;
             }
         }
