@@ -10,7 +10,7 @@
 //! Registers are compared as DW_OP opcodes (`DW_OP_reg5` = 0x55), as the
 //! reference does; "none" is −1.
 
-use gimli::{AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, constants as dw};
+use gimli::{AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, ReaderOffset, constants as dw};
 
 /// "No register" / "no expectation".
 pub const NO_REG: i32 = -1;
@@ -233,8 +233,9 @@ fn loc_reg_list<R: Reader>(
     w.result
 }
 
-/// [`loc_reg_exprs`] for a `DW_AT_location` attribute value: an expression
-/// (exprloc or block form) or a location list (`sec_offset` or `loclistx`).
+/// [`loc_reg_exprs`] for a `DW_AT_location` attribute value, converted or
+/// raw: an expression (exprloc or block form) or a location list
+/// (`sec_offset`, `loclistx`, or DWARF 2/3 `data4`/`data8`).
 /// Other forms give [`NO_REG`], as libdw fails on them.
 pub fn loc_reg<R: Reader>(
     value: &AttributeValue<R>,
@@ -247,6 +248,16 @@ pub fn loc_reg<R: Reader>(
         AttributeValue::Exprloc(e) => loc_reg_exprs([Ok(e.clone())], enc, expected),
         AttributeValue::Block(b) => loc_reg_exprs([Ok(Expression(b.clone()))], enc, expected),
         AttributeValue::LocationListsRef(off) => loc_reg_list(locations, *off, enc, expected),
+        // Unconverted values (a decoder reading `raw_value()`): a section
+        // offset, or in DWARF 2/3 a data4/data8 constant, is a list offset.
+        AttributeValue::SecOffset(off) => loc_reg_list(locations, gimli::LocationListsOffset(*off), enc, expected),
+        AttributeValue::Data4(off) if enc.version <= 3 => {
+            loc_reg_list(locations, gimli::LocationListsOffset(R::Offset::from_u32(*off)), enc, expected)
+        }
+        AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
+            Ok(o) => loc_reg_list(locations, gimli::LocationListsOffset(o), enc, expected),
+            Err(_) => NO_REG,
+        },
         AttributeValue::DebugLocListsIndex(idx) => match locations.get_offset(enc, loclists_base, *idx) {
             Ok(off) => loc_reg_list(locations, off, enc, expected),
             Err(_) => NO_REG,
@@ -465,6 +476,12 @@ mod tests {
         let b = AttributeValue::Block(EndianSlice::new(&x[..], LittleEndian));
         assert_eq!(loc_reg(&b, &l, enc(3), gimli::DebugLocListsBase(0), 0x54), 0x55);
         assert_eq!(loc_reg(&AttributeValue::<R<'_>>::Udata(3), &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        // Raw forms of a list offset.
+        let loc = dwarf4_list(&[(0x10, 0x20, &[REG4])]);
+        let l4 = lists(&loc, &[]);
+        assert_eq!(loc_reg(&AttributeValue::SecOffset(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x54);
+        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(3), gimli::DebugLocListsBase(0), 0x55), 0x54);
+        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), NO_REG);
         // A list offset past the section is a decode error: nothing found.
         let bad = AttributeValue::LocationListsRef(gimli::LocationListsOffset(64));
         assert_eq!(loc_reg(&bad, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
