@@ -178,9 +178,10 @@ const PACKED: u8 = 2;
 const HOLES_DONE: u8 = 4;
 const ALIGN_BUSY: u8 = 8;
 
-/// Per-CU inference state over a [`Layouts`].
-pub struct Packed<'l> {
-    layouts: &'l Layouts,
+/// The cached verdicts and alignments of one CU, kept between queries (the
+/// reference caches them per struct, side effects included).
+#[derive(Clone, Debug, Default)]
+pub struct PackedCache {
     state: Vec<u8>,
     /// Cached natural alignment (0 = not computed or 0).
     natural: Vec<u32>,
@@ -188,10 +189,32 @@ pub struct Packed<'l> {
     holes: Vec<(u16, u8)>,
 }
 
+/// Per-CU inference over a [`Layouts`].
+pub struct Packed<'l> {
+    layouts: &'l Layouts,
+    state: Vec<u8>,
+    natural: Vec<u32>,
+    holes: Vec<(u16, u8)>,
+}
+
 impl<'l> Packed<'l> {
     pub fn new(layouts: &'l Layouts) -> Packed<'l> {
+        Packed::with_cache(layouts, PackedCache::default())
+    }
+
+    /// Resumes with the cache of earlier queries on the same `layouts`.
+    pub fn with_cache(layouts: &'l Layouts, cache: PackedCache) -> Packed<'l> {
         let n = layouts.aggs.len();
-        Packed { layouts, state: vec![0; n], natural: vec![0; n], holes: vec![(0, 0); n] }
+        let PackedCache { mut state, mut natural, mut holes } = cache;
+        state.resize(n, 0);
+        natural.resize(n, 0);
+        holes.resize(n, (0, 0));
+        Packed { layouts, state, natural, holes }
+    }
+
+    /// The cache, to resume later with [`Packed::with_cache`].
+    pub fn into_cache(self) -> PackedCache {
+        PackedCache { state: self.state, natural: self.natural, holes: self.holes }
     }
 
     /// Natural alignment of a member type (never 0).
@@ -451,6 +474,12 @@ mod tests {
         let mut p = Packed::new(&l);
         assert!(!p.is_packed(outer));
         assert!(p.is_packed(inner), "marked by the outer struct's check");
+        // The cache carries over between queries.
+        let mut r = Packed::with_cache(&l, Packed::new(&l).into_cache());
+        assert!(!r.is_packed(inner));
+        let mut r = Packed::with_cache(&l, r.into_cache());
+        assert!(!r.is_packed(outer));
+        assert!(Packed::with_cache(&l, r.into_cache()).is_packed(inner), "the side effect survives the hand-over");
         // Asked first, inner alone is not packed (a fresh cache).
         let mut q = Packed::new(&l);
         assert!(!q.is_packed(inner));
