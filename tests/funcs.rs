@@ -228,3 +228,69 @@ fn kfunc_marks_of_the_modules() {
     }
     assert_eq!(total, 20, "fou 2 + nf_conntrack 10 + tcp_bbr 8");
 }
+
+/// The kfuncs fixture with symbol `name`'s st_value / st_size rewritten.
+fn patched_kfuncs(c: &Corpus, edits: &[(&str, Option<u64>, Option<u64>)]) -> (Vec<u8>, u64) {
+    use object::read::elf::{ElfFile64, FileHeader, SectionHeader, Sym};
+    let mut data = std::fs::read(c.file("fixtures/bin/kfuncs.gcc-O2.o").unwrap()).unwrap();
+    let (symtab_off, syms, ids_size) = {
+        let f = ElfFile64::<object::Endianness>::parse(&data[..]).unwrap();
+        let e = f.endian();
+        let secs = f.elf_header().sections(e, &data[..]).unwrap();
+        let (_, ids) = secs.section_by_name(e, b".BTF_ids").unwrap();
+        let (_, st) = secs.iter().enumerate().find(|(_, s)| s.sh_type(e) == object::elf::SHT_SYMTAB).unwrap();
+        let symtab = secs.symbols(e, &data[..], object::elf::SHT_SYMTAB).unwrap();
+        let names: Vec<Vec<u8>> =
+            symtab.symbols().iter().map(|s| s.name(e, symtab.strings()).unwrap_or(b"").to_vec()).collect();
+        (st.sh_offset(e) as usize, names, ids.sh_size(e))
+    };
+    for (name, value, size) in edits {
+        let i = syms.iter().position(|n| n == name.as_bytes()).unwrap_or_else(|| panic!("no symbol {name}"));
+        let at = symtab_off + i * 24;
+        if let Some(v) = value {
+            data[at + 8..at + 16].copy_from_slice(&v.to_le_bytes());
+        }
+        if let Some(s) = size {
+            data[at + 16..at + 24].copy_from_slice(&s.to_le_bytes());
+        }
+    }
+    (data, ids_size)
+}
+
+#[test]
+fn kfunc_pair_outside_btf_ids_is_an_error() {
+    let c = corpus();
+    let (_, size) = patched_kfuncs(&c, &[]);
+    // The set grows past the section and a kfunc sits in its last 4 bytes.
+    let (data, _) = patched_kfuncs(
+        &c,
+        &[("__BTF_ID__set8__test_kfunc_set", None, Some(0x1000)), ("__BTF_ID__func__bpf_obj_acquire__1", Some(size - 4), None)],
+    );
+    let table = FuncTable::from_elf(&data).unwrap().unwrap();
+    let err = KfuncMarks::from_elf(&data, &table).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains(".BTF_ids") && msg.contains("bpf_obj_acquire") && msg.contains("outside"), "{msg}");
+    // A set header outside the section is skipped: nothing is marked.
+    let (data, _) = patched_kfuncs(&c, &[("__BTF_ID__set8__test_kfunc_set", Some(size + 64), None)]);
+    let table = FuncTable::from_elf(&data).unwrap().unwrap();
+    assert_eq!(KfuncMarks::from_elf(&data, &table).unwrap().count(), 0);
+}
+
+#[test]
+fn no_section_named_symtab_means_no_table() {
+    use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
+    let c = corpus();
+    let mut data = std::fs::read(c.file("fixtures/bin/kfuncs.gcc-O2.o").unwrap()).unwrap();
+    let at = {
+        let f = ElfFile64::<object::Endianness>::parse(&data[..]).unwrap();
+        let e = f.endian();
+        let h = f.elf_header();
+        let secs = h.sections(e, &data[..]).unwrap();
+        let (_, st) = secs.section_by_name(e, b".symtab").unwrap();
+        let shstr = secs.section(object::SectionIndex(h.e_shstrndx(e).0 as usize)).unwrap();
+        shstr.sh_offset(e) as usize + st.sh_name(e) as usize
+    };
+    assert_eq!(&data[at..at + 7], b".symtab");
+    data[at + 1] = b'x';
+    assert!(FuncTable::from_elf(&data).unwrap().is_none());
+}
