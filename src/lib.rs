@@ -9,6 +9,7 @@ pub mod corpus;
 pub mod diff;
 pub mod elf;
 pub mod error;
+pub mod funcs;
 pub mod output;
 pub mod verify;
 

@@ -1,0 +1,181 @@
+//! The ELF function table (reference §2 of encoding-funcs-vars.md): every
+//! `STT_FUNC` symbol of `.symtab`, keyed by the part of its name before the
+//! first `.`, sorted by key, equal keys merged into one entry.
+//!
+//! Mirrors the `FuncTable` of the `encode` branch (`src/elf/debug.rs`), field
+//! for field, so the function phase can use either; on merge only one of the
+//! two definitions should stay (this file adds `from_elf` for callers that
+//! only need the table, e.g. the kfunc tests).
+//!
+//! Built once, immutable afterwards: decode workers share it without locks.
+
+use object::read::elf::{ElfFile, FileHeader, SectionHeader, Sym};
+
+
+/// One function name of the table: the key with every symbol that has it.
+#[derive(Clone, Debug)]
+pub struct FuncEntry<'a> {
+    pub key: &'a [u8],
+    /// Range in `FuncTable::syms`.
+    pub first: u32,
+    pub count: u32,
+    /// Several distinct non-zero addresses (never set on the last entry).
+    pub ambiguous: bool,
+}
+
+/// The ELF function table, sorted by key (bytewise).
+#[derive(Default, Debug)]
+pub struct FuncTable<'a> {
+    pub entries: Vec<FuncEntry<'a>>,
+    /// (full symbol name, address) per symbol, grouped by entry.
+    pub syms: Vec<(&'a [u8], u64)>,
+}
+
+impl<'a> FuncTable<'a> {
+    /// Builds the table from `(key, full name, address)` records of STT_FUNC
+    /// symbols in symbol-table order (already filtered by [`func_key`]).
+    pub fn build(mut recs: Vec<(&'a [u8], &'a [u8], u64)>) -> FuncTable<'a> {
+        // Stable: equal keys keep symbol-table order (the reference's qsort is
+        // glibc's merge sort).
+        recs.sort_by(|a, b| a.0.cmp(b.0));
+        let mut t = FuncTable::default();
+        let mut i = 0;
+        while i < recs.len() {
+            let key = recs[i].0;
+            let first = t.syms.len() as u32;
+            while i < recs.len() && recs[i].0 == key {
+                t.syms.push((recs[i].1, recs[i].2));
+                i += 1;
+            }
+            t.entries.push(FuncEntry { key, first, count: t.syms.len() as u32 - first, ambiguous: false });
+        }
+        // The reference checks each entry when the next key starts, so the
+        // last entry is never checked; address 0 counts as "unset".
+        let n = t.entries.len();
+        for e in t.entries.iter_mut().take(n.saturating_sub(1)) {
+            let mut r = 0u64;
+            for &(_, a) in &t.syms[e.first as usize..(e.first + e.count) as usize] {
+                if r != 0 && a != r {
+                    e.ambiguous = true;
+                    break;
+                }
+                r = a;
+            }
+        }
+        t
+    }
+
+    /// The table of an ELF file: `None` when it has no section named
+    /// `.symtab` (the reference then cannot create its encoder).
+    pub fn from_elf(data: &'a [u8]) -> Result<Option<FuncTable<'a>>, String> {
+        match object::File::parse(data).map_err(|e| format!("not a readable ELF file: {e}"))? {
+            object::File::Elf32(f) => collect(&f),
+            object::File::Elf64(f) => collect(&f),
+            _ => Err("not an ELF file".into()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The entry whose key is exactly `name`.
+    pub fn lookup(&self, name: &[u8]) -> Option<u32> {
+        self.entries.binary_search_by(|e| e.key.cmp(name)).ok().map(|i| i as u32)
+    }
+}
+
+/// The key of a function symbol, or `None` if the symbol is dropped (a
+/// `.cold` or `.part` anywhere after the first dot).
+pub fn func_key(name: &[u8]) -> Option<&[u8]> {
+    match name.iter().position(|&b| b == b'.') {
+        None => Some(name),
+        Some(dot) => {
+            let tail = &name[dot..];
+            if contains(tail, b".cold") || contains(tail, b".part") { None } else { Some(&name[..dot]) }
+        }
+    }
+}
+
+fn contains(h: &[u8], n: &[u8]) -> bool {
+    h.windows(n.len()).any(|w| w == n)
+}
+
+fn collect<'a, H: FileHeader<Endian = object::Endianness>>(
+    f: &ElfFile<'a, H, &'a [u8]>,
+) -> Result<Option<FuncTable<'a>>, String> {
+    let e = f.endian();
+    let data = f.data();
+    let sections = f.elf_section_table();
+    // The first section *named* .symtab.
+    let Some((idx, sh)) = sections.section_by_name(e, b".symtab") else { return Ok(None) };
+    if !matches!(sh.sh_type(e), object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM) {
+        return Err(format!(".symtab: section type {} is not a symbol table", sh.sh_type(e)));
+    }
+    let symtab = object::read::elf::SymbolTable::<H, &[u8]>::parse(e, data, sections, idx, sh)
+        .map_err(|err| format!(".symtab: {err}"))?;
+    let strings = symtab.strings();
+    let mut recs = Vec::new();
+    for sym in symtab.symbols().iter() {
+        if sym.st_type() != object::elf::STT_FUNC {
+            continue;
+        }
+        let name = sym.name(e, strings).map_err(|err| format!(".symtab: symbol name: {err}"))?;
+        if let Some(key) = func_key(name) {
+            recs.push((key, name, sym.st_value(e).into()));
+        }
+    }
+    Ok(Some(FuncTable::build(recs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_drop_cold_and_part() {
+        assert_eq!(func_key(b"f"), Some(&b"f"[..]));
+        assert_eq!(func_key(b"f.isra.0"), Some(&b"f"[..]));
+        assert_eq!(func_key(b"f.constprop.0.isra.0"), Some(&b"f"[..]));
+        assert_eq!(func_key(b"f.part.0"), None);
+        assert_eq!(func_key(b"f.cold"), None);
+        assert_eq!(func_key(b"f.isra.0.cold"), None);
+        assert_eq!(func_key(b"f.partial"), None);
+        assert_eq!(func_key(b""), Some(&b""[..]));
+    }
+
+    #[test]
+    fn ambiguity_ignores_zero_and_last_entry() {
+        let t = FuncTable::build(vec![
+            (b"z", b"z", 0x10),
+            (b"a", b"a", 0),
+            (b"b", b"b", 0x10),
+            (b"a", b"a.isra.0", 0x10),
+            (b"b", b"b.constprop.0", 0x20),
+            (b"c", b"c", 0x30),
+            (b"c", b"c_alias", 0x30),
+            (b"z", b"z.constprop.0", 0x20),
+        ]);
+        let keys: Vec<&[u8]> = t.entries.iter().map(|e| e.key).collect();
+        assert_eq!(keys, vec![&b"a"[..], b"b", b"c", b"z"]);
+        let amb: Vec<bool> = t.entries.iter().map(|e| e.ambiguous).collect();
+        // a: 0 then 0x10 (0 is unset); b: two addresses; c: same address;
+        // z: two addresses but last in order.
+        assert_eq!(amb, vec![false, true, false, false]);
+        // Equal keys keep symbol-table order.
+        let b = &t.entries[1];
+        assert_eq!(t.syms[b.first as usize].0, b"b");
+        assert_eq!(t.lookup(b"b"), Some(1));
+        assert_eq!(t.lookup(b"bb"), None);
+    }
+
+    #[test]
+    fn nonzero_then_zero_is_ambiguous() {
+        let t = FuncTable::build(vec![(b"a", b"a", 0x10), (b"a", b"a.isra.0", 0), (b"b", b"b", 1)]);
+        assert!(t.entries[0].ambiguous);
+    }
+}

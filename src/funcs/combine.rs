@@ -1,0 +1,868 @@
+//! Sort, combine, decide and emit (encoding-funcs-vars.md §5).
+//!
+//! All saved states are ordered by ELF table entry — the table is sorted by
+//! key, so entry order *is* the reference's name order — with a stable
+//! counting sort (CU order kept within a name). Each group is combined into
+//! its first state, decided, and emitted as
+//! `[TYPE_TAG, PTR]* FUNC_PROTO FUNC [bpf_kfunc] [bpf_fastcall] [annotation]*`.
+
+use crate::btf::{Btf, Kind, LINKAGE_STATIC, StrOff, TypeId, make_info};
+use crate::elf::functab::FuncTable;
+
+use super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL, KfuncMarks};
+use super::{FuncStates, FuncsError, StateId, flags};
+
+/// The features the function phase looks at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmitOptions {
+    /// Drop names whose instances disagree (§5.3).
+    pub consistent_func: bool,
+    /// Function annotations and kfunc decl tags.
+    pub decl_tag: bool,
+    /// kfunc marks from `.BTF_ids`.
+    pub decl_tag_kfuncs: bool,
+    /// Arena type tags for kfuncs.
+    pub attributes: bool,
+}
+
+/// What the phase did, for summaries and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmitSummary {
+    pub states: usize,
+    pub groups: usize,
+    pub emitted: usize,
+    /// Groups dropped under `consistent_func`, by first reason (in the order
+    /// unexpected_reg, inconsistent, uncertain_parm_loc, ambiguous address).
+    pub dropped_unexpected_reg: usize,
+    pub dropped_inconsistent: usize,
+    pub dropped_uncertain_loc: usize,
+    pub dropped_ambiguous: usize,
+    pub kfunc_tags: usize,
+    pub fastcall_tags: usize,
+    pub arena_tags: usize,
+}
+
+const ARENA_ATTR: &[u8] = b"address_space(1)";
+const KFUNC_TAG: &[u8] = b"bpf_kfunc";
+const FASTCALL_TAG: &[u8] = b"bpf_fastcall";
+
+/// The kind as `types_match` sees it: a FWD counts as the STRUCT or UNION it
+/// declares.
+#[inline]
+fn match_kind(words: &[u32]) -> u32 {
+    let kind = (words[1] >> 24) & 0x1f;
+    if kind == Kind::Fwd as u32 {
+        if words[1] >> 31 != 0 { Kind::Union as u32 } else { Kind::Struct as u32 }
+    } else {
+        kind
+    }
+}
+
+#[inline]
+fn names_match(btf: &Btf, a: u32, b: u32) -> bool {
+    a == b || btf.str_at(StrOff(a)).unwrap_or(b"") == btf.str_at(StrOff(b)).unwrap_or(b"")
+}
+
+/// The reference's loose type comparison between two ids of one BTF: names
+/// for named kinds, structure through modifiers, pointers and arrays, `const`
+/// skipped where only one side has it. FUNC_PROTO compares the vlen and the
+/// return types only (v1.31 compares the return types once per parameter
+/// instead of the parameters). Ids outside the BTF compare unequal.
+pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
+    loop {
+        if x == y {
+            return true;
+        }
+        if x.0 == 0 || y.0 == 0 {
+            return false;
+        }
+        let (Some(tx), Some(ty)) = (btf.get(x), btf.get(y)) else { return false };
+        let (kx, ky) = (match_kind(tx.words), match_kind(ty.words));
+        if kx != ky {
+            if kx == Kind::Const as u32 {
+                x = tx.type_id();
+                continue;
+            }
+            if ky == Kind::Const as u32 {
+                y = ty.type_id();
+                continue;
+            }
+            return false;
+        }
+        const INT: u32 = Kind::Int as u32;
+        const FLOAT: u32 = Kind::Float as u32;
+        const TYPEDEF: u32 = Kind::Typedef as u32;
+        const STRUCT: u32 = Kind::Struct as u32;
+        const UNION: u32 = Kind::Union as u32;
+        const ENUM: u32 = Kind::Enum as u32;
+        const ENUM64: u32 = Kind::Enum64 as u32;
+        const PTR: u32 = Kind::Ptr as u32;
+        const VOLATILE: u32 = Kind::Volatile as u32;
+        const CONST: u32 = Kind::Const as u32;
+        const RESTRICT: u32 = Kind::Restrict as u32;
+        const TYPE_TAG: u32 = Kind::TypeTag as u32;
+        const ARRAY: u32 = Kind::Array as u32;
+        const FUNC_PROTO: u32 = Kind::FuncProto as u32;
+        match kx {
+            INT => {
+                return tx.size() == ty.size()
+                    && tx.words.get(3) == ty.words.get(3)
+                    && names_match(btf, tx.words[0], ty.words[0]);
+            }
+            FLOAT => return tx.size() == ty.size() && names_match(btf, tx.words[0], ty.words[0]),
+            TYPEDEF | STRUCT | UNION | ENUM | ENUM64 => return names_match(btf, tx.words[0], ty.words[0]),
+            PTR | VOLATILE | CONST | RESTRICT | TYPE_TAG => {
+                x = tx.type_id();
+                y = ty.type_id();
+            }
+            ARRAY => {
+                let (ex, _, nx) = tx.array();
+                let (ey, _, ny) = ty.array();
+                if nx != ny {
+                    return false;
+                }
+                x = ex;
+                y = ey;
+            }
+            FUNC_PROTO => return tx.vlen() == ty.vlen() && types_match(btf, tx.type_id(), ty.type_id()),
+            _ => return false,
+        }
+    }
+}
+
+/// Same parameter count (varargs slot included), return type and parameter
+/// types; names are not compared.
+fn funcs_match(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> bool {
+    let (pa, pb) = (st.params(a), st.params(b));
+    pa.len() == pb.len()
+        && types_match(btf, st.ret(a), st.ret(b))
+        && pa.iter().zip(pb).all(|(p, q)| types_match(btf, p.ty, q.ty))
+}
+
+/// State ids ordered by ELF entry, stable (counting sort: O(states +
+/// entries)), and where each entry's group starts in that order (one more
+/// element than there are entries).
+fn sorted_order(states: &FuncStates, nentries: usize) -> (Vec<StateId>, Vec<u32>) {
+    let entries = states.entries();
+    let mut start = vec![0u32; nentries + 1];
+    for &e in entries {
+        start[e as usize + 1] += 1;
+    }
+    for i in 0..nentries {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0 as StateId; entries.len()];
+    for (s, &e) in entries.iter().enumerate() {
+        let slot = &mut next[e as usize];
+        order[*slot as usize] = s as StateId;
+        *slot += 1;
+    }
+    (order, start)
+}
+
+/// TYPE_TAG `address_space(1)` (kind flag 1) on the PTR's target, then a new
+/// PTR to it; `None` if `ptr` is not a PTR.
+fn arena_ptr(btf: &mut Btf, ptr: TypeId) -> Option<TypeId> {
+    let t = btf.get(ptr)?;
+    if ptr.0 == 0 || t.kind() != Kind::Ptr {
+        return None;
+    }
+    let target = t.type_id();
+    let tag = btf.add_type_tag(ARENA_ATTR, target, true);
+    Some(btf.add_ref(Kind::Ptr, tag))
+}
+
+fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name: &[u8]) -> Result<usize, FuncsError> {
+    let func = || String::from_utf8_lossy(name).into_owned();
+    let mut n = 0;
+    if kflags & KF_ARENA_RET != 0 {
+        let ret = st.ret(s);
+        let p = arena_ptr(btf, ret).ok_or_else(|| FuncsError::ArenaNotPtr {
+            func: func(),
+            flag: "KF_ARENA_RET",
+            what: format!("the return type (id {}) is not a pointer", ret.0),
+        })?;
+        st.set_ret(s, p);
+        n += 1;
+    }
+    for (bit, idx, flag) in [(KF_ARENA_ARG1, 0usize, "KF_ARENA_ARG1"), (KF_ARENA_ARG2, 1, "KF_ARENA_ARG2")] {
+        if kflags & bit == 0 {
+            continue;
+        }
+        let Some(param) = st.params(s).get(idx).copied() else {
+            return Err(FuncsError::ArenaNotPtr {
+                func: func(),
+                flag,
+                what: format!("the function has only {} parameter(s)", st.params(s).len()),
+            });
+        };
+        let p = arena_ptr(btf, param.ty).ok_or_else(|| FuncsError::ArenaNotPtr {
+            func: func(),
+            flag,
+            what: format!("parameter {idx} (type id {}) is not a pointer", param.ty.0),
+        })?;
+        st.set_param_type(s, idx, p);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The function phase after the last CU: sorts `states` by name, combines
+/// each name's instances, decides under `opts.consistent_func`, and appends
+/// the survivors to `btf` (the pre-dedup BTF the states' type ids refer to).
+///
+/// `states` is consumed in spirit: arena tags rewrite the emitted states'
+/// types in place.
+pub fn emit_funcs(
+    btf: &mut Btf,
+    states: &mut FuncStates,
+    table: &FuncTable<'_>,
+    kfuncs: &KfuncMarks,
+    opts: &EmitOptions,
+) -> Result<EmitSummary, FuncsError> {
+    let mut sum = EmitSummary { states: states.len(), ..Default::default() };
+    if states.is_empty() {
+        return Ok(sum);
+    }
+    if let Some(&bad) = states.entries().iter().find(|&&e| e as usize >= table.entries.len()) {
+        return Err(FuncsError::BadEntry { entry: bad, entries: table.entries.len() });
+    }
+    let (order, start) = sorted_order(states, table.entries.len());
+    for entry in 0..table.entries.len() {
+        let group = &order[start[entry] as usize..start[entry + 1] as usize];
+        let Some((&a, rest)) = group.split_first() else { continue };
+        let mut fl = states.flags(a);
+        for &b in rest {
+            fl |= states.flags(b);
+            if fl & (flags::UNEXPECTED_REG | flags::INCONSISTENT) == 0 && !funcs_match(btf, states, a, b) {
+                fl |= flags::INCONSISTENT;
+            }
+        }
+        states.add_flags(a, fl);
+        sum.groups += 1;
+        let e = &table.entries[entry];
+        if opts.consistent_func {
+            let reason = if fl & flags::UNEXPECTED_REG != 0 {
+                Some(&mut sum.dropped_unexpected_reg)
+            } else if fl & flags::INCONSISTENT != 0 {
+                Some(&mut sum.dropped_inconsistent)
+            } else if fl & flags::UNCERTAIN_PARM_LOC != 0 {
+                Some(&mut sum.dropped_uncertain_loc)
+            } else if e.ambiguous {
+                Some(&mut sum.dropped_ambiguous)
+            } else {
+                None
+            };
+            if let Some(r) = reason {
+                *r += 1;
+                continue;
+            }
+        }
+        emit_one(btf, states, a, e.key, entry as u32, kfuncs, opts, &mut sum)?;
+    }
+    Ok(sum)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emit_one(
+    btf: &mut Btf,
+    st: &mut FuncStates,
+    s: StateId,
+    name: &[u8],
+    entry: u32,
+    kfuncs: &KfuncMarks,
+    opts: &EmitOptions,
+    sum: &mut EmitSummary,
+) -> Result<(), FuncsError> {
+    let kfunc = kfuncs.flags(entry);
+    if let Some(kf) = kfunc
+        && opts.decl_tag_kfuncs
+        && opts.attributes
+    {
+        sum.arena_tags += arena_tags(btf, st, s, kf, name)?;
+    }
+    let params = st.params(s);
+    if params.len() > 0xffff {
+        return Err(FuncsError::TooManyParams { func: String::from_utf8_lossy(name).into_owned(), count: params.len() });
+    }
+    let mut words = Vec::with_capacity(3 + 2 * params.len());
+    words.extend_from_slice(&[0, make_info(Kind::FuncProto, false, params.len() as u32), st.ret(s).0]);
+    for p in params {
+        words.extend_from_slice(&[p.name.0, p.ty.0]);
+    }
+    let proto = btf.push_words(&words);
+    if name.is_empty() {
+        return Err(FuncsError::EmptyName { entry });
+    }
+    let func = btf.add_func(name, proto, LINKAGE_STATIC);
+    sum.emitted += 1;
+    if let Some(kf) = kfunc
+        && opts.decl_tag_kfuncs
+        && opts.decl_tag
+    {
+        btf.add_decl_tag(KFUNC_TAG, func, -1, false);
+        sum.kfunc_tags += 1;
+        if kf & KF_FASTCALL != 0 {
+            btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
+            sum.fastcall_tags += 1;
+        }
+    }
+    for a in st.annots(s) {
+        btf.push_raw(a.value, make_info(Kind::DeclTag, false, 0), func.0, &[a.component as u32]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btf::{Endian, INT_SIGNED};
+    use crate::elf::functab::FuncTable;
+
+    /// A pre-dedup BTF with the types the tests need.
+    struct Types {
+        btf: Btf,
+        int: TypeId,
+        int2: TypeId,
+        long: TypeId,
+        uint: TypeId,
+        cint: TypeId,
+        vint: TypeId,
+        foo: TypeId,
+        foo2: TypeId,
+        fwd_foo: TypeId,
+        fwd_foo_union: TypeId,
+        ufoo: TypeId,
+        pfoo: TypeId,
+        pcfoo: TypeId,
+        pfwd: TypeId,
+        td: TypeId,
+        td2: TypeId,
+        arr4: TypeId,
+        arr5: TypeId,
+        arr4c: TypeId,
+        e32: TypeId,
+        e64: TypeId,
+        proto_ii: TypeId,
+        proto_il: TypeId,
+        proto_li: TypeId,
+        proto_i: TypeId,
+        pint: TypeId,
+        flt: TypeId,
+        dbl4: TypeId,
+        ttag: TypeId,
+    }
+
+    fn types() -> Types {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, INT_SIGNED);
+        let int2 = b.add_int(b"int", 4, INT_SIGNED); // a second CU's copy
+        let long = b.add_int(b"long", 8, INT_SIGNED);
+        let uint = b.add_int(b"unsigned int", 4, 0);
+        let cint = b.add_ref(Kind::Const, int2);
+        let vint = b.add_ref(Kind::Volatile, int2);
+        let foo = b.begin(Kind::Struct, b"foo", 4, false);
+        b.push_member(b"a", int, 0, 0);
+        let foo2 = b.begin(Kind::Struct, b"foo", 8, false); // same name, other layout
+        b.push_member(b"b", long, 0, 0);
+        let fwd_foo = b.add_fwd(b"foo", false);
+        let fwd_foo_union = b.add_fwd(b"foo", true);
+        let ufoo = b.begin(Kind::Union, b"foo", 4, false);
+        let pfoo = b.add_ref(Kind::Ptr, foo);
+        let cfoo = b.add_ref(Kind::Const, foo2);
+        let pcfoo = b.add_ref(Kind::Ptr, cfoo);
+        let pfwd = b.add_ref(Kind::Ptr, fwd_foo);
+        let td = b.add_typedef(b"u32", uint);
+        let td2 = b.add_typedef(b"u32", long); // same name, other target
+        let arr4 = b.add_array(int, int, 4);
+        let arr5 = b.add_array(int, int, 5);
+        let arr4c = b.add_array(cint, long, 4);
+        let e32 = b.begin(Kind::Enum, b"e", 4, false);
+        let e64 = b.begin(Kind::Enum64, b"e", 8, false);
+        let proto_ii = b.begin(Kind::FuncProto, b"", int.0, false);
+        b.push_param(b"", int);
+        b.push_param(b"", int);
+        let proto_il = b.begin(Kind::FuncProto, b"", int2.0, false);
+        b.push_param(b"", long);
+        b.push_param(b"", long);
+        let proto_li = b.begin(Kind::FuncProto, b"", long.0, false);
+        b.push_param(b"", int);
+        b.push_param(b"", int);
+        let proto_i = b.begin(Kind::FuncProto, b"", int.0, false);
+        b.push_param(b"", int);
+        let pint = b.add_ref(Kind::Ptr, int);
+        let flt = b.add_float(b"float", 4);
+        let dbl4 = b.add_float(b"double", 4);
+        let ttag = b.add_type_tag(b"user", int, false);
+        Types {
+            btf: b,
+            int,
+            int2,
+            long,
+            uint,
+            cint,
+            vint,
+            foo,
+            foo2,
+            fwd_foo,
+            fwd_foo_union,
+            ufoo,
+            pfoo,
+            pcfoo,
+            pfwd,
+            td,
+            td2,
+            arr4,
+            arr5,
+            arr4c,
+            e32,
+            e64,
+            proto_ii,
+            proto_il,
+            proto_li,
+            proto_i,
+            pint,
+            flt,
+            dbl4,
+            ttag,
+        }
+    }
+
+    #[test]
+    fn types_match_rules() {
+        let t = types();
+        let m = |x: TypeId, y: TypeId| types_match(&t.btf, x, y);
+        assert!(m(TypeId(0), TypeId(0)));
+        assert!(!m(TypeId(0), t.int));
+        assert!(!m(t.int, TypeId(0)));
+        // INT: size, encoding word and name.
+        assert!(m(t.int, t.int2));
+        assert!(!m(t.int, t.uint));
+        assert!(!m(t.int, t.long));
+        // const skipped on either side, volatile strict.
+        assert!(m(t.cint, t.int));
+        assert!(m(t.int, t.cint));
+        assert!(!m(t.vint, t.int));
+        // Named kinds by name only; FWD counts as STRUCT/UNION by kind flag.
+        assert!(m(t.foo, t.foo2));
+        assert!(m(t.fwd_foo, t.foo));
+        assert!(!m(t.fwd_foo, t.ufoo));
+        assert!(m(t.fwd_foo_union, t.ufoo));
+        assert!(!m(t.foo, t.ufoo));
+        assert!(m(t.td, t.td2));
+        assert!(!m(t.td, t.uint));
+        assert!(!m(t.e32, t.e64));
+        // Pointers follow; const under a pointer skipped.
+        assert!(m(t.pfoo, t.pcfoo));
+        assert!(m(t.pfwd, t.pfoo));
+        assert!(!m(t.pfoo, t.pint));
+        // Arrays: count, then element (index type ignored).
+        assert!(m(t.arr4, t.arr4c));
+        assert!(!m(t.arr4, t.arr5));
+        // FLOAT: size and name.
+        assert!(!m(t.flt, t.dbl4));
+        // TYPE_TAG follows its target.
+        assert!(!m(t.ttag, t.int), "TYPE_TAG vs INT: different kinds");
+    }
+
+    #[test]
+    fn func_proto_compares_only_vlen_and_return() {
+        let t = types();
+        // (int, int) → int vs (long, long) → int: the v1.31 quirk says equal.
+        assert!(types_match(&t.btf, t.proto_ii, t.proto_il));
+        // Different return type.
+        assert!(!types_match(&t.btf, t.proto_ii, t.proto_li));
+        // Different vlen.
+        assert!(!types_match(&t.btf, t.proto_ii, t.proto_i));
+    }
+
+    /// A table with the given (key, address) symbols.
+    fn table(syms: &[(&'static str, u64)]) -> FuncTable<'static> {
+        FuncTable::build(syms.iter().map(|(k, a)| (k.as_bytes(), k.as_bytes(), *a)).collect())
+    }
+
+    fn opts(consistent: bool) -> EmitOptions {
+        EmitOptions { consistent_func: consistent, decl_tag: true, decl_tag_kfuncs: true, attributes: false }
+    }
+
+    /// A FUNC's name, its prototype's return type and (param name, type)s.
+    type Emitted = (String, u32, Vec<(String, u32)>);
+
+    fn funcs(b: &Btf, from: u32) -> Vec<Emitted> {
+        let mut out = Vec::new();
+        for id in from..=b.type_count() {
+            let t = b.ty(TypeId(id));
+            if t.kind() == Kind::Func {
+                let p = b.ty(t.type_id());
+                let params = p.pairs().map(|[n, ty]| (b.name(StrOff(n)).into_owned(), ty)).collect();
+                out.push((b.name(t.name_off()).into_owned(), p.type_id().0, params));
+            }
+        }
+        out
+    }
+
+    fn state(st: &mut FuncStates, b: &mut Btf, entry: u32, ret: TypeId, params: &[(&str, TypeId)], fl: u8) {
+        st.push(entry, ret, fl);
+        for (n, ty) in params {
+            let n = b.add_str(n.as_bytes());
+            st.push_param(n, *ty);
+        }
+    }
+
+    #[test]
+    fn same_static_name_with_different_prototypes() {
+        // a.c: static int helper(int x, struct foo *f); b.c: static long
+        // helper(long x, long y). Both clones → one entry, two addresses.
+        let mut t = types();
+        let tab = table(&[("helper", 0x10), ("helper", 0x20), ("main", 0x30)]);
+        let helper = tab.lookup(b"helper").unwrap();
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, helper, t.int, &[("x", t.int), ("f", t.pfoo)], 0);
+        state(&mut st, &mut t.btf, helper, t.long, &[("x", t.long), ("y", t.long)], 0);
+        let start = t.btf.type_count() + 1;
+        let strs_before = t.btf.raw_strings().len();
+        let mut b = t.btf.clone();
+        let mut s2 = st.clone();
+        let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        // Without consistent_func: emitted, prototype of the first state.
+        assert_eq!(sum.emitted, 1);
+        assert_eq!(funcs(&b, start), vec![("helper".into(), t.int.0, vec![("x".into(), t.int.0), ("f".into(), t.pfoo.0)])]);
+        // "y" (only in the dropped instance) stays in the string table.
+        assert!(b.strtab().find_own(b"y").is_some());
+        assert_eq!(&b.raw_strings()[strs_before..], b"helper\0", "only the FUNC name is added at emission");
+        // With consistent_func: dropped (inconsistent and ambiguous).
+        let mut b = t.btf.clone();
+        let sum = emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(sum.emitted, 0);
+        assert_eq!(sum.dropped_inconsistent, 1);
+        assert_eq!(b.type_count(), start - 1);
+    }
+
+    #[test]
+    fn identical_copies_are_kept() {
+        // The same inline function in two CUs: int f(const struct foo *p)
+        // vs int f(struct foo *p) through a FWD; the names differ too.
+        let mut t = types();
+        let tab = table(&[("f", 0x10), ("g", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("p", t.pcfoo)], 0);
+        state(&mut st, &mut t.btf, 0, t.int2, &[("q", t.pfwd)], 0);
+        let start = t.btf.type_count() + 1;
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!((sum.groups, sum.emitted), (1, 1));
+        assert_eq!(funcs(&t.btf, start), vec![("f".into(), t.int.0, vec![("p".into(), t.pcfoo.0)])]);
+    }
+
+    #[test]
+    fn param_count_mismatch_and_varargs() {
+        let mut t = types();
+        let tab = table(&[("f", 0x10), ("g", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], 0);
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], 0);
+        st.push_varargs();
+        let mut b = t.btf.clone();
+        let sum = emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(sum.dropped_inconsistent, 1);
+        // Without consistent_func the first state's (non-varargs) proto is used.
+        let start = t.btf.type_count() + 1;
+        let mut b = t.btf.clone();
+        emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        assert_eq!(funcs(&b, start), vec![("f".into(), t.int.0, vec![("a".into(), t.int.0)])]);
+    }
+
+    #[test]
+    fn varargs_slot_is_emitted_unnamed_void() {
+        let mut t = types();
+        let tab = table(&[("printk", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("fmt", t.pint)], 0);
+        st.push_varargs();
+        let start = t.btf.type_count() + 1;
+        emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(funcs(&t.btf, start), vec![("printk".into(), t.int.0, vec![("fmt".into(), t.pint.0), ("".into(), 0)])]);
+    }
+
+    #[test]
+    fn optimized_clones_and_optimized_out_params_are_kept() {
+        // A .isra clone of f (one entry, one address) whose abstract and
+        // concrete instances agree, one with optimized-out parameters.
+        let mut t = types();
+        let tab = table(&[("f", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int), ("b", t.long)], 0);
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int), ("b", t.long)], flags::OPTIMIZED_PARMS);
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(sum.emitted, 1);
+        assert_ne!(st.flags(0) & flags::OPTIMIZED_PARMS, 0, "flags accumulate into the first state");
+    }
+
+    #[test]
+    fn reordered_clone_params_are_inconsistent() {
+        // with_struct(int unused, struct foo p) whose concrete DIE lists p first.
+        let mut t = types();
+        let tab = table(&[("with_struct", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.long, &[("unused", t.int), ("p", t.foo)], 0);
+        state(&mut st, &mut t.btf, 0, t.long, &[("p", t.foo), ("unused", t.int)], 0);
+        let mut b = t.btf.clone();
+        let sum = emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!((sum.emitted, sum.dropped_inconsistent), (0, 1));
+        let start = t.btf.type_count() + 1;
+        emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        assert_eq!(funcs(&t.btf, start)[0].2, vec![("unused".into(), t.int.0), ("p".into(), t.foo.0)]);
+    }
+
+    #[test]
+    fn unexpected_register_drops_and_stops_comparing() {
+        let mut t = types();
+        let tab = table(&[("drop_first", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        // The first instance has the flag; the second even mismatches, but
+        // comparisons stop once unexpected_reg is set.
+        state(&mut st, &mut t.btf, 0, t.int, &[("unused", t.int), ("b", t.int)], flags::UNEXPECTED_REG);
+        state(&mut st, &mut t.btf, 0, t.long, &[("b", t.int)], 0);
+        let mut b = t.btf.clone();
+        let mut s2 = st.clone();
+        let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!((sum.emitted, sum.dropped_unexpected_reg), (0, 1));
+        assert_eq!(s2.flags(0) & flags::INCONSISTENT, 0, "no comparison after unexpected_reg");
+        // A later instance's flag also drops the name.
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("b", t.int)], 0);
+        state(&mut st, &mut t.btf, 0, t.int, &[("b", t.int)], flags::UNEXPECTED_REG);
+        let mut b = t.btf.clone();
+        let sum = emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(sum.dropped_unexpected_reg, 1);
+        // Without consistent_func it is emitted.
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        assert_eq!(sum.emitted, 1);
+    }
+
+    #[test]
+    fn inconsistency_is_only_checked_against_the_first_state() {
+        // A = int(int), B = long(int) sets inconsistent; C is not compared.
+        let mut t = types();
+        let tab = table(&[("f", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], 0);
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.cint)], 0);
+        state(&mut st, &mut t.btf, 0, t.int2, &[("a", t.int2)], 0);
+        let sum = emit_funcs(&mut t.btf.clone(), &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!(sum.emitted, 1, "const int vs int and a second int copy all match");
+    }
+
+    #[test]
+    fn uncertain_location_drops() {
+        let mut t = types();
+        let tab = table(&[("f7", 0x10), ("z", 0x20)]);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], flags::UNCERTAIN_PARM_LOC);
+        let sum = emit_funcs(&mut t.btf.clone(), &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!((sum.emitted, sum.dropped_uncertain_loc), (0, 1));
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        assert_eq!(sum.emitted, 1);
+    }
+
+    #[test]
+    fn ambiguous_address_drops_except_for_the_last_name() {
+        let mut t = types();
+        // scale + scale.constprop.0 at two addresses; zz likewise but last.
+        let tab = table(&[("scale", 0x10), ("scale", 0x20), ("zz", 0x30), ("zz", 0x40)]);
+        assert!(tab.entries[0].ambiguous && !tab.entries[1].ambiguous);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[("x", t.int)], 0);
+        state(&mut st, &mut t.btf, 1, t.int, &[("x", t.int)], 0);
+        let start = t.btf.type_count() + 1;
+        let mut b = t.btf.clone();
+        let sum = emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        assert_eq!((sum.emitted, sum.dropped_ambiguous), (1, 1));
+        assert_eq!(funcs(&b, start)[0].0, "zz");
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
+        assert_eq!(sum.emitted, 2);
+    }
+
+    #[test]
+    fn part_only_function_has_no_entry() {
+        // `check` exists only as check.part.0: no table entry, so recording
+        // never produces a state and nothing is emitted for it.
+        let tab = FuncTable::build(
+            [&b"check.part.0"[..], b"main"]
+                .iter()
+                .filter_map(|n| crate::elf::functab::func_key(n).map(|k| (k, *n, 0x10)))
+                .collect(),
+        );
+        assert_eq!(tab.lookup(b"check"), None);
+        assert_eq!(tab.len(), 1);
+    }
+
+    #[test]
+    fn sort_is_by_name_and_stable_within_a_name() {
+        // States recorded in CU order b, a(first), c, a(second): FUNCs come
+        // out a, b, c and a's prototype is the first a's (param name "first").
+        let mut t = types();
+        let tab = table(&[("c", 0x30), ("a", 0x10), ("b", 0x20)]);
+        let (a, b_, c) = (tab.lookup(b"a").unwrap(), tab.lookup(b"b").unwrap(), tab.lookup(b"c").unwrap());
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, b_, t.int, &[], 0);
+        state(&mut st, &mut t.btf, a, t.int, &[("first", t.int)], 0);
+        state(&mut st, &mut t.btf, c, TypeId::VOID, &[], 0);
+        state(&mut st, &mut t.btf, a, t.int, &[("second", t.int)], 0);
+        let start = t.btf.type_count() + 1;
+        emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        let f = funcs(&t.btf, start);
+        assert_eq!(f.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+        assert_eq!(f[0].2, vec![("first".into(), t.int.0)]);
+        assert_eq!(f[2].1, 0);
+    }
+
+    #[test]
+    fn emission_order_with_kfunc_and_annotation_tags() {
+        let mut t = types();
+        let tab = table(&[("bpf_fast", 0x10), ("bpf_obj", 0x20), ("plain", 0x30)]);
+        let mut marks = KfuncMarks::none(tab.len());
+        marks.set(0, KF_FASTCALL);
+        marks.set(1, 1);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 2, t.int, &[("x", t.int)], 0);
+        let v = t.btf.add_str(b"my_tag");
+        st.push_annot(v, -1);
+        let w = t.btf.add_str(b"arg_tag");
+        st.push_annot(w, 0);
+        state(&mut st, &mut t.btf, 1, t.int, &[], 0);
+        state(&mut st, &mut t.btf, 0, t.int, &[], 0);
+        let start = t.btf.type_count() + 1;
+        let strs = t.btf.raw_strings().len();
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &marks, &opts(true)).unwrap();
+        assert_eq!((sum.kfunc_tags, sum.fastcall_tags), (2, 1));
+        let kinds: Vec<(Kind, String, u32)> = (start..=t.btf.type_count())
+            .map(|id| {
+                let ty = t.btf.ty(TypeId(id));
+                (ty.kind(), t.btf.name(ty.name_off()).into_owned(), if ty.kind() == Kind::DeclTag { ty.extra() } else { 0 })
+            })
+            .collect();
+        let want = vec![
+            (Kind::FuncProto, "".to_string(), 0),
+            (Kind::Func, "bpf_fast".into(), 0),
+            (Kind::DeclTag, "bpf_kfunc".into(), u32::MAX),
+            (Kind::DeclTag, "bpf_fastcall".into(), u32::MAX),
+            (Kind::FuncProto, "".into(), 0),
+            (Kind::Func, "bpf_obj".into(), 0),
+            (Kind::DeclTag, "bpf_kfunc".into(), u32::MAX),
+            (Kind::FuncProto, "".into(), 0),
+            (Kind::Func, "plain".into(), 0),
+            (Kind::DeclTag, "my_tag".into(), u32::MAX),
+            (Kind::DeclTag, "arg_tag".into(), 0),
+        ];
+        assert_eq!(kinds, want);
+        // FUNC linkage static; the tags point at the FUNC.
+        assert_eq!(t.btf.ty(TypeId(start + 1)).vlen(), LINKAGE_STATIC);
+        assert_eq!(t.btf.ty(TypeId(start + 2)).type_id(), TypeId(start + 1));
+        // Strings in emission order, bpf_kfunc / bpf_fastcall once.
+        assert_eq!(&t.btf.raw_strings()[strs..], b"bpf_fast\0bpf_kfunc\0bpf_fastcall\0bpf_obj\0plain\0");
+        // Without decl_tag: no kfunc tags (annotations were never recorded then).
+        let mut b = types().btf;
+        let mut st2 = FuncStates::new();
+        state(&mut st2, &mut b, 0, TypeId::VOID, &[], 0);
+        let o = EmitOptions { decl_tag: false, ..opts(true) };
+        let sum = emit_funcs(&mut b, &mut st2, &tab, &marks, &o).unwrap();
+        assert_eq!((sum.emitted, sum.kfunc_tags), (1, 0));
+    }
+
+    #[test]
+    fn arena_tags() {
+        let mut t = types();
+        let tab = table(&[("alloc", 0x10), ("walk", 0x20), ("z", 0x30)]);
+        let mut marks = KfuncMarks::none(tab.len());
+        marks.set(0, KF_ARENA_RET | KF_ARENA_ARG2);
+        marks.set(1, KF_ARENA_ARG1 | KF_ARENA_ARG2);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.pfoo, &[("arena", t.pint), ("hint", t.pfoo), ("cnt", t.int)], 0);
+        state(&mut st, &mut t.btf, 1, t.long, &[("head", t.pfoo), ("stop", t.pfoo)], 0);
+        let start = t.btf.type_count() + 1;
+        let strs = t.btf.raw_strings().len();
+        let o = EmitOptions { attributes: true, ..opts(true) };
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &marks, &o).unwrap();
+        assert_eq!(sum.arena_tags, 4);
+        let b = &t.btf;
+        let k = |id: u32| b.ty(TypeId(id));
+        // alloc: ret tag+ptr, arg2 tag+ptr, proto, func, bpf_kfunc.
+        assert_eq!((k(start).kind(), k(start).kflag(), k(start).type_id()), (Kind::TypeTag, true, t.foo));
+        assert_eq!((k(start + 1).kind(), k(start + 1).type_id()), (Kind::Ptr, TypeId(start)));
+        assert_eq!((k(start + 2).kind(), k(start + 2).type_id()), (Kind::TypeTag, t.foo));
+        assert_eq!(k(start + 3).kind(), Kind::Ptr);
+        let proto = k(start + 4);
+        assert_eq!(proto.kind(), Kind::FuncProto);
+        assert_eq!(proto.type_id(), TypeId(start + 1));
+        let p: Vec<u32> = proto.pairs().map(|x| x[1]).collect();
+        assert_eq!(p, vec![t.pint.0, start + 3, t.int.0]);
+        // walk: two pairs, then its proto.
+        let proto = k(start + 11);
+        assert_eq!(proto.kind(), Kind::FuncProto);
+        assert_eq!(proto.pairs().map(|x| x[1]).collect::<Vec<_>>(), vec![start + 8, start + 10]);
+        // address_space(1) is interned once, before the first FUNC name.
+        assert_eq!(&b.raw_strings()[strs..], b"address_space(1)\0alloc\0bpf_kfunc\0walk\0");
+    }
+
+    #[test]
+    fn arena_flag_on_non_pointer_is_an_error() {
+        let mut t = types();
+        let tab = table(&[("f", 0x10), ("z", 0x30)]);
+        let mut marks = KfuncMarks::none(tab.len());
+        marks.set(0, KF_ARENA_RET);
+        let mut st = FuncStates::new();
+        state(&mut st, &mut t.btf, 0, t.int, &[], 0);
+        let o = EmitOptions { attributes: true, ..opts(false) };
+        let e = emit_funcs(&mut t.btf.clone(), &mut st.clone(), &tab, &marks, &o).unwrap_err();
+        assert!(e.to_string().contains("KF_ARENA_RET"), "{e}");
+        marks.set(0, KF_ARENA_ARG2);
+        let e = emit_funcs(&mut t.btf.clone(), &mut st.clone(), &tab, &marks, &o).unwrap_err();
+        assert!(e.to_string().contains("only 0 parameter"), "{e}");
+        // Without `attributes` the flags are ignored.
+        let sum = emit_funcs(&mut t.btf, &mut st, &tab, &marks, &opts(false)).unwrap();
+        assert_eq!(sum.emitted, 1);
+    }
+
+    #[test]
+    fn combine_is_fast() {
+        // ~330 k states over 60 k names, mostly consistent duplicates.
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, INT_SIGNED);
+        let p = b.add_ref(Kind::Ptr, int);
+        let names: Vec<String> = (0..60_000).map(|i| format!("f{i:06}")).collect();
+        let tab = FuncTable::build(names.iter().map(|n| (n.as_bytes(), n.as_bytes(), 0x1000)).collect());
+        let mut st = FuncStates::with_capacity(330_000, 900_000);
+        let x = b.add_str(b"x");
+        for i in 0..330_000u32 {
+            st.push((i.wrapping_mul(7919)) % 60_000, int, 0);
+            st.push_param(x, p);
+            st.push_param(x, int);
+        }
+        // Thread CPU time: the machine running the tests is shared.
+        let cpu = || {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: a valid timespec out-pointer.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        };
+        let (t0, w0) = (cpu(), std::time::Instant::now());
+        let sum = emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        let (dt, wall) = (cpu() - t0, w0.elapsed());
+        assert_eq!(sum.emitted, 60_000);
+        eprintln!("combine+emit of 330000 states: {dt:?} CPU ({wall:?} wall)");
+        assert!(dt.as_millis() < 250, "took {dt:?} CPU");
+    }
+
+    #[test]
+    fn split_btf_types_match_through_base() {
+        let base = std::sync::Arc::new(types().btf);
+        let t = types();
+        let mut split = Btf::new_split(base.clone());
+        let c = split.add_ref(Kind::Const, t.foo);
+        let pc = split.add_ref(Kind::Ptr, c);
+        assert!(types_match(&split, pc, t.pfoo));
+        assert!(!types_match(&split, pc, t.pint));
+        let _ = (t.int2, t.long);
+    }
+}

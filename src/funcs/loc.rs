@@ -1,0 +1,489 @@
+//! Parameter location analysis (encoding-funcs-vars.md §3.3): does a
+//! parameter arrive in the register its ABI position says?
+//!
+//! The reference walks the location with libdw's `dwarf_getlocations`, which
+//! returns *every* entry of a location list except base-address selections —
+//! empty and tombstoned ranges included — so the entry index used by the
+//! "first entry only" rule counts those too. gimli's cooked `LocListIter`
+//! drops empty ranges, so this module walks the raw entries instead.
+//!
+//! Registers are compared as DW_OP opcodes (`DW_OP_reg5` = 0x55), as the
+//! reference does; "none" is −1.
+
+use gimli::{AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, ReaderOffset, constants as dw};
+
+/// "No register" / "no expectation".
+pub const NO_REG: i32 = -1;
+
+const EM_SPARC: u16 = 2;
+const EM_MIPS: u16 = 8;
+const EM_PPC: u16 = 20;
+const EM_PPC64: u16 = 21;
+const EM_S390: u16 = 22;
+const EM_ARM: u16 = 40;
+const EM_SPARCV9: u16 = 43;
+const EM_ARC: u16 = 45;
+const EM_X86_64: u16 = 62;
+const EM_AARCH64: u16 = 183;
+const EM_RISCV: u16 = 243;
+
+const fn reg(n: u8) -> i32 {
+    dw::DW_OP_reg0.0 as i32 + n as i32
+}
+
+/// The register-parameter convention of an architecture: how many leading
+/// parameters are analysed and which `DW_OP_regN` each is expected in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegParams {
+    count: u8,
+    regs: [i32; 8],
+}
+
+impl RegParams {
+    /// The table for ELF `e_machine`; architectures the reference does not
+    /// know (i386, loongarch, …) get 0 analysed parameters.
+    pub fn for_machine(e_machine: u16) -> RegParams {
+        let none = [NO_REG; 8];
+        match e_machine {
+            EM_X86_64 => RegParams { count: 6, regs: [reg(5), reg(4), reg(1), reg(2), reg(8), reg(9), NO_REG, NO_REG] },
+            EM_S390 => RegParams { count: 5, regs: [reg(2), reg(3), reg(4), reg(5), reg(6), NO_REG, NO_REG, NO_REG] },
+            EM_AARCH64 | EM_ARM => {
+                RegParams { count: 8, regs: [reg(0), reg(1), reg(2), reg(3), reg(4), reg(5), reg(6), reg(7)] }
+            }
+            EM_SPARC | EM_SPARCV9 => RegParams { count: 6, regs: none },
+            EM_MIPS | EM_PPC | EM_PPC64 | EM_RISCV | EM_ARC => RegParams { count: 8, regs: none },
+            _ => RegParams { count: 0, regs: none },
+        }
+    }
+
+    /// Number of leading parameters passed in registers (N).
+    pub fn count(&self) -> usize {
+        self.count as usize
+    }
+
+    /// The expected register of parameter `index`: `None` if the parameter
+    /// is not analysed (index ≥ N), `Some(NO_REG)` if analysed without a
+    /// known register.
+    pub fn expected(&self, index: usize) -> Option<i32> {
+        (index < self.count as usize).then(|| self.regs[index])
+    }
+}
+
+/// What the analysis says about one parameter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParamLoc {
+    /// `DW_AT_location` present (only for analysed parameters).
+    pub has_loc: bool,
+    pub optimized: bool,
+    pub unexpected_reg: bool,
+}
+
+impl ParamLoc {
+    /// The verdict for an analysed parameter, from whether it has a
+    /// `DW_AT_location` (`actual` = [`loc_reg`] of it) or a `DW_AT_const_value`.
+    pub fn classify(location: Option<i32>, has_const_value: bool, expected: i32) -> ParamLoc {
+        match location {
+            Some(actual) if actual < 0 => ParamLoc { has_loc: true, optimized: true, unexpected_reg: false },
+            Some(actual) => ParamLoc { has_loc: true, optimized: false, unexpected_reg: expected >= 0 && actual != expected },
+            None => ParamLoc { has_loc: false, optimized: has_const_value, unexpected_reg: false },
+        }
+    }
+}
+
+/// One location expression reduced to what the rule looks at.
+enum Single<R: Reader> {
+    /// More or fewer than one operation (after dropping a trailing stack_value).
+    Other,
+    /// Exactly one operation: its opcode, and for entry_value its nested bytes.
+    Op(u8, Option<R>),
+}
+
+/// Decodes `expr`; `Err` when an operation does not parse (the reference's
+/// libdw then fails the whole walk).
+fn single_op<R: Reader>(expr: &Expression<R>, enc: Encoding) -> gimli::Result<Single<R>> {
+    let mut r = expr.0.clone();
+    let mut n = 0usize;
+    let mut first: Option<(u8, Option<R>)> = None;
+    let mut last = 0u8;
+    while !r.is_empty() {
+        let opcode = r.clone().read_u8()?;
+        let op = Operation::parse(&mut r, enc)?;
+        n += 1;
+        if n == 1 {
+            let nested = match op {
+                Operation::EntryValue { expression } => Some(expression),
+                _ => None,
+            };
+            first = Some((opcode, nested));
+        }
+        last = opcode;
+    }
+    if n > 1 && last == dw::DW_OP_stack_value.0 {
+        n -= 1;
+    }
+    Ok(match (n, first) {
+        (1, Some((opcode, nested))) => Single::Op(opcode, nested),
+        _ => Single::Other,
+    })
+}
+
+/// Opcode of the single operation of a nested (entry_value) expression.
+fn nested_single<R: Reader>(bytes: R, enc: Encoding) -> Option<u8> {
+    let mut r = bytes;
+    let mut n = 0;
+    let mut opcode = 0;
+    while !r.is_empty() {
+        opcode = r.clone().read_u8().ok()?;
+        Operation::parse(&mut r, enc).ok()?;
+        n += 1;
+    }
+    (n == 1).then_some(opcode)
+}
+
+/// The walk state of the reference's `loc_reg`.
+struct Walk {
+    expected: i32,
+    result: i32,
+    k: usize,
+}
+
+impl Walk {
+    fn new(expected: i32) -> Walk {
+        Walk { expected, result: NO_REG, k: 0 }
+    }
+
+    /// Feeds entry `k`; `false` when the walk is over (found, or an
+    /// undecodable expression, which makes libdw fail the whole walk).
+    fn feed<R: Reader>(&mut self, expr: &Expression<R>, enc: Encoding) -> bool {
+        let k = self.k;
+        self.k += 1;
+        let (opcode, nested) = match single_op(expr, enc) {
+            Ok(Single::Op(opcode, nested)) => (opcode, nested),
+            Ok(Single::Other) => return true,
+            Err(_) => return false,
+        };
+        if (dw::DW_OP_reg0.0..=dw::DW_OP_reg31.0).contains(&opcode) {
+            if k != 0 {
+                return true;
+            }
+            self.result = opcode as i32;
+        } else if opcode == dw::DW_OP_entry_value.0 || opcode == dw::DW_OP_GNU_entry_value.0 {
+            match nested.and_then(|n| nested_single(n, enc)) {
+                Some(inner) => self.result = inner as i32,
+                None => return true,
+            }
+        } else {
+            return true;
+        }
+        self.result != self.expected
+    }
+}
+
+/// The reference's `loc_reg` over the entries of a location (one expression,
+/// or a list's entries in order): the register found, or [`NO_REG`].
+///
+/// A plain `DW_OP_regN` counts only as the first entry; a single-operation
+/// `DW_OP_entry_value` / `DW_OP_GNU_entry_value` counts anywhere and yields
+/// its nested opcode whatever it is. Either returns at once when it equals
+/// `expected`; otherwise the last one seen wins.
+pub fn loc_reg_exprs<R: Reader>(
+    entries: impl IntoIterator<Item = gimli::Result<Expression<R>>>,
+    enc: Encoding,
+    expected: i32,
+) -> i32 {
+    let mut w = Walk::new(expected);
+    for expr in entries {
+        match expr {
+            Ok(expr) if w.feed(&expr, enc) => {}
+            _ => break,
+        }
+    }
+    w.result
+}
+
+/// The walk over a location list at `offset`, raw: every entry except
+/// base-address selections counts, empty ranges included; a decode error
+/// ends the walk.
+fn loc_reg_list<R: Reader>(
+    locations: &LocationLists<R>,
+    offset: gimli::LocationListsOffset<R::Offset>,
+    enc: Encoding,
+    expected: i32,
+) -> i32 {
+    let mut w = Walk::new(expected);
+    let Ok(mut it) = locations.raw_locations(offset, enc) else { return NO_REG };
+    loop {
+        let data = match it.next() {
+            Ok(Some(RawLocListEntry::BaseAddress { .. } | RawLocListEntry::BaseAddressx { .. })) => continue,
+            Ok(Some(
+                RawLocListEntry::AddressOrOffsetPair { data, .. }
+                | RawLocListEntry::OffsetPair { data, .. }
+                | RawLocListEntry::StartEnd { data, .. }
+                | RawLocListEntry::StartLength { data, .. }
+                | RawLocListEntry::StartxEndx { data, .. }
+                | RawLocListEntry::StartxLength { data, .. }
+                | RawLocListEntry::DefaultLocation { data },
+            )) => data,
+            Ok(None) | Err(_) => break,
+        };
+        if !w.feed(&data, enc) {
+            break;
+        }
+    }
+    w.result
+}
+
+/// [`loc_reg_exprs`] for a `DW_AT_location` attribute value, converted or
+/// raw: an expression (exprloc or block form) or a location list
+/// (`sec_offset`, `loclistx`, or DWARF 2/3 `data4`/`data8`).
+/// Other forms give [`NO_REG`], as libdw fails on them.
+pub fn loc_reg<R: Reader>(
+    value: &AttributeValue<R>,
+    locations: &LocationLists<R>,
+    enc: Encoding,
+    loclists_base: gimli::DebugLocListsBase<R::Offset>,
+    expected: i32,
+) -> i32 {
+    match value {
+        AttributeValue::Exprloc(e) => loc_reg_exprs([Ok(e.clone())], enc, expected),
+        AttributeValue::Block(b) => loc_reg_exprs([Ok(Expression(b.clone()))], enc, expected),
+        AttributeValue::LocationListsRef(off) => loc_reg_list(locations, *off, enc, expected),
+        // Unconverted values (a decoder reading `raw_value()`): a section
+        // offset, or in DWARF 2/3 a data4/data8 constant, is a list offset.
+        AttributeValue::SecOffset(off) => loc_reg_list(locations, gimli::LocationListsOffset(*off), enc, expected),
+        AttributeValue::Data4(off) if enc.version <= 3 => {
+            loc_reg_list(locations, gimli::LocationListsOffset(R::Offset::from_u32(*off)), enc, expected)
+        }
+        AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
+            Ok(o) => loc_reg_list(locations, gimli::LocationListsOffset(o), enc, expected),
+            Err(_) => NO_REG,
+        },
+        AttributeValue::DebugLocListsIndex(idx) => match locations.get_offset(enc, loclists_base, *idx) {
+            Ok(off) => loc_reg_list(locations, off, enc, expected),
+            Err(_) => NO_REG,
+        },
+        _ => NO_REG,
+    }
+}
+
+/// [`loc_reg`] with the unit's encoding and `DW_AT_loclists_base`.
+pub fn loc_reg_in_unit<R: Reader>(
+    dwarf: &gimli::Dwarf<R>,
+    unit: &gimli::Unit<R>,
+    value: &AttributeValue<R>,
+    expected: i32,
+) -> i32 {
+    loc_reg(value, &dwarf.locations, unit.encoding(), unit.loclists_base, expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::{EndianSlice, LittleEndian};
+
+    type R<'a> = EndianSlice<'a, LittleEndian>;
+
+    fn enc(version: u16) -> Encoding {
+        Encoding { format: gimli::Format::Dwarf32, version, address_size: 8 }
+    }
+
+    fn e(b: &[u8]) -> gimli::Result<Expression<R<'_>>> {
+        Ok(Expression(EndianSlice::new(b, LittleEndian)))
+    }
+
+    const REG5: u8 = 0x55; // rdi
+    const REG4: u8 = 0x54; // rsi
+    const STACK_VALUE: u8 = 0x9f;
+    const ENTRY_VALUE: u8 = 0xa3;
+    const GNU_ENTRY_VALUE: u8 = 0xf3;
+    const FBREG: u8 = 0x91;
+    const BREG7: u8 = 0x77;
+    const REGX: u8 = 0x90;
+    const PIECE: u8 = 0x93;
+
+    #[test]
+    fn register_table() {
+        let x = RegParams::for_machine(62);
+        assert_eq!(x.count(), 6);
+        assert_eq!((0..7).map(|i| x.expected(i)).collect::<Vec<_>>(), vec![
+            Some(0x55),
+            Some(0x54),
+            Some(0x51),
+            Some(0x52),
+            Some(0x58),
+            Some(0x59),
+            None
+        ]);
+        let s = RegParams::for_machine(22);
+        assert_eq!((s.count(), s.expected(0), s.expected(4), s.expected(5)), (5, Some(0x52), Some(0x56), None));
+        for m in [183u16, 40] {
+            let a = RegParams::for_machine(m);
+            assert_eq!((a.count(), a.expected(0), a.expected(7)), (8, Some(0x50), Some(0x57)));
+        }
+        for m in [2u16, 43] {
+            let a = RegParams::for_machine(m);
+            assert_eq!((a.count(), a.expected(5), a.expected(6)), (6, Some(NO_REG), None));
+        }
+        for m in [8u16, 20, 21, 243, 45] {
+            let a = RegParams::for_machine(m);
+            assert_eq!((a.count(), a.expected(7)), (8, Some(NO_REG)));
+        }
+        for m in [3u16, 258, 0] {
+            assert_eq!(RegParams::for_machine(m).count(), 0);
+        }
+    }
+
+    #[test]
+    fn single_register_expression() {
+        assert_eq!(loc_reg_exprs([e(&[REG5])], enc(5), 0x55), 0x55);
+        // Another register: returned, the caller flags unexpected_reg.
+        assert_eq!(loc_reg_exprs([e(&[REG4])], enc(5), 0x55), 0x54);
+        // A trailing stack_value is ignored…
+        assert_eq!(loc_reg_exprs([e(&[REG5, STACK_VALUE])], enc(5), 0x55), 0x55);
+        // … but not a lone one, and two real operations never match.
+        assert_eq!(loc_reg_exprs([e(&[STACK_VALUE])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[REG5, REG4])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[])], enc(5), 0x55), NO_REG);
+    }
+
+    #[test]
+    fn stack_and_other_forms_count_as_optimized() {
+        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[BREG7, 0x08])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[REGX, 0x05])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[REG5, PIECE, 0x04])], enc(5), 0x55), NO_REG);
+        let p = ParamLoc::classify(Some(NO_REG), false, 0x55);
+        assert!(p.has_loc && p.optimized && !p.unexpected_reg);
+    }
+
+    #[test]
+    fn plain_register_only_in_first_entry() {
+        // Entry 1 holds the expected register, entry 0 does not: only entry 0 counts.
+        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c]), e(&[REG5])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[REG5])], enc(5), 0x55), 0x54);
+        assert_eq!(loc_reg_exprs([e(&[REG5]), e(&[REG4])], enc(5), 0x55), 0x55);
+    }
+
+    #[test]
+    fn entry_value_counts_anywhere_and_nests_any_op() {
+        // reg4 first, then entry_value(reg5): found the expected one later.
+        let ev5 = [ENTRY_VALUE, 1, REG5, STACK_VALUE];
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&ev5)], enc(5), 0x55), 0x55);
+        let gnu = [GNU_ENTRY_VALUE, 1, REG4, STACK_VALUE];
+        assert_eq!(loc_reg_exprs([e(&gnu)], enc(4), 0x55), 0x54);
+        // The nested op need not be a register: its opcode is the result.
+        let ev_breg = [ENTRY_VALUE, 2, BREG7, 0x00, STACK_VALUE];
+        assert_eq!(loc_reg_exprs([e(&ev_breg)], enc(5), 0x55), BREG7 as i32);
+        // Nested expressions of two operations are ignored.
+        let ev2 = [ENTRY_VALUE, 2, REG5, REG4, STACK_VALUE];
+        assert_eq!(loc_reg_exprs([e(&ev2)], enc(5), 0x55), NO_REG);
+        // The last seen wins when none matches.
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&gnu), e(&[ENTRY_VALUE, 1, 0x51])], enc(5), 0x55), 0x51);
+    }
+
+    #[test]
+    fn undecodable_operation_stops_the_walk() {
+        // 0x01 is not an opcode: the walk ends with what it had.
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[0x01]), e(&[ENTRY_VALUE, 1, REG5])], enc(5), 0x55), 0x54);
+    }
+
+    #[test]
+    fn classify() {
+        assert_eq!(ParamLoc::classify(Some(0x55), false, 0x55), ParamLoc { has_loc: true, ..Default::default() });
+        assert_eq!(
+            ParamLoc::classify(Some(0x54), false, 0x55),
+            ParamLoc { has_loc: true, optimized: false, unexpected_reg: true }
+        );
+        // No expectation (sparc, mips, …): any register is fine.
+        assert_eq!(ParamLoc::classify(Some(0x54), false, NO_REG), ParamLoc { has_loc: true, ..Default::default() });
+        assert_eq!(ParamLoc::classify(None, true, 0x55), ParamLoc { has_loc: false, optimized: true, unexpected_reg: false });
+        assert_eq!(ParamLoc::classify(None, false, 0x55), ParamLoc::default());
+    }
+
+    fn lists<'a>(loc: &'a [u8], loclists: &'a [u8]) -> LocationLists<R<'a>> {
+        LocationLists::new(
+            gimli::DebugLoc::new(loc, LittleEndian),
+            gimli::DebugLocLists::new(loclists, LittleEndian),
+        )
+    }
+
+    fn le64(v: u64) -> [u8; 8] {
+        v.to_le_bytes()
+    }
+
+    /// A DWARF 4 `.debug_loc` list: (begin, end, expr) entries, then 0,0.
+    fn dwarf4_list(entries: &[(u64, u64, &[u8])]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (b, en, x) in entries {
+            v.extend_from_slice(&le64(*b));
+            v.extend_from_slice(&le64(*en));
+            v.extend_from_slice(&(x.len() as u16).to_le_bytes());
+            v.extend_from_slice(x);
+        }
+        v.extend_from_slice(&[0; 16]);
+        v
+    }
+
+    #[test]
+    fn dwarf4_list_counts_empty_ranges_and_skips_base_selection() {
+        // Base selection, then an *empty* range holding rdi, then rsi: libdw
+        // returns the empty range as entry 0, so rdi is found.
+        let mut loc = Vec::new();
+        loc.extend_from_slice(&le64(u64::MAX));
+        loc.extend_from_slice(&le64(0x1000));
+        loc.extend(dwarf4_list(&[(0x10, 0x10, &[REG5]), (0x10, 0x20, &[REG4])]));
+        let l = lists(&loc, &[]);
+        let v = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0));
+        assert_eq!(loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        // With the registers swapped the first entry is rsi → unexpected.
+        let loc = dwarf4_list(&[(0x10, 0x10, &[REG4]), (0x10, 0x20, &[REG5])]);
+        let l = lists(&loc, &[]);
+        assert_eq!(loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x54);
+    }
+
+    #[test]
+    fn dwarf5_loclist_by_offset_and_index() {
+        // DW_LLE_base_addressx 0; offset_pair 0..4 [reg4]; offset_pair 4..8
+        // [entry_value(reg5) stack_value]; end.
+        let mut body = vec![0x01, 0x00];
+        body.extend_from_slice(&[0x04, 0x00, 0x04, 0x01, REG4]);
+        body.extend_from_slice(&[0x04, 0x04, 0x08, 0x04, ENTRY_VALUE, 0x01, REG5, STACK_VALUE]);
+        body.push(0x00);
+        // Header-less layout: an offset table of one entry at base 0x10.
+        let mut sec = vec![0u8; 0x10];
+        sec.extend_from_slice(&4u32.to_le_bytes());
+        sec.extend(body);
+        let l = lists(&[], &sec);
+        let by_off = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0x14));
+        assert_eq!(loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        let by_idx = AttributeValue::DebugLocListsIndex(gimli::DebugLocListsIndex(0));
+        assert_eq!(loc_reg(&by_idx, &l, enc(5), gimli::DebugLocListsBase(0x10), 0x55), 0x55);
+        // Expecting rsi: entry 0 matches immediately.
+        assert_eq!(loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), 0x54), 0x54);
+        // A default_location entry counts as an entry.
+        let sec2 = [0x05, 0x01, REG5, 0x00];
+        let l2 = lists(&[], &sec2);
+        let at0 = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0));
+        assert_eq!(loc_reg(&at0, &l2, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+    }
+
+    #[test]
+    fn exprloc_and_other_forms() {
+        let l = lists(&[], &[]);
+        let x = [REG5];
+        let v = AttributeValue::Exprloc(Expression(EndianSlice::new(&x[..], LittleEndian)));
+        assert_eq!(loc_reg(&v, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        let b = AttributeValue::Block(EndianSlice::new(&x[..], LittleEndian));
+        assert_eq!(loc_reg(&b, &l, enc(3), gimli::DebugLocListsBase(0), 0x54), 0x55);
+        assert_eq!(loc_reg(&AttributeValue::<R<'_>>::Udata(3), &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        // Raw forms of a list offset.
+        let loc = dwarf4_list(&[(0x10, 0x20, &[REG4])]);
+        let l4 = lists(&loc, &[]);
+        assert_eq!(loc_reg(&AttributeValue::SecOffset(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x54);
+        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(3), gimli::DebugLocListsBase(0), 0x55), 0x54);
+        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        // A list offset past the section is a decode error: nothing found.
+        let bad = AttributeValue::LocationListsRef(gimli::LocationListsOffset(64));
+        assert_eq!(loc_reg(&bad, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+    }
+}

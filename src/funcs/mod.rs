@@ -1,0 +1,298 @@
+//! The function phase (encoding-funcs-vars.md §3–6): saved function states
+//! recorded per CU, then one sort-and-combine pass that appends FUNC_PROTO,
+//! FUNC and their DECL_TAGs after the last CU.
+//!
+//! * [`FuncStates`]: the saved-state arena. One per CU while recording (on any
+//!   thread), appended to the run-wide one in CU order.
+//! * [`loc`]: the parameter location ("register") analysis over DWARF
+//!   location expressions and lists, and the per-`e_machine` register table.
+//! * [`packed`]: packed-struct inference for `uncertain_parm_loc`.
+//! * [`combine`]: sort, combine, decide and emit.
+//! * [`kfuncs`]: kfunc marks from `.BTF_ids`.
+//! * [`record`]: per-parameter location facts, their propagation to abstract
+//!   origins, and a function's recording-time flags.
+
+pub mod combine;
+pub mod kfuncs;
+pub mod loc;
+pub mod packed;
+pub mod record;
+
+use thiserror::Error;
+
+use crate::btf::{StrOff, TypeId};
+
+pub use combine::{EmitOptions, EmitSummary, emit_funcs, types_match};
+pub use kfuncs::KfuncMarks;
+
+/// Failures of the function phase. The reference fails the whole run on each
+/// ("Failed to encode BTF", exit 1, or "Error creating BTF encoder." for the
+/// kfunc table); the CLI decides the exit code.
+#[derive(Debug, Error)]
+pub enum FuncsError {
+    /// A kfunc whose flags ask for an arena pointer where there is none.
+    #[error("kfunc `{func}`: flag {flag} asks for an arena pointer but {what}")]
+    ArenaNotPtr { func: String, flag: &'static str, what: String },
+    /// A function name BTF cannot hold (libbpf refuses an empty FUNC name).
+    #[error("function at ELF table entry {entry}: empty name, cannot add a FUNC")]
+    EmptyName { entry: u32 },
+    /// A saved state naming an ELF table entry the table does not have.
+    #[error("saved function state refers to ELF table entry {entry}, the table has {entries}")]
+    BadEntry { entry: u32, entries: usize },
+    /// A prototype with more parameters than BTF's 16-bit vlen.
+    #[error("function `{func}`: {count} parameters, more than BTF's 65535")]
+    TooManyParams { func: String, count: usize },
+    /// `.BTF_ids`: a kfunc's (id, flags) pair lies outside the section.
+    #[error("section .BTF_ids: kfunc `{func}` (symbol {sym}) at offset {off:#x} lies outside the section ({size:#x} bytes)")]
+    KfuncOutsideSection { func: String, sym: String, off: i64, size: usize },
+    /// The ELF file around `.BTF_ids` / `.symtab` could not be read.
+    #[error("{0}")]
+    Elf(String),
+}
+
+/// Flag bits of a saved state.
+pub mod flags {
+    /// Some parameter is optimized out or has no location (no effect in v1.31).
+    pub const OPTIMIZED_PARMS: u8 = 1;
+    /// A parameter sits in a register other than the ABI's (and no parameter is a struct).
+    pub const UNEXPECTED_REG: u8 = 2;
+    /// A packed struct is passed on the stack.
+    pub const UNCERTAIN_PARM_LOC: u8 = 4;
+    /// Set by the combine step: the instances of the name disagree.
+    pub const INCONSISTENT: u8 = 8;
+}
+
+/// One parameter of a saved state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: StrOff,
+    pub ty: TypeId,
+}
+
+/// One function annotation (`btf_decl_tag`) of a saved state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Annot {
+    pub value: StrOff,
+    /// −1 for the function, k for its k-th parameter.
+    pub component: i32,
+}
+
+/// Saved function states, struct-of-arrays: per state the ELF table entry,
+/// the return type, the flags and where its parameters and annotations start
+/// in the shared `params` / `annots` columns (a state's range ends where the
+/// next one's starts). No per-function allocation.
+///
+/// Recording: [`FuncStates::push`] starts a state, then [`push_param`],
+/// [`push_varargs`] and [`push_annot`] add to the last state.
+///
+/// [`push_param`]: FuncStates::push_param
+/// [`push_varargs`]: FuncStates::push_varargs
+/// [`push_annot`]: FuncStates::push_annot
+#[derive(Clone, Debug, Default)]
+pub struct FuncStates {
+    entry: Vec<u32>,
+    ret: Vec<TypeId>,
+    flags: Vec<u8>,
+    param_start: Vec<u32>,
+    annot_start: Vec<u32>,
+    params: Vec<Param>,
+    annots: Vec<Annot>,
+}
+
+/// Index of a state in a [`FuncStates`].
+pub type StateId = u32;
+
+impl FuncStates {
+    pub fn new() -> FuncStates {
+        FuncStates::default()
+    }
+
+    pub fn with_capacity(states: usize, params: usize) -> FuncStates {
+        FuncStates {
+            entry: Vec::with_capacity(states),
+            ret: Vec::with_capacity(states),
+            flags: Vec::with_capacity(states),
+            param_start: Vec::with_capacity(states),
+            annot_start: Vec::with_capacity(states),
+            params: Vec::with_capacity(params),
+            annots: Vec::new(),
+        }
+    }
+
+    /// Starts a state for ELF table entry `entry` with return type `ret`
+    /// (0 = void) and the recording-time flags (see [`flags`]).
+    pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8) -> StateId {
+        let id = self.entry.len() as StateId;
+        self.entry.push(entry);
+        self.ret.push(ret);
+        self.flags.push(flags);
+        self.param_start.push(self.params.len() as u32);
+        self.annot_start.push(self.annots.len() as u32);
+        id
+    }
+
+    /// Adds a parameter to the last state (its name already interned).
+    pub fn push_param(&mut self, name: StrOff, ty: TypeId) {
+        debug_assert!(!self.entry.is_empty(), "push_param before push");
+        self.params.push(Param { name, ty });
+    }
+
+    /// Adds the varargs slot (no name, type void) to the last state.
+    pub fn push_varargs(&mut self) {
+        self.push_param(StrOff::EMPTY, TypeId::VOID);
+    }
+
+    /// Adds an annotation to the last state (its value already interned).
+    pub fn push_annot(&mut self, value: StrOff, component: i32) {
+        debug_assert!(!self.entry.is_empty(), "push_annot before push");
+        self.annots.push(Annot { value, component });
+    }
+
+    /// Ors `f` into the flags of state `s`.
+    pub fn add_flags(&mut self, s: StateId, f: u8) {
+        self.flags[s as usize] |= f;
+    }
+
+    pub fn len(&self) -> usize {
+        self.entry.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entry.is_empty()
+    }
+
+    /// Total parameters over all states (varargs slots included).
+    pub fn param_count(&self) -> usize {
+        self.params.len()
+    }
+
+    pub fn entry(&self, s: StateId) -> u32 {
+        self.entry[s as usize]
+    }
+
+    pub fn ret(&self, s: StateId) -> TypeId {
+        self.ret[s as usize]
+    }
+
+    pub fn flags(&self, s: StateId) -> u8 {
+        self.flags[s as usize]
+    }
+
+    pub fn params(&self, s: StateId) -> &[Param] {
+        let i = s as usize;
+        let start = self.param_start[i] as usize;
+        let end = self.param_start.get(i + 1).map_or(self.params.len(), |&e| e as usize);
+        &self.params[start..end]
+    }
+
+    pub fn annots(&self, s: StateId) -> &[Annot] {
+        let i = s as usize;
+        let start = self.annot_start[i] as usize;
+        let end = self.annot_start.get(i + 1).map_or(self.annots.len(), |&e| e as usize);
+        &self.annots[start..end]
+    }
+
+    /// Appends every state of `other` after ours (CU order: call this with the
+    /// CUs' arenas in `.debug_info` order).
+    pub fn extend(&mut self, other: &FuncStates) {
+        self.extend_relocated(other, 0, |s| s);
+    }
+
+    /// Appends `other`, recorded with CU-local ids, after ours: non-void type
+    /// ids get `type_off` added (the CU's `type_id_off`), non-empty string
+    /// offsets go through `map_str` (CU-local string → run-wide offset).
+    pub fn extend_relocated(&mut self, other: &FuncStates, type_off: u32, mut map_str: impl FnMut(StrOff) -> StrOff) {
+        let p0 = self.params.len() as u32;
+        let a0 = self.annots.len() as u32;
+        let ty = |t: TypeId| if t.0 == 0 { t } else { TypeId(t.0 + type_off) };
+        self.entry.extend_from_slice(&other.entry);
+        self.ret.extend(other.ret.iter().map(|&t| ty(t)));
+        self.flags.extend_from_slice(&other.flags);
+        self.param_start.extend(other.param_start.iter().map(|&s| s + p0));
+        self.annot_start.extend(other.annot_start.iter().map(|&s| s + a0));
+        self.params.extend(other.params.iter().map(|p| Param {
+            name: if p.name == StrOff::EMPTY { p.name } else { map_str(p.name) },
+            ty: ty(p.ty),
+        }));
+        self.annots.extend(
+            other.annots.iter().map(|a| Annot { value: if a.value == StrOff::EMPTY { a.value } else { map_str(a.value) }, component: a.component }),
+        );
+    }
+
+    /// Drops every state (keeps the allocations, for reuse per CU).
+    pub fn clear(&mut self) {
+        self.entry.clear();
+        self.ret.clear();
+        self.flags.clear();
+        self.param_start.clear();
+        self.annot_start.clear();
+        self.params.clear();
+        self.annots.clear();
+    }
+
+    /// Overrides the type of parameter `i` of state `s` (arena tags).
+    pub(crate) fn set_param_type(&mut self, s: StateId, i: usize, ty: TypeId) {
+        let start = self.param_start[s as usize] as usize;
+        self.params[start + i].ty = ty;
+    }
+
+    pub(crate) fn set_ret(&mut self, s: StateId, ty: TypeId) {
+        self.ret[s as usize] = ty;
+    }
+
+    pub(crate) fn entries(&self) -> &[u32] {
+        &self.entry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> FuncStates {
+        let mut s = FuncStates::new();
+        s.push(3, TypeId(1), 0);
+        s.push_param(StrOff(5), TypeId(2));
+        s.push_param(StrOff(9), TypeId(0));
+        s.push_annot(StrOff(12), -1);
+        s.push(1, TypeId(0), flags::OPTIMIZED_PARMS);
+        s.push(2, TypeId(4), 0);
+        s.push_param(StrOff(5), TypeId(4));
+        s.push_varargs();
+        s.push_annot(StrOff(20), 0);
+        s
+    }
+
+    #[test]
+    fn ranges_follow_the_next_start() {
+        let s = sample();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s.params(0), &[Param { name: StrOff(5), ty: TypeId(2) }, Param { name: StrOff(9), ty: TypeId(0) }]);
+        assert_eq!(s.annots(0), &[Annot { value: StrOff(12), component: -1 }]);
+        assert!(s.params(1).is_empty());
+        assert!(s.annots(1).is_empty());
+        assert_eq!(s.flags(1), flags::OPTIMIZED_PARMS);
+        assert_eq!(s.params(2)[1], Param { name: StrOff::EMPTY, ty: TypeId::VOID });
+        assert_eq!(s.annots(2), &[Annot { value: StrOff(20), component: 0 }]);
+        assert_eq!(s.entry(2), 2);
+    }
+
+    #[test]
+    fn extend_keeps_cu_order_and_relocates() {
+        let mut run = sample();
+        let cu = sample();
+        run.extend_relocated(&cu, 100, |s| StrOff(s.0 + 1000));
+        assert_eq!(run.len(), 6);
+        assert_eq!(run.entry(3), 3);
+        assert_eq!(run.ret(3), TypeId(101));
+        assert_eq!(run.ret(4), TypeId(0), "void stays void");
+        assert_eq!(run.params(3), &[Param { name: StrOff(1005), ty: TypeId(102) }, Param { name: StrOff(1009), ty: TypeId(0) }]);
+        assert_eq!(run.params(5)[1], Param { name: StrOff::EMPTY, ty: TypeId::VOID }, "varargs slot untouched");
+        assert_eq!(run.annots(5), &[Annot { value: StrOff(1020), component: 0 }]);
+        // The first half is unchanged.
+        assert_eq!(run.params(0), sample().params(0));
+        let mut plain = FuncStates::new();
+        plain.extend(&cu);
+        assert_eq!(plain.params(2), cu.params(2));
+    }
+}
