@@ -9,6 +9,7 @@
 //! phase (dedup, dump, diff) read records without decoding them into objects.
 
 pub mod cdump;
+pub mod distill;
 pub mod dump;
 pub mod lint;
 pub mod read;
