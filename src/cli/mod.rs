@@ -2,7 +2,9 @@
 //! outcome to an exit code. Library errors get their context here.
 
 mod conformance;
+mod encode;
 mod inspect;
+mod pahole;
 
 use std::path::PathBuf;
 
@@ -30,6 +32,10 @@ enum Cmd {
     Stats(inspect::StatsArgs),
     /// Ask the running kernel (bpf(BPF_BTF_LOAD)) whether it accepts a BTF file.
     Verify(inspect::VerifyArgs),
+    /// Encode the DWARF of an ELF file as BTF (without INPUT: the sample in data/, summary only).
+    Encode(encode::Args),
+    /// pahole-compatible front end: `btfkit pahole -J --btf_encode_detached=OUT … INPUT`.
+    Pahole(pahole::Args),
     /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
     Conformance(conformance::Args),
 }
@@ -61,6 +67,8 @@ pub fn run() -> i32 {
         Cmd::Stats(a) => inspect::stats(a),
         Cmd::Verify(a) => inspect::verify(a),
         Cmd::Conformance(a) => conformance::run(a),
+        Cmd::Encode(a) => encode::run(a),
+        Cmd::Pahole(a) => pahole::run(a),
     };
     match res {
         Ok(code) => code,

@@ -2,6 +2,8 @@
 //!
 //! This module owns the mapping; later phases borrow section bytes from it.
 
+pub mod debug;
+
 use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,612 @@
+//! The per-CU (parallel) half of the encoder: one decoded CU → BTF records
+//! with CU-local references (core ids) and CU-local names (indices into the
+//! CU's string list, in first-use order).
+
+use std::path::{Path, PathBuf};
+
+use gimli::constants as dw;
+use hashbrown::HashMap;
+
+use super::EncodeError;
+use super::features::Features;
+use super::lang::DW_LANG_RUST;
+use crate::btf::{self, Kind, make_info};
+use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot};
+use crate::elf::debug::ElfInfo;
+
+pub struct Ctx<'e, 'a> {
+    pub features: Features,
+    pub elf: &'e ElfInfo<'a>,
+    pub path: &'e Path,
+}
+
+/// A VAR record of the CU and where it goes in a DATASEC.
+#[derive(Clone, Copy, Debug)]
+pub struct VarOut {
+    pub record: u32,
+    pub section: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// A recorded function (the reference's saved state, as far as this phase
+/// builds it). Type ids are final once `relocate` ran.
+#[derive(Clone, Debug)]
+pub struct FuncState<'a> {
+    pub name: &'a [u8],
+    /// Index in the ELF function table.
+    pub entry: u32,
+    pub ret: u32,
+    /// (name string offset, type id) per parameter; varargs as (0, 0).
+    pub params: Vec<(u32, u32)>,
+    /// (value string offset, component).
+    pub annots: Vec<(u32, i32)>,
+}
+
+impl FuncState<'_> {
+    pub(super) fn relocate(&mut self, off: u32, map: &[u32]) {
+        if self.ret != 0 {
+            self.ret += off;
+        }
+        for p in &mut self.params {
+            p.0 = map[p.0 as usize];
+            if p.1 != 0 {
+                p.1 += off;
+            }
+        }
+        for a in &mut self.annots {
+            a.0 = map[a.0 as usize];
+        }
+    }
+}
+
+/// One CU's records, ready for the in-order merge.
+pub struct CuOut<'a> {
+    pub words: Vec<u32>,
+    pub offs: Vec<u32>,
+    /// The first `n_types` records are the CU's types; then decl tags and VARs.
+    pub n_types: usize,
+    pub has_arrays: bool,
+    pub strs: Vec<&'a [u8]>,
+    /// Local strings first used by the type records.
+    pub strs_in_types: u32,
+    pub int_core: Option<u32>,
+    /// Slots including slot 0.
+    pub nslots: u32,
+    pub vars: Vec<VarOut>,
+    pub funcs: Vec<FuncState<'a>>,
+}
+
+struct Out<'a> {
+    o: CuOut<'a>,
+    ids: HashMap<&'a [u8], u32>,
+}
+
+impl<'a> Out<'a> {
+    fn s(&mut self, s: &'a [u8]) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        let n = self.o.strs.len() as u32 + 1;
+        *self.ids.entry(s).or_insert_with(|| {
+            self.o.strs.push(s);
+            n
+        })
+    }
+    fn begin(&mut self) {
+        self.o.offs.push(self.o.words.len() as u32);
+    }
+    fn rec(&mut self, w: &[u32]) {
+        self.begin();
+        self.o.words.extend_from_slice(w);
+    }
+    fn bump_vlen(&mut self) {
+        let s = *self.o.offs.last().unwrap() as usize;
+        let info = &mut self.o.words[s + 1];
+        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
+    }
+    fn set_kflag(&mut self) {
+        let s = *self.o.offs.last().unwrap() as usize;
+        self.o.words[s + 1] |= 1 << 31;
+    }
+}
+
+const ATE_BOOLEAN: u8 = 2;
+const ATE_COMPLEX_FLOAT: u8 = 3;
+const ATE_FLOAT: u8 = 4;
+const ATE_SIGNED: u8 = 5;
+const ATE_SIGNED_CHAR: u8 = 6;
+const ATE_IMAGINARY_FLOAT: u8 = 9;
+
+struct Enc<'c, 'e, 'a> {
+    ctx: &'c Ctx<'e, 'a>,
+    cu: &'c Cu<'a>,
+}
+
+impl<'a> Enc<'_, '_, 'a> {
+    fn unsupported(&self, die: u64, msg: String) -> EncodeError {
+        EncodeError::Unsupported { path: self.path(), msg: format!("{msg} at DIE {die:#x} (CU {:#x})", self.cu.offset) }
+    }
+    fn path(&self) -> PathBuf {
+        self.ctx.path.to_path_buf()
+    }
+
+    /// The name of a type, inheriting it through DW_AT_specification.
+    fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
+        if s.name.is_empty() && s.spec != NONE {
+            if let Some(t) = self.cu.slot(self.cu.core(s.spec)) {
+                return t.name;
+            }
+        }
+        s.name
+    }
+
+    /// Size in bytes of the type with core id `core`, as the reference's `tag__size`.
+    fn size_of(&self, core: u32, depth: u32) -> u64 {
+        let Some(s) = self.cu.slot(core) else { return 0 };
+        if depth > 64 {
+            return 0;
+        }
+        match s.tag {
+            dw::DW_TAG_pointer_type | dw::DW_TAG_reference_type | dw::DW_TAG_rvalue_reference_type => {
+                self.cu.address_size as u64
+            }
+            dw::DW_TAG_base_type => s.size,
+            dw::DW_TAG_enumeration_type => {
+                if s.size == 0 {
+                    4
+                } else {
+                    s.size
+                }
+            }
+            dw::DW_TAG_subroutine_type => self.cu.address_size as u64,
+            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type | dw::DW_TAG_interface_type => s.size,
+            _ => {
+                let inner = if s.ty == NONE { s.size } else { self.size_of(self.cu.core(s.ty), depth + 1) };
+                if s.tag == dw::DW_TAG_array_type { inner.wrapping_mul(s.nelems as u64) } else { inner }
+            }
+        }
+    }
+
+    /// Follows typedefs and qualifiers.
+    fn strip(&self, mut core: u32) -> u32 {
+        for _ in 0..64 {
+            match self.cu.slot(core) {
+                Some(s)
+                    if matches!(
+                        s.tag,
+                        dw::DW_TAG_typedef
+                            | dw::DW_TAG_const_type
+                            | dw::DW_TAG_volatile_type
+                            | dw::DW_TAG_restrict_type
+                            | dw::DW_TAG_atomic_type
+                    ) =>
+                {
+                    core = self.cu.core(s.ty)
+                }
+                _ => return core,
+            }
+        }
+        core
+    }
+
+    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32) {
+        let bit_size = m.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
+        if let Some(dbo) = m.data_bit_offset {
+            return (dbo as u32, bit_size);
+        }
+        let byte_off = m.loc.unwrap_or(0) as u32;
+        let mut bit_off = byte_off.wrapping_mul(8);
+        if m.bit_size.is_some() {
+            let storage = match m.byte_size {
+                Some(b) => b,
+                None => self.size_of(self.strip(self.cu.core(m.ty)), 0),
+            } as u32;
+            let bo = m.bit_offset.unwrap_or(0) as i8 as i32 as u32;
+            if self.ctx.elf.endian == btf::Endian::Little {
+                bit_off = bit_off.wrapping_add(storage.wrapping_mul(8).wrapping_sub(bo).wrapping_sub(bit_size));
+            } else {
+                bit_off = bit_off.wrapping_add(bo);
+            }
+        }
+        (bit_off, bit_size)
+    }
+
+    fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let f = &self.ctx.features;
+        let cu = self.cu;
+        let r = |off: u32| cu.core(off);
+        match s.tag {
+            dw::DW_TAG_base_type => {
+                let enc = s.encoding;
+                let signed = enc == ATE_SIGNED || enc == ATE_SIGNED_CHAR;
+                let boolean = enc == ATE_BOOLEAN;
+                let mut encoding = 0;
+                if signed {
+                    encoding = btf::INT_SIGNED;
+                } else if boolean {
+                    encoding = btf::INT_BOOL;
+                } else if f.float && enc == ATE_FLOAT {
+                    if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
+                        return Err(self.unsupported(
+                            s.die,
+                            format!("DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size", String::from_utf8_lossy(s.name), s.size),
+                        ));
+                    }
+                    let n = o.s(s.name);
+                    o.rec(&[n, make_info(Kind::Float, false, 0), s.size as u32]);
+                    return Ok(());
+                } else if f.float && (enc == ATE_COMPLEX_FLOAT || enc == ATE_IMAGINARY_FLOAT) {
+                    return Err(self.unsupported(
+                        s.die,
+                        "DW_TAG_base_type: complex, interval and imaginary float types are not supported (BTF has no kind for them)".into(),
+                    ));
+                }
+                let size = s.size;
+                if size == 0 || !size.is_power_of_two() || size > 16 {
+                    let n = o.s(b"__SANITIZED_FAKE_INT__");
+                    o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
+                } else {
+                    if s.name.is_empty() {
+                        return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
+                    }
+                    let n = o.s(s.name);
+                    o.rec(&[n, make_info(Kind::Int, false, 0), size as u32, (encoding << 24) | (size as u32 * 8)]);
+                }
+            }
+            dw::DW_TAG_pointer_type => o.rec(&[0, make_info(Kind::Ptr, false, 0), r(s.ty)]),
+            dw::DW_TAG_const_type => o.rec(&[0, make_info(Kind::Const, false, 0), r(s.ty)]),
+            dw::DW_TAG_volatile_type => o.rec(&[0, make_info(Kind::Volatile, false, 0), r(s.ty)]),
+            dw::DW_TAG_restrict_type => o.rec(&[0, make_info(Kind::Restrict, false, 0), r(s.ty)]),
+            dw::DW_TAG_typedef => {
+                let name = self.type_name(s);
+                if name.is_empty() {
+                    return Err(self.unsupported(s.die, "DW_TAG_typedef without a name: BTF TYPEDEF needs one".into()));
+                }
+                let n = o.s(name);
+                o.rec(&[n, make_info(Kind::Typedef, false, 0), r(s.ty)]);
+            }
+            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type => {
+                let union = s.tag == dw::DW_TAG_union_type;
+                let name = self.type_name(s);
+                if s.declaration {
+                    if name.is_empty() {
+                        return Err(self.unsupported(s.die, format!("{} declaration without a name: BTF FWD needs one", s.tag)));
+                    }
+                    let n = o.s(name);
+                    o.rec(&[n, make_info(Kind::Fwd, union, 0), 0]);
+                    return Ok(());
+                }
+                let n = o.s(name);
+                let kind = if union { Kind::Union } else { Kind::Struct };
+                o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
+                let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
+                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> = members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| {
+                        let (bo, bs) = self.member_bit_offset(m);
+                        (i as u32, bo, bs, r(m.ty))
+                    })
+                    .collect();
+                if cu.language == DW_LANG_RUST {
+                    list.sort_by_key(|&(i, bo, _, _)| match members[i as usize].data_bit_offset {
+                        Some(_) => bo / 8,
+                        None => members[i as usize].loc.unwrap_or(0) as u32,
+                    });
+                }
+                for (i, bit_off, bit_size, ty) in list {
+                    let m = &members[i as usize];
+                    let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
+                    if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
+                        return Err(self.unsupported(
+                            m.die,
+                            format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(m.name)),
+                        ));
+                    }
+                    if union && bit_off != 0 {
+                        return Err(self.unsupported(
+                            m.die,
+                            format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(m.name)),
+                        ));
+                    }
+                    let mn = o.s(m.name);
+                    o.bump_vlen();
+                    if is_bitfield {
+                        o.set_kflag();
+                    }
+                    o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                }
+            }
+            dw::DW_TAG_enumeration_type => {
+                let name = self.type_name(s);
+                let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
+                let bytes = size_bits / 8;
+                if !matches!(bytes, 1 | 2 | 4 | 8) {
+                    return Err(self.unsupported(s.die, format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes")));
+                }
+                let n = o.s(name);
+                let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
+                if f.enum64 && bytes > 4 {
+                    let signed = cu
+                        .slot(r(s.ty))
+                        .is_some_and(|t| t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR));
+                    o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
+                    for e in enums {
+                        if e.name.is_empty() {
+                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                        }
+                        let en = o.s(e.name);
+                        o.bump_vlen();
+                        o.o.words.extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                    }
+                } else {
+                    o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
+                    for e in enums {
+                        if e.name.is_empty() {
+                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                        }
+                        let v = if f.enum64 { e.value as i64 } else { e.value as u32 as i64 };
+                        if v < i32::MIN as i64 || v > u32::MAX as i64 {
+                            return Err(self.unsupported(
+                                s.die,
+                                format!("DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum", String::from_utf8_lossy(e.name)),
+                            ));
+                        }
+                        let en = o.s(e.name);
+                        o.bump_vlen();
+                        if v < 0 {
+                            o.set_kflag();
+                        }
+                        o.o.words.extend_from_slice(&[en, v as u32]);
+                    }
+                }
+            }
+            dw::DW_TAG_array_type => {
+                o.o.has_arrays = true;
+                o.rec(&[0, make_info(Kind::Array, false, 0), 0, r(s.ty), 0, s.nelems]);
+            }
+            dw::DW_TAG_subroutine_type => {
+                o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
+                for p in &cu.params[s.kids as usize..(s.kids + s.nkids) as usize] {
+                    let pn = o.s(p.name);
+                    o.bump_vlen();
+                    o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                }
+                if s.varargs {
+                    o.bump_vlen();
+                    o.o.words.extend_from_slice(&[0, 0]);
+                }
+            }
+            DW_TAG_LLVM_ANNOTATION => {
+                if s.name.is_empty() {
+                    return Err(self.unsupported(s.die, "btf_type_tag annotation without a value".into()));
+                }
+                let n = o.s(s.name);
+                o.rec(&[n, make_info(Kind::TypeTag, false, 0), r(s.ty)]);
+            }
+            dw::DW_TAG_unspecified_type => {
+                // Placed by the loader but never emitted (shifts later ids).
+            }
+            other => {
+                let _ = core;
+                return Err(self.unsupported(s.die, format!("unsupported {other}: BTF has no kind for it")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn valid_var_name(n: &[u8]) -> bool {
+    if n.is_empty() || n.len() > 128 {
+        return false;
+    }
+    let ok_first = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b'.';
+    ok_first(n[0]) && n[1..].iter().all(|&c| ok_first(c) || c.is_ascii_digit())
+}
+
+const SKIPPED_VAR_PREFIXES: &[&[u8]] =
+    &[b"__UNIQUE_ID", b"__tpstrtab_", b"__exitcall_", b"__gendwarfksyms_ptr_", b"__func_stack_frame_non_standard_"];
+
+pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
+    let enc = Enc { ctx, cu };
+    let f = &ctx.features;
+    let mut o = Out {
+        o: CuOut {
+            words: Vec::with_capacity(cu.slots.len() * 5 + cu.members.len() * 3),
+            offs: Vec::with_capacity(cu.slots.len()),
+            n_types: 0,
+            has_arrays: false,
+            strs: Vec::new(),
+            strs_in_types: 0,
+            int_core: None,
+            nslots: cu.slots.len() as u32 + 1,
+            vars: Vec::new(),
+            funcs: Vec::new(),
+        },
+        ids: HashMap::with_capacity(cu.slots.len()),
+    };
+    for (i, s) in cu.slots.iter().enumerate() {
+        let core = i as u32 + 1;
+        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && s.name == b"int" {
+            o.o.int_core = Some(core);
+        }
+        enc.encode_slot(&mut o, core, s)?;
+    }
+    o.o.n_types = o.o.offs.len();
+    o.o.strs_in_types = o.o.strs.len() as u32;
+
+    // Decl tags of structs, unions and typedefs. An empty value stops the rest
+    // of the CU (decl tags, functions, variables), as in the reference.
+    let mut truncated = false;
+    'tags: for (i, s) in cu.slots.iter().enumerate() {
+        if !matches!(s.tag, dw::DW_TAG_structure_type | dw::DW_TAG_union_type | dw::DW_TAG_typedef) {
+            continue;
+        }
+        for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
+            if a.value.is_empty() {
+                truncated = true;
+                break 'tags;
+            }
+            let n = o.s(a.value);
+            o.rec(&[n, make_info(Kind::DeclTag, false, 0), i as u32 + 1, a.component as u32]);
+        }
+    }
+    if truncated {
+        return Ok(o.o);
+    }
+
+    record_functions(ctx, cu, &mut o);
+    encode_vars(&enc, &mut o)?;
+    Ok(o.o)
+}
+
+/// The reference's per-CU function recording: which subprograms are saved
+/// and, as they are, their parameter names and annotation values interned.
+fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
+    let table = &ctx.elf.funcs;
+    if table.is_empty() || cu.funcs.is_empty() {
+        return;
+    }
+    let mut by_off: Vec<(u32, u32)> = cu.fparams.iter().enumerate().map(|(i, p)| (p.uoff, i as u32)).collect();
+    by_off.sort_unstable();
+    let mut funcs_by_off: Vec<(u32, u32)> = cu.funcs.iter().enumerate().map(|(i, f)| (f.uoff, i as u32)).collect();
+    funcs_by_off.sort_unstable();
+    let fparam = |off: u32| by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.fparams[by_off[i].1 as usize]);
+    let func = |off: u32| funcs_by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.funcs[funcs_by_off[i].1 as usize]);
+    let mut params: Vec<(&'a [u8], u32)> = Vec::new();
+    for fun in &cu.funcs {
+        if fun.declaration {
+            continue;
+        }
+        params.clear();
+        let mut unnamed = false;
+        for p in &cu.fparams[fun.params as usize..(fun.params + fun.nparams) as usize] {
+            let (name, ty) = if !p.has_type && p.origin != NONE {
+                match fparam(p.origin) {
+                    Some(op) => (op.name, op.ty),
+                    None => (p.name, NONE),
+                }
+            } else {
+                (p.name, p.ty)
+            };
+            if name.is_empty() {
+                unnamed = true;
+                break;
+            }
+            params.push((name, ty));
+        }
+        if unnamed {
+            continue;
+        }
+        let mut name = fun.name;
+        if name.is_empty() && fun.origin != NONE {
+            name = func(fun.origin).map(|f| f.name).unwrap_or(b"");
+        }
+        if name.is_empty() && fun.spec != NONE {
+            name = func(fun.spec).map(|f| f.name).unwrap_or(b"");
+        }
+        if name.is_empty() {
+            continue;
+        }
+        let Some(entry) = table.lookup(name) else { continue };
+        let ret_off = if fun.has_type { fun.ty } else { func(fun.origin).map(|f| f.ty).unwrap_or(NONE) };
+        let mut st = FuncState { name, entry, ret: cu.core(ret_off), params: Vec::with_capacity(params.len() + 1), annots: Vec::new() };
+        for &(pn, ty) in &params {
+            let n = o.s(pn);
+            st.params.push((n, cu.core(ty)));
+        }
+        if fun.varargs {
+            st.params.push((0, 0));
+        }
+        if ctx.features.decl_tag {
+            for a in &cu.annots[fun.annots as usize..(fun.annots + fun.nannots) as usize] {
+                let n = o.s(a.value);
+                st.annots.push((n, a.component));
+            }
+        }
+        o.o.funcs.push(st);
+    }
+}
+
+fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeError> {
+    let ctx = enc.ctx;
+    let cu = enc.cu;
+    let f = &ctx.features;
+    if !f.var && !f.global_var {
+        return Ok(());
+    }
+    let var_at = |off: u32| cu.vars.binary_search_by_key(&off, |v| v.uoff).ok().map(|i| &cu.vars[i]);
+    for v in &cu.vars {
+        if v.declaration || v.artificial {
+            continue;
+        }
+        let Some(addr) = v.addr else { continue };
+        let Some(sec) = ctx.elf.section_of(addr) else { continue };
+        let section = &ctx.elf.sections[sec as usize];
+        if !f.global_var && section.name != b".data..percpu" {
+            continue;
+        }
+        let offset = addr - section.addr;
+        let (name, ty, external, annots) = match (v.spec != NONE).then(|| var_at(v.spec)).flatten() {
+            Some(d) => (d.name, d.ty, d.external, &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize]),
+            None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
+            None => (v.name, v.ty, v.external, &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize]),
+        };
+        if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        if offset == 0 && !ctx.elf.has_object_symbol(name, sec) {
+            continue;
+        }
+        if !valid_var_name(name) {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}): not a valid BTF variable name",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let core = cu.core(ty);
+        if core == 0 {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}) has no type",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let size = enc.size_of(core, 0);
+        if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
+            continue;
+        }
+        let n = o.s(name);
+        let record = o.o.offs.len() as u32;
+        o.rec(&[n, make_info(Kind::Var, false, 0), core, if external { btf::LINKAGE_GLOBAL } else { btf::LINKAGE_STATIC }]);
+        for a in annots {
+            let an = o.s(a.value);
+            o.rec(&[an, make_info(Kind::DeclTag, false, 0), 0, u32::MAX]);
+            // The tag refers to the VAR: the merge only knows its id, so the
+            // reference is fixed there (type word 0 + marker below).
+            let s = *o.o.offs.last().unwrap() as usize;
+            o.o.words[s + 2] = VAR_REF_MARKER;
+        }
+        o.o.vars.push(VarOut { record, section: sec, offset: offset as u32, size: size as u32 });
+    }
+    Ok(())
+}
+
+/// Type word of a variable's DECL_TAG before the merge: "the VAR just before".
+pub const VAR_REF_MARKER: u32 = u32::MAX;

@@ -1,0 +1,316 @@
+//! DWARF → BTF encoding, before dedup.
+//!
+//! Two steps per CU. The *local* step (parallel, one rayon task per CU)
+//! decodes the CU and turns it into BTF records whose type references are
+//! the CU's core ids and whose names are indices into the CU's own string
+//! list (in first-use order). The *merge* step (sequential, in CU order)
+//! appends those records to the one growing BTF: it adds the CU's
+//! `type_id_off` to every reference, interns the CU's strings into the run's
+//! string table in order, decides the array index type, and remembers the
+//! variables for the DATASECs. Only the merge touches run-wide state, and it
+//! sees CUs in `.debug_info` order, so the bytes never depend on `-j`.
+
+pub mod features;
+pub mod lang;
+mod local;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gimli::RunTimeEndian;
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::btf::{self, Btf, Kind, TypeId, make_info};
+use crate::dwarf::{self, Decoder};
+use crate::elf::debug::ElfInfo;
+
+pub use features::Features;
+pub use lang::LangFilter;
+pub use local::{CuOut, FuncState};
+
+#[derive(Debug, Error)]
+pub enum EncodeError {
+    #[error("{path}: {msg}")]
+    Input { path: PathBuf, msg: String },
+    /// A construct BTF cannot express, or one the reference rejects.
+    #[error("{path}: {msg}")]
+    Unsupported { path: PathBuf, msg: String },
+    /// The input has no DWARF, or every CU was filtered out.
+    #[error("{path}: {msg}")]
+    Nothing { path: PathBuf, msg: String },
+    #[error(transparent)]
+    Elf(#[from] crate::Error),
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub features: Features,
+    pub lang: LangFilter,
+    /// Decode threads (1 = no parallelism).
+    pub jobs: usize,
+    /// Skip the function phase (FUNC/FUNC_PROTO emission).
+    pub no_funcs: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { features: Features::default(), lang: LangFilter::All, jobs: 1, no_funcs: true }
+    }
+}
+
+/// What one run produced besides the BTF.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub cus: usize,
+    pub cus_encoded: usize,
+    pub func_states: usize,
+    pub vars: usize,
+}
+
+/// Run-wide merge state.
+struct Merger<'a> {
+    btf: Btf,
+    has_index: bool,
+    index: u32,
+    /// Section index → (VAR id, offset, size), in encounter order.
+    datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
+    map: Vec<u32>,
+    scratch: Vec<u32>,
+    summary: Summary,
+    /// Saved function states (issue 4 emits them).
+    pub funcs: Vec<FuncState<'a>>,
+}
+
+impl<'a> Merger<'a> {
+    fn push_record(&mut self, rec: &[u32], off: u32, index: Option<u32>, last_var: u32) -> TypeId {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(rec);
+        let map = &self.map;
+        Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
+        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
+            self.scratch[2] = last_var;
+            return self.btf.push_words(&self.scratch);
+        }
+        Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
+            if *w != 0 {
+                *w = w.wrapping_add(off)
+            }
+        });
+        if let Some(i) = index {
+            self.scratch[4] = i;
+        }
+        self.btf.push_words(&self.scratch)
+    }
+
+    fn intern_range(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
+        for i in from..to {
+            let s = out.strs[i];
+            self.map[i + 1] = self.btf.add_str(s).0;
+        }
+    }
+
+    fn merge(&mut self, mut out: CuOut<'a>) {
+        self.summary.cus_encoded += 1;
+        let off = self.btf.type_count();
+        let mut candidate = 0;
+        if !self.has_index {
+            match out.int_core {
+                Some(k) => {
+                    self.has_index = true;
+                    self.index = off + k;
+                }
+                None => candidate = off + out.nslots,
+            }
+        }
+        let index = if self.has_index { self.index } else { candidate };
+        self.map.clear();
+        self.map.resize(out.strs.len() + 1, 0);
+        self.intern_range(&out, 0, out.strs_in_types as usize);
+        let nrec = out.offs.len();
+        let rec = |out: &CuOut<'a>, i: usize| {
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < nrec { out.offs[i + 1] as usize } else { out.words.len() };
+            (s, e)
+        };
+        for i in 0..out.n_types {
+            let (s, e) = rec(&out, i);
+            let is_array = (out.words[s + 1] >> 24) & 0x1f == Kind::Array as u32;
+            let words = std::mem::take(&mut out.words);
+            self.push_record(&words[s..e], off, is_array.then_some(index), 0);
+            out.words = words;
+        }
+        if out.has_arrays && !self.has_index {
+            self.btf.add_int(b"int", 4, btf::INT_SIGNED);
+            self.has_index = true;
+            self.index = candidate;
+        }
+        self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
+        let mut vars = out.vars.iter().peekable();
+        let mut last_var = 0;
+        for i in out.n_types..nrec {
+            let (s, e) = rec(&out, i);
+            let words = std::mem::take(&mut out.words);
+            let id = self.push_record(&words[s..e], off, None, last_var);
+            out.words = words;
+            if let Some(v) = vars.peek() {
+                if v.record as usize == i {
+                    self.datasecs.entry(v.section).or_default().push((id.0, v.offset, v.size));
+                    self.summary.vars += 1;
+                    last_var = id.0;
+                    vars.next();
+                }
+            }
+        }
+        for mut f in out.funcs.drain(..) {
+            f.relocate(off, &self.map);
+            self.funcs.push(f);
+        }
+        self.summary.func_states = self.funcs.len();
+    }
+
+    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
+        let secs = std::mem::take(&mut self.datasecs);
+        for (sec, mut entries) in secs {
+            entries.sort_by_key(|e| e.1);
+            let last = *entries.last().expect("datasec has entries");
+            let name = elf.sections[sec as usize].name;
+            let n = self.btf.add_str(name);
+            let vlen = entries.len() as u32;
+            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
+            for (v, o, s) in entries {
+                words.extend_from_slice(&[v, o, s]);
+            }
+            self.btf.push_words(&words);
+        }
+    }
+}
+
+/// The result of encoding one file.
+pub struct Encoded {
+    pub btf: Btf,
+    pub summary: Summary,
+}
+
+/// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
+/// BTF over `base`. Function emission is not part of this phase: with
+/// `opts.no_funcs == false` the caller must refuse (see the CLI).
+pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
+    let input = crate::elf::Input::open(path)?;
+    let elf = ElfInfo::load(path, input.bytes())?;
+    encode_elf(path, &elf, base, opts)
+}
+
+/// CUs handed to the workers at once: the window of decoded-but-not-merged
+/// CUs is at most two chunks.
+const CHUNK_BYTES: u64 = 4 << 20;
+const CHUNK_MAX_CUS: usize = 256;
+
+pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
+    let input_err = |msg: String| EncodeError::Input { path: path.to_path_buf(), msg };
+    if elf.debug.info.is_empty() {
+        return Err(EncodeError::Nothing { path: path.to_path_buf(), msg: "no DWARF debug info (.debug_info is missing or empty)".into() });
+    }
+    if !elf.has_symtab {
+        return Err(input_err("no .symtab section: cannot build the ELF function table".into()));
+    }
+    let endian = match elf.endian {
+        btf::Endian::Little => RunTimeEndian::Little,
+        btf::Endian::Big => RunTimeEndian::Big,
+    };
+    let dw = dwarf::dwarf(&elf.debug, endian);
+    let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input { path: path.to_path_buf(), msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m) })?;
+    let decoder = Decoder {
+        dwarf: &dw,
+        opts: dwarf::DecodeOpts { type_tag: opts.features.type_tag, decl_tag: opts.features.decl_tag },
+        endian,
+    };
+    let lctx = local::Ctx { features: opts.features, elf, path };
+
+    // Chunks of CUs, by .debug_info bytes.
+    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, h) in headers.iter().enumerate() {
+        bytes += h.length_including_self() as u64;
+        if bytes >= CHUNK_BYTES || i + 1 - start >= CHUNK_MAX_CUS {
+            chunks.push(start..i + 1);
+            start = i + 1;
+            bytes = 0;
+        }
+    }
+    if start < headers.len() {
+        chunks.push(start..headers.len());
+    }
+
+    let mut btf = match &base {
+        Some(b) => Btf::new_split(b.clone()),
+        None => Btf::new(elf.endian),
+    };
+    btf.set_endian(elf.endian);
+    let mut m = Merger {
+        btf,
+        has_index: false,
+        index: 0,
+        datasecs: BTreeMap::new(),
+        map: Vec::new(),
+        scratch: Vec::new(),
+        summary: Summary { cus: headers.len(), ..Default::default() },
+        funcs: Vec::new(),
+    };
+
+    type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
+    let lang = &opts.lang;
+    let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
+        headers[r]
+            .par_iter()
+            .map(|h| {
+                let keep = |l: u16| lang.keeps(l);
+                let cu = decoder.decode(*h, &keep).map_err(|e| match e.msg.contains("imported_unit") {
+                    true => EncodeError::Unsupported { path: path.to_path_buf(), msg: e.to_string() },
+                    false => EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") },
+                })?;
+                match cu {
+                    Some(cu) if cu.kind == dwarf::UnitKind::Normal => local::encode_cu(&lctx, &cu).map(Some),
+                    _ => Ok(None),
+                }
+            })
+            .collect()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()
+        .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
+    let result: Result<(), EncodeError> = pool.install(|| {
+        let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
+        for i in 0..chunks.len() {
+            let next = chunks.get(i + 1).cloned();
+            let items = std::mem::take(&mut cur);
+            let (res, nxt) = rayon::join(
+                || -> Result<(), EncodeError> {
+                    for it in items {
+                        if let Some(out) = it? {
+                            m.merge(out);
+                        }
+                    }
+                    Ok(())
+                },
+                || next.map(work),
+            );
+            res?;
+            cur = nxt.unwrap_or_default();
+        }
+        Ok(())
+    });
+    result?;
+    if m.summary.cus_encoded == 0 {
+        return Err(EncodeError::Nothing {
+            path: path.to_path_buf(),
+            msg: "nothing to encode: no compile unit is left after the language filters".into(),
+        });
+    }
+    m.finish_datasecs(elf);
+    let summary = m.summary.clone();
+    Ok(Encoded { btf: m.btf, summary })
+}
