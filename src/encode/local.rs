@@ -410,7 +410,6 @@ const SKIPPED_VAR_PREFIXES: &[&[u8]] =
 
 pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
     let enc = Enc { ctx, cu };
-    let f = &ctx.features;
     let mut o = Out {
         o: CuOut {
             words: Vec::with_capacity(cu.slots.len() * 5 + cu.members.len() * 3),

@@ -205,7 +205,11 @@ pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Resul
 /// CUs handed to the workers at once: the window of decoded-but-not-merged
 /// CUs is at most two chunks.
 const CHUNK_BYTES: u64 = 4 << 20;
-const CHUNK_MAX_CUS: usize = 256;
+/// CUs per chunk: a few per thread, so that a worker is never idle for long
+/// while the merge runs, and the window stays small.
+fn chunk_max_cus(jobs: usize) -> usize {
+    (4 * jobs).max(4)
+}
 
 pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
     let input_err = |msg: String| EncodeError::Input { path: path.to_path_buf(), msg };
@@ -234,7 +238,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
     let mut bytes = 0u64;
     for (i, h) in headers.iter().enumerate() {
         bytes += h.length_including_self() as u64;
-        if bytes >= CHUNK_BYTES || i + 1 - start >= CHUNK_MAX_CUS {
+        if bytes >= CHUNK_BYTES || i + 1 - start >= chunk_max_cus(opts.jobs) {
             chunks.push(start..i + 1);
             start = i + 1;
             bytes = 0;
