@@ -609,3 +609,233 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
 
 /// Type word of a variable's DECL_TAG before the merge: "the VAR just before".
 pub const VAR_REF_MARKER: u32 = u32::MAX;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dwarf::{Enumerator, Member, UnitKind};
+    use crate::elf::debug::{DebugSections, FuncTable};
+
+    fn elf(endian: btf::Endian) -> ElfInfo<'static> {
+        ElfInfo {
+            endian,
+            is_64: true,
+            machine: 62,
+            is_rel: true,
+            has_symtab: true,
+            sections: vec![],
+            funcs: FuncTable::default(),
+            objects: vec![],
+            debug: DebugSections::default(),
+        }
+    }
+
+    fn cu() -> Cu<'static> {
+        Cu {
+            offset: 0,
+            language: 0x1d,
+            name: b"t.c",
+            kind: UnitKind::Normal,
+            address_size: 8,
+            slots: vec![],
+            members: vec![],
+            enumerators: vec![],
+            params: vec![],
+            annots: vec![],
+            funcs: vec![],
+            fparams: vec![],
+            vars: vec![],
+            index: vec![],
+            has_nested_unspecified: false,
+        }
+    }
+
+    fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -> Slot<'static> {
+        Slot {
+            tag,
+            die: uoff as u64,
+            uoff,
+            name,
+            spec: NONE,
+            ty,
+            size,
+            encoding: 0,
+            declaration: false,
+            varargs: false,
+            nelems: 1,
+            kids: 0,
+            nkids: 0,
+            annots: 0,
+            nannots: 0,
+        }
+    }
+
+    fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
+        let core = cu.slots.len() as u32 + 1;
+        cu.index.push((s.uoff, core));
+        cu.index.sort_unstable();
+        cu.slots.push(s);
+        core
+    }
+
+    fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
+        let e = elf(endian);
+        let ctx = Ctx { features, elf: &e, path: Path::new("t.o") };
+        encode_cu(&ctx, cu)
+    }
+
+    fn record(out: &CuOut<'_>, i: usize) -> Vec<u32> {
+        let s = out.offs[i] as usize;
+        let e = out.offs.get(i + 1).map(|&e| e as usize).unwrap_or(out.words.len());
+        out.words[s..e].to_vec()
+    }
+
+    fn int(cu: &mut Cu<'static>, uoff: u32, name: &'static [u8], size: u64, enc: u8) -> u32 {
+        let mut s = slot(gimli::DW_TAG_base_type, uoff, name, NONE, size);
+        s.encoding = enc;
+        add(cu, s)
+    }
+
+    #[test]
+    fn base_types_int_float_and_sanitized() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        int(&mut c, 0x20, b"double", 8, ATE_FLOAT);
+        int(&mut c, 0x30, b"()", 0, 7);
+        int(&mut c, 0x40, b"_Bool", 1, ATE_BOOLEAN);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.int_core, Some(1));
+        assert_eq!(record(&out, 0), vec![1, make_info(Kind::Int, false, 0), 4, (btf::INT_SIGNED << 24) | 32]);
+        // floats off (plain -J): an unsigned INT
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Int, false, 0), 8, 64]);
+        assert_eq!(out.strs[2], b"__SANITIZED_FAKE_INT__");
+        assert_eq!(record(&out, 2), vec![3, make_info(Kind::Int, false, 0), 4, 32]);
+        assert_eq!(record(&out, 3), vec![4, make_info(Kind::Int, false, 0), 1, (btf::INT_BOOL << 24) | 8]);
+        let mut f = Features::default();
+        f.apply_list("float");
+        let out = run(&c, btf::Endian::Little, f).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Float, false, 0), 8]);
+    }
+
+    #[test]
+    fn complex_float_is_fatal_only_with_floats() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"complex double", 16, ATE_COMPLEX_FLOAT);
+        assert!(run(&c, btf::Endian::Little, Features::default()).is_ok());
+        let mut f = Features::default();
+        f.apply_list("default");
+        let e = run(&c, btf::Endian::Little, f).err().unwrap().to_string();
+        assert!(e.contains("DW_TAG_base_type") && e.contains("complex"), "{e}");
+    }
+
+    fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
+        let mut c = cu();
+        let u = int(&mut c, 0x10, b"unsigned int", 4, 8);
+        let _ = u;
+        // struct s { unsigned a:3; unsigned b:5; unsigned c; } with DWARF 4 bit offsets
+        let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
+        s.kids = 0;
+        s.nkids = 3;
+        let m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| Member {
+            name,
+            ty: 0x10,
+            die: 0,
+            loc: Some(loc),
+            data_bit_offset: None,
+            bit_size,
+            byte_size: bit_size.map(|_| 4),
+            bit_offset,
+        };
+        c.members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
+        add(&mut c, s);
+        let out = run(&c, endian, Features::default()).unwrap();
+        record(&out, 1)
+    }
+
+    #[test]
+    fn old_style_bitfields_follow_byte_order() {
+        let le = bitfield_struct(btf::Endian::Little);
+        assert_eq!(le[1], make_info(Kind::Struct, true, 3));
+        // LE: 0*8 + (4*8 - 29 - 3) = 0; b: 32 - 24 - 5 = 3
+        assert_eq!(&le[3..], &[3, 1, 3 << 24, 4, 1, (5 << 24) | 3, 5, 1, 32]);
+        let be = bitfield_struct(btf::Endian::Big);
+        // BE: byte_off*8 + bit_offset
+        assert_eq!(&be[3..], &[3, 1, (3 << 24) | 29, 4, 1, (5 << 24) | 24, 5, 1, 32]);
+    }
+
+    fn enum_cu(size: u64, values: Vec<(&'static [u8], u64)>, signed_base: bool) -> Cu<'static> {
+        let mut c = cu();
+        int(&mut c, 0x10, b"long int", 8, if signed_base { ATE_SIGNED } else { 7 });
+        let mut e = slot(gimli::DW_TAG_enumeration_type, 0x20, b"e", 0x10, size);
+        e.nkids = values.len() as u32;
+        c.enumerators = values.into_iter().map(|(name, value)| Enumerator { name, value }).collect();
+        add(&mut c, e);
+        c
+    }
+
+    #[test]
+    fn enum_kflag_and_enum64() {
+        let c = enum_cu(4, vec![(b"A", u64::MAX), (b"B", 5)], true);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, true, 2), 4, 3, 0xffff_ffff, 4, 5]);
+        let c = enum_cu(8, vec![(b"A", u64::MAX - 1)], true);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum64, true, 1), 8, 3, 0xffff_fffe, 0xffff_ffff]);
+        // enum64 off: an 8-byte ENUM with low 32 bits, kflag 0
+        let mut f = Features::default();
+        f.enum64 = false;
+        let out = run(&c, btf::Endian::Little, f).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, false, 1), 8, 3, 0xffff_fffe]);
+        // a 4-byte enum value beyond UINT_MAX is rejected
+        let c = enum_cu(4, vec![(b"A", 1 << 40)], false);
+        assert!(run(&c, btf::Endian::Little, Features::default()).is_err());
+    }
+
+    #[test]
+    fn unsupported_tags_name_the_tag() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        add(&mut c, slot(gimli::DW_TAG_atomic_type, 0x47, b"", 0x10, 0));
+        let e = run(&c, btf::Endian::Little, Features::default()).err().unwrap().to_string();
+        assert!(e.contains("DW_TAG_atomic_type") && e.contains("DIE 0x47"), "{e}");
+    }
+
+    #[test]
+    fn nested_unspecified_type_emits_nothing_but_keeps_its_core_id() {
+        let mut c = cu();
+        add(&mut c, slot(gimli::DW_TAG_unspecified_type, 0x10, b"decltype(nullptr)", NONE, 0));
+        int(&mut c, 0x20, b"int", 4, ATE_SIGNED);
+        add(&mut c, slot(gimli::DW_TAG_pointer_type, 0x30, b"", 0x20, 8));
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.n_types, 2);
+        assert_eq!(out.nslots, 4);
+        // The PTR still names core id 2, which the merge turns into off+2.
+        assert_eq!(record(&out, 1), vec![0, make_info(Kind::Ptr, false, 0), 2]);
+    }
+
+    #[test]
+    fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
+        let mut c = cu();
+        let mut s = slot(gimli::DW_TAG_structure_type, 0x10, b"s", NONE, 0);
+        s.nannots = 2;
+        c.annots = vec![crate::dwarf::Annot { value: b"ok", component: -1 }, crate::dwarf::Annot { value: b"", component: -1 }];
+        add(&mut c, s);
+        let mut t = slot(gimli::DW_TAG_typedef, 0x20, b"t", 0x10, 0);
+        t.annots = 0;
+        t.nannots = 1;
+        add(&mut c, t);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        // STRUCT, TYPEDEF, DECL_TAG "ok"; the empty one stops everything after it.
+        assert_eq!(out.offs.len(), 3);
+        assert_eq!(record(&out, 2), vec![3, make_info(Kind::DeclTag, false, 0), 1, u32::MAX]);
+    }
+
+    #[test]
+    fn variable_names() {
+        assert!(valid_var_name(b"per_cpu.x_1"));
+        assert!(valid_var_name(b"_a"));
+        assert!(!valid_var_name(b"1a"));
+        assert!(!valid_var_name(b"_vptr$Shape"));
+        assert!(!valid_var_name(&[b'a'; 129]));
+    }
+}
