@@ -814,12 +814,40 @@ impl<'a, 'd> Decoder<'a, 'd> {
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
         for spec in abbrev.attributes() {
+            // Most DIEs carry decl_file/line/column and the like: skip those
+            // without building a value.
+            if !matches!(
+                spec.name(),
+                dw::DW_AT_name
+                    | dw::DW_AT_type
+                    | dw::DW_AT_byte_size
+                    | dw::DW_AT_encoding
+                    | dw::DW_AT_declaration
+                    | dw::DW_AT_external
+                    | dw::DW_AT_artificial
+                    | dw::DW_AT_upper_bound
+                    | dw::DW_AT_count
+                    | dw::DW_AT_data_member_location
+                    | dw::DW_AT_data_bit_offset
+                    | dw::DW_AT_bit_size
+                    | dw::DW_AT_bit_offset
+                    | dw::DW_AT_const_value
+                    | dw::DW_AT_location
+                    | dw::DW_AT_abstract_origin
+                    | dw::DW_AT_specification
+                    | dw::DW_AT_language
+            ) {
+                entries
+                    .skip_attributes(std::slice::from_ref(spec))
+                    .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
+                continue;
+            }
             let attr = entries
                 .read_attribute_inline(*spec)
                 .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
             match attr.name() {
                 dw::DW_AT_name => a.name = Some(attr.raw_value()),
-                dw::DW_AT_type => a.ty = Some(attr.value()),
+                dw::DW_AT_type => a.ty = Some(attr.raw_value()),
                 dw::DW_AT_byte_size => a.byte_size = udata(&attr.raw_value()),
                 dw::DW_AT_encoding => a.encoding = udata(&attr.raw_value()).unwrap_or(0) as u8,
                 dw::DW_AT_declaration => a.declaration = flag(&attr.raw_value()),

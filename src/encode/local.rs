@@ -68,6 +68,9 @@ pub struct CuOut<'a> {
     pub n_types: usize,
     pub has_arrays: bool,
     pub strs: Vec<&'a [u8]>,
+    /// Per local string: its `.debug_str` offset, or `NONE` (inline or
+    /// synthesized). Lets the merge skip hashing strings it has seen.
+    pub strs_off: Vec<u32>,
     /// Local strings first used by the type records.
     pub strs_in_types: u32,
     pub int_core: Option<u32>,
@@ -79,7 +82,12 @@ pub struct CuOut<'a> {
 
 struct Out<'a> {
     o: CuOut<'a>,
+    /// Strings not in `.debug_str`, by content.
     ids: HashMap<&'a [u8], u32>,
+    /// Strings in `.debug_str`, by offset: a name at one offset is one string.
+    by_off: HashMap<u32, u32>,
+    /// Address and length of `.debug_str`.
+    str_sec: (usize, usize),
 }
 
 impl<'a> Out<'a> {
@@ -88,8 +96,21 @@ impl<'a> Out<'a> {
             return 0;
         }
         let n = self.o.strs.len() as u32 + 1;
+        let p = (s.as_ptr() as usize).wrapping_sub(self.str_sec.0);
+        if p < self.str_sec.1 {
+            let strs = &mut self.o.strs;
+            let offs = &mut self.o.strs_off;
+            return *self.by_off.entry(p as u32).or_insert_with(|| {
+                strs.push(s);
+                offs.push(p as u32);
+                n
+            });
+        }
+        let strs = &mut self.o.strs;
+        let offs = &mut self.o.strs_off;
         *self.ids.entry(s).or_insert_with(|| {
-            self.o.strs.push(s);
+            strs.push(s);
+            offs.push(NONE);
             n
         })
     }
@@ -417,13 +438,16 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             n_types: 0,
             has_arrays: false,
             strs: Vec::new(),
+            strs_off: Vec::new(),
             strs_in_types: 0,
             int_core: None,
             nslots: cu.slots.len() as u32 + 1,
             vars: Vec::new(),
             funcs: Vec::new(),
         },
-        ids: HashMap::with_capacity(cu.slots.len()),
+        ids: HashMap::new(),
+        by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
+        str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;

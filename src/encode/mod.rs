@@ -77,6 +77,9 @@ struct Merger<'a> {
     /// Section index → (VAR id, offset, size), in encounter order.
     datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
     map: Vec<u32>,
+    /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
+    /// is idempotent, so a string seen once needs no hashing again.
+    str_cache: Vec<u32>,
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (issue 4 emits them).
@@ -107,7 +110,19 @@ impl<'a> Merger<'a> {
     fn intern_range(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
         for i in from..to {
             let s = out.strs[i];
-            self.map[i + 1] = self.btf.add_str(s).0;
+            let off = out.strs_off[i];
+            if off != dwarf::NONE {
+                let c = self.str_cache[off as usize];
+                if c != 0 {
+                    self.map[i + 1] = c;
+                    continue;
+                }
+                let b = self.btf.add_str(s).0;
+                self.str_cache[off as usize] = b;
+                self.map[i + 1] = b;
+            } else {
+                self.map[i + 1] = self.btf.add_str(s).0;
+            }
         }
     }
 
@@ -259,6 +274,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         index: 0,
         datasecs: BTreeMap::new(),
         map: Vec::new(),
+        str_cache: vec![0; elf.debug.str.len()],
         scratch: Vec::new(),
         summary: Summary { cus: headers.len(), ..Default::default() },
         funcs: Vec::new(),
