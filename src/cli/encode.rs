@@ -73,9 +73,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     let t0 = std::time::Instant::now();
     let enc = encode::encode_file(&plan.input, base, &plan.opts)?;
-    let bytes = btf::write::to_bytes(&enc.btf);
+    let len = btf::write::raw_len(&enc.btf);
     if let Some(out) = &plan.output {
-        btfkit::output::write_atomic(out, &bytes)?;
+        btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&enc.btf, w))?;
     }
     if plan.print_summary {
         let s = &enc.summary;
@@ -88,7 +88,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             enc.btf.raw_strings().len(),
             s.vars,
             s.func_states,
-            bytes.len(),
+            len,
             match &plan.output {
                 Some(o) => format!(" written to {}", o.display()),
                 None => " (not written)".into(),

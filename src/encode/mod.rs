@@ -202,6 +202,22 @@ impl<'a> Merger<'a> {
     }
 }
 
+/// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
+/// the read-only private file mapping: they are re-read from the file if
+/// touched again, so this only lowers the resident set.
+fn release_pages(bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: the range lies inside a live read-only file mapping; for
+        // such pages MADV_DONTNEED discards the cached copy only.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
 /// The result of encoding one file.
 pub struct Encoded {
     pub btf: Btf,
@@ -302,17 +318,29 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         .num_threads(opts.jobs.max(1))
         .build()
         .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
+    // The mapped .debug_info (read straight from the file, not decompressed
+    // or relocated) can be dropped from memory chunk by chunk once merged.
+    let info_mapped = matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
+        let first = &headers[r.start];
+        let last = &headers[r.end - 1];
+        (first.offset().0, last.offset().0 + last.length_including_self())
+    };
     let result: Result<(), EncodeError> = pool.install(|| {
         let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
         for i in 0..chunks.len() {
             let next = chunks.get(i + 1).cloned();
             let items = std::mem::take(&mut cur);
+            let range = unit_range(&chunks[i]);
             let (res, nxt) = rayon::join(
                 || -> Result<(), EncodeError> {
                     for it in items {
                         if let Some(out) = it? {
                             m.merge(out);
                         }
+                    }
+                    if info_mapped {
+                        release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
                     }
                     Ok(())
                 },
