@@ -152,3 +152,13 @@ fn output_is_never_half_written() {
     assert_eq!(r.status.code(), Some(2));
     assert!(!Path::new("/nonexistent-dir/x.btf").exists());
 }
+
+#[test]
+fn cross_unit_references_are_refused_not_misencoded() {
+    let mut data = fixture();
+    let (off, size, _) = section_range(&data, ".debug_abbrev");
+    // The first (DW_AT_type, DW_FORM_ref4) becomes (DW_AT_type, DW_FORM_ref_addr): same size.
+    let pos = data[off..off + size].windows(2).position(|w| w == [0x49, 0x13]).unwrap();
+    data[off + pos + 1] = 0x10;
+    expect_failure("ref-addr.o", &data, &["DW_FORM_ref_addr", "not implemented"]);
+}

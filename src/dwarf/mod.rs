@@ -30,6 +30,19 @@ pub struct DecodeError {
     pub cu: u64,
     pub die: Option<u64>,
     pub msg: String,
+    pub kind: DecodeErrorKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The DWARF is damaged.
+    Damaged,
+    /// The reference stops decoding the file here but keeps what it has
+    /// (DW_TAG_imported_unit).
+    StopFile,
+    /// Cross-unit references: the reference merges all CUs into one (LTO
+    /// mode), which btfkit does not implement.
+    MergedMode,
 }
 
 impl std::fmt::Display for DecodeError {
@@ -325,7 +338,7 @@ pub struct Decoder<'a, 'd> {
 
 impl<'a, 'd> Decoder<'a, 'd> {
     fn err(&self, cu: u64, die: Option<u64>, msg: impl Into<String>) -> DecodeError {
-        DecodeError { cu, die, msg: msg.into() }
+        DecodeError { cu, die, msg: msg.into(), kind: DecodeErrorKind::Damaged }
     }
 
     fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> &'a [u8] {
@@ -432,7 +445,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                         .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
                 }
                 Role::ImportedUnit => {
-                    return Err(self.err(cu_off, Some(die), "DW_TAG_imported_unit is not supported (error decoding cu)"));
+                    let mut e = self.err(cu_off, Some(die), "DW_TAG_imported_unit");
+                    e.kind = DecodeErrorKind::StopFile;
+                    return Err(e);
                 }
                 Role::Block => {
                     entries
@@ -841,6 +856,19 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     .skip_attributes(std::slice::from_ref(spec))
                     .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
                 continue;
+            }
+            if spec.form() == gimli::DW_FORM_ref_addr {
+                let mut e = self.err(
+                    cu_off,
+                    Some(die),
+                    format!(
+                        "{} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
+                         the reference's merged-CU mode for such files is not implemented",
+                        spec.name()
+                    ),
+                );
+                e.kind = DecodeErrorKind::MergedMode;
+                return Err(e);
             }
             let attr = entries
                 .read_attribute_inline(*spec)

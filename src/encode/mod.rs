@@ -40,6 +40,9 @@ pub enum EncodeError {
     /// The input has no DWARF, or every CU was filtered out.
     #[error("{path}: {msg}")]
     Nothing { path: PathBuf, msg: String },
+    /// The reference stops reading the file at this CU but writes what it has.
+    #[error("{path}: {msg}")]
+    StopFile { path: PathBuf, msg: String },
     #[error(transparent)]
     Elf(#[from] crate::Error),
 }
@@ -303,9 +306,17 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
             .par_iter()
             .map(|h| {
                 let keep = |l: u16| lang.keeps(l);
-                let cu = decoder.decode(*h, &keep).map_err(|e| match e.msg.contains("imported_unit") {
-                    true => EncodeError::Unsupported { path: path.to_path_buf(), msg: e.to_string() },
-                    false => EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") },
+                let cu = decoder.decode(*h, &keep).map_err(|e| match e.kind {
+                    dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
+                        path: path.to_path_buf(),
+                        msg: format!("warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"),
+                    },
+                    dwarf::DecodeErrorKind::MergedMode => {
+                        EncodeError::Unsupported { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
+                    }
+                    dwarf::DecodeErrorKind::Damaged => {
+                        EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
+                    }
                 })?;
                 match cu {
                     Some(cu) if cu.kind == dwarf::UnitKind::Normal => local::encode_cu(&lctx, &cu).map(Some),
@@ -328,6 +339,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
     };
     let result: Result<(), EncodeError> = pool.install(|| {
         let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
+        let mut stopped = false;
         for i in 0..chunks.len() {
             let next = chunks.get(i + 1).cloned();
             let items = std::mem::take(&mut cur);
@@ -335,8 +347,15 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
             let (res, nxt) = rayon::join(
                 || -> Result<(), EncodeError> {
                     for it in items {
-                        if let Some(out) = it? {
-                            m.merge(out);
+                        match it {
+                            Ok(Some(out)) => m.merge(out),
+                            Ok(None) => {}
+                            Err(e @ EncodeError::StopFile { .. }) => {
+                                eprintln!("btfkit: {e}");
+                                stopped = true;
+                                break;
+                            }
+                            Err(e) => return Err(e),
                         }
                     }
                     if info_mapped {
@@ -347,6 +366,9 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
                 || next.map(work),
             );
             res?;
+            if stopped {
+                break;
+            }
             cur = nxt.unwrap_or_default();
         }
         Ok(())
