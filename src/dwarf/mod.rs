@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use gimli::{AttributeValue, DwAt, DwTag, EndianSlice, RunTimeEndian, UnitOffset, constants as dw};
+use gimli::{AttributeValue, DwAt, DwTag, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
 
 use crate::elf::debug::DebugSections;
 
@@ -343,6 +343,17 @@ impl<'a, 'd> Decoder<'a, 'd> {
 
     fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> &'a [u8] {
         match v {
+            Some(AttributeValue::String(r)) => r.slice(),
+            // The common forms directly: gimli's generic path costs more
+            // than the rest of a DIE.
+            // Names are kept as the tail of .debug_str from their offset and
+            // cut at the NUL only where the text is needed (`nm`): most are
+            // only ever identified by offset, and finding the NUL means a
+            // cache miss per name.
+            Some(AttributeValue::DebugStrRef(off)) => {
+                let sec = self.dwarf.debug_str.reader().slice();
+                sec.get(off.0..).unwrap_or(b"")
+            }
             Some(v) => self.dwarf.attr_string(unit, v.clone()).map(|r| r.slice()).unwrap_or(b""),
             None => b"",
         }
@@ -417,7 +428,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 first = false;
                 self.read_attrs(&mut entries, abbrev, &mut attrs, cu_off, die)?;
                 cu.language = attrs.language.unwrap_or(0);
-                cu.name = self.string(&unit, &attrs.name);
+                cu.name = nm(self.string(&unit, &attrs.name));
                 match tag {
                     dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
                     dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => {
@@ -606,7 +617,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             continue;
                         }
                         Role::Annotation => {
-                            let name = self.string(&unit, &attrs.name);
+                            let name = nm(self.string(&unit, &attrs.name));
                             self.annotation(
                                 parent,
                                 name,
@@ -901,6 +912,20 @@ impl<'a, 'd> Decoder<'a, 'd> {
             }
         }
         Ok(())
+    }
+}
+
+/// A name as stored in the arena (possibly running on past its NUL) → its text.
+#[inline]
+pub fn nm(s: &[u8]) -> &[u8] {
+    cstr(s)
+}
+
+/// The NUL-terminated string at the start of `s` (all of `s` if no NUL).
+fn cstr(s: &[u8]) -> &[u8] {
+    match std::ffi::CStr::from_bytes_until_nul(s) {
+        Ok(c) => c.to_bytes(),
+        Err(_) => s,
     }
 }
 

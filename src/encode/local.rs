@@ -11,7 +11,7 @@ use super::EncodeError;
 use super::features::Features;
 use super::lang::DW_LANG_RUST;
 use crate::btf::{self, Kind, make_info};
-use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot};
+use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot, nm};
 use crate::elf::debug::ElfInfo;
 
 pub struct Ctx<'e, 'a> {
@@ -154,7 +154,7 @@ impl<'a> Enc<'_, '_, 'a> {
 
     /// The name of a type, inheriting it through DW_AT_specification.
     fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
-        if s.name.is_empty() && s.spec != NONE {
+        if s.spec != NONE && name_empty(s.name) {
             if let Some(t) = self.cu.slot(self.cu.core(s.spec)) {
                 return t.name;
             }
@@ -251,7 +251,7 @@ impl<'a> Enc<'_, '_, 'a> {
                     if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
                         return Err(self.unsupported(
                             s.die,
-                            format!("DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size", String::from_utf8_lossy(s.name), s.size),
+                            format!("DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size", String::from_utf8_lossy(nm(s.name)), s.size),
                         ));
                     }
                     let n = o.s(s.name);
@@ -268,7 +268,7 @@ impl<'a> Enc<'_, '_, 'a> {
                     let n = o.s(b"__SANITIZED_FAKE_INT__");
                     o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
                 } else {
-                    if s.name.is_empty() {
+                    if name_empty(s.name) {
                         return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
                     }
                     let n = o.s(s.name);
@@ -281,7 +281,7 @@ impl<'a> Enc<'_, '_, 'a> {
             dw::DW_TAG_restrict_type => o.rec(&[0, make_info(Kind::Restrict, false, 0), r(s.ty)]),
             dw::DW_TAG_typedef => {
                 let name = self.type_name(s);
-                if name.is_empty() {
+                if name_empty(name) {
                     return Err(self.unsupported(s.die, "DW_TAG_typedef without a name: BTF TYPEDEF needs one".into()));
                 }
                 let n = o.s(name);
@@ -291,7 +291,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 let union = s.tag == dw::DW_TAG_union_type;
                 let name = self.type_name(s);
                 if s.declaration {
-                    if name.is_empty() {
+                    if name_empty(name) {
                         return Err(self.unsupported(s.die, format!("{} declaration without a name: BTF FWD needs one", s.tag)));
                     }
                     let n = o.s(name);
@@ -322,13 +322,13 @@ impl<'a> Enc<'_, '_, 'a> {
                     if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
                         return Err(self.unsupported(
                             m.die,
-                            format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(m.name)),
+                            format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
                         ));
                     }
                     if union && bit_off != 0 {
                         return Err(self.unsupported(
                             m.die,
-                            format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(m.name)),
+                            format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
                         ));
                     }
                     let mn = o.s(m.name);
@@ -354,7 +354,7 @@ impl<'a> Enc<'_, '_, 'a> {
                         .is_some_and(|t| t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR));
                     o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
                     for e in enums {
-                        if e.name.is_empty() {
+                        if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
                         let en = o.s(e.name);
@@ -364,14 +364,14 @@ impl<'a> Enc<'_, '_, 'a> {
                 } else {
                     o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
                     for e in enums {
-                        if e.name.is_empty() {
+                        if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
                         let v = if f.enum64 { e.value as i64 } else { e.value as u32 as i64 };
                         if v < i32::MIN as i64 || v > u32::MAX as i64 {
                             return Err(self.unsupported(
                                 s.die,
-                                format!("DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum", String::from_utf8_lossy(e.name)),
+                                format!("DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum", String::from_utf8_lossy(nm(e.name))),
                             ));
                         }
                         let en = o.s(e.name);
@@ -400,7 +400,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 }
             }
             DW_TAG_LLVM_ANNOTATION => {
-                if s.name.is_empty() {
+                if name_empty(s.name) {
                     return Err(self.unsupported(s.die, "btf_type_tag annotation without a value".into()));
                 }
                 let n = o.s(s.name);
@@ -416,6 +416,12 @@ impl<'a> Enc<'_, '_, 'a> {
         }
         Ok(())
     }
+}
+
+/// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.
+#[inline]
+fn name_empty(s: &[u8]) -> bool {
+    s.first().is_none_or(|&b| b == 0)
 }
 
 fn valid_var_name(n: &[u8]) -> bool {
@@ -451,7 +457,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     };
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;
-        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && s.name == b"int" {
+        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
             o.o.int_core = Some(core);
         }
         enc.encode_slot(&mut o, core, s)?;
@@ -467,7 +473,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             continue;
         }
         for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
-            if a.value.is_empty() {
+            if name_empty(a.value) {
                 truncated = true;
                 break 'tags;
             }
@@ -513,7 +519,7 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
             } else {
                 (p.name, p.ty)
             };
-            if name.is_empty() {
+            if name_empty(name) {
                 unnamed = true;
                 break;
             }
@@ -522,12 +528,12 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
         if unnamed {
             continue;
         }
-        let mut name = fun.name;
+        let mut name = nm(fun.name);
         if name.is_empty() && fun.origin != NONE {
-            name = func(fun.origin).map(|f| f.name).unwrap_or(b"");
+            name = func(fun.origin).map(|f| nm(f.name)).unwrap_or(b"");
         }
         if name.is_empty() && fun.spec != NONE {
-            name = func(fun.spec).map(|f| f.name).unwrap_or(b"");
+            name = func(fun.spec).map(|f| nm(f.name)).unwrap_or(b"");
         }
         if name.is_empty() {
             continue;
@@ -576,6 +582,7 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
             None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
             None => (v.name, v.ty, v.external, &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize]),
         };
+        let name = nm(name);
         if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
             continue;
         }

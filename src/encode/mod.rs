@@ -120,11 +120,11 @@ impl<'a> Merger<'a> {
                     self.map[i + 1] = c;
                     continue;
                 }
-                let b = self.btf.add_str(s).0;
+                let b = self.btf.add_str(dwarf::nm(s)).0;
                 self.str_cache[off as usize] = b;
                 self.map[i + 1] = b;
             } else {
-                self.map[i + 1] = self.btf.add_str(s).0;
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
             }
         }
     }
