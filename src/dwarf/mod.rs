@@ -295,11 +295,15 @@ struct Frame<'a> {
     last_tag: u32,
 }
 
-/// Attributes of one DIE, the ones any handler needs.
-#[derive(Default)]
+/// Attributes of one DIE, the ones any handler needs, in compact form (this
+/// is reset for every DIE read, so it is kept small).
 struct Attrs<'a> {
-    name: Option<AttributeValue<R<'a>>>,
-    ty: Option<AttributeValue<R<'a>>>,
+    name: &'a [u8],
+    /// References as unit offsets; `ABSENT`, or `NOT_UNIT` for a form that
+    /// is not a unit reference (it resolves to void).
+    ty: u64,
+    origin: u64,
+    spec: u64,
     byte_size: Option<u64>,
     encoding: u8,
     declaration: bool,
@@ -307,15 +311,48 @@ struct Attrs<'a> {
     artificial: bool,
     upper_bound: Option<Option<u64>>,
     count: Option<Option<u64>>,
-    member_loc: Option<AttributeValue<R<'a>>>,
+    member_loc: Option<u64>,
     data_bit_offset: Option<u64>,
     bit_size: Option<u64>,
     bit_offset: Option<i64>,
     const_value: Option<AttributeValue<R<'a>>>,
     location: Option<AttributeValue<R<'a>>>,
-    abstract_origin: Option<AttributeValue<R<'a>>>,
-    specification: Option<AttributeValue<R<'a>>>,
     language: Option<u16>,
+}
+
+const ABSENT: u64 = u64::MAX;
+const NOT_UNIT: u64 = u64::MAX - 1;
+
+impl Default for Attrs<'_> {
+    fn default() -> Self {
+        Attrs {
+            name: b"",
+            ty: ABSENT,
+            origin: ABSENT,
+            spec: ABSENT,
+            byte_size: None,
+            encoding: 0,
+            declaration: false,
+            external: false,
+            artificial: false,
+            upper_bound: None,
+            count: None,
+            member_loc: None,
+            data_bit_offset: None,
+            bit_size: None,
+            bit_offset: None,
+            const_value: None,
+            location: None,
+            language: None,
+        }
+    }
+}
+
+fn ref_of(v: AttributeValue<R<'_>>) -> u64 {
+    match v {
+        AttributeValue::UnitRef(UnitOffset(o)) => o as u64,
+        _ => NOT_UNIT,
+    }
 }
 
 fn udata(v: &AttributeValue<R<'_>>) -> Option<u64> {
@@ -394,16 +431,11 @@ impl<'a, 'd> Decoder<'a, 'd> {
         let mut stack: Vec<Frame<'a>> = Vec::new();
         let mut first = true;
         let mut attrs = Attrs::default();
-        let uref = |v: &Option<AttributeValue<R<'a>>>| -> Result<u32, u64> {
-            match v {
-                Some(AttributeValue::UnitRef(UnitOffset(o))) => {
-                    if (*o as u64) >= unit_end {
-                        Err(*o as u64)
-                    } else {
-                        Ok(*o as u32)
-                    }
-                }
-                _ => Ok(NONE),
+        let uref = |v: &u64| -> Result<u32, u64> {
+            match *v {
+                ABSENT | NOT_UNIT => Ok(NONE),
+                o if o >= unit_end => Err(o),
+                o => Ok(o as u32),
             }
         };
 
@@ -426,9 +458,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
             let tag = abbrev.tag();
             if first {
                 first = false;
-                self.read_attrs(&mut entries, abbrev, &mut attrs, cu_off, die)?;
+                self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
                 cu.language = attrs.language.unwrap_or(0);
-                cu.name = nm(self.string(&unit, &attrs.name));
+                cu.name = nm(attrs.name);
                 match tag {
                     dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
                     dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => {
@@ -481,7 +513,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 }
                 Role::Type | Role::Member | Role::Enumerator | Role::Subrange | Role::Param | Role::FParam
                 | Role::Annotation | Role::Func | Role::Var | Role::Namespace => {
-                    self.read_attrs(&mut entries, abbrev, &mut attrs, cu_off, die)?;
+                    self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
                     let bad_ref = |o: u64| self.err(cu_off, Some(die), format!("reference to unit offset {o:#x} outside its unit"));
                     let ty = uref(&attrs.ty).map_err(bad_ref)?;
                     match role {
@@ -490,8 +522,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 tag,
                                 die,
                                 uoff,
-                                name: self.string(&unit, &attrs.name),
-                                spec: uref(&attrs.specification).map_err(bad_ref)?,
+                                name: attrs.name,
+                                spec: uref(&attrs.spec).map_err(bad_ref)?,
                                 ty,
                                 size: attrs.byte_size.unwrap_or(0),
                                 encoding: attrs.encoding,
@@ -551,12 +583,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             let comp = f.counter;
                             f.counter += 1;
                             if tag == dw::DW_TAG_member {
-                                let loc = match &attrs.member_loc {
-                                    None => None,
-                                    Some(v) => Some(member_location(v)),
-                                };
+                                let loc = attrs.member_loc;
                                 s_members.push(Member {
-                                    name: self.string(&unit, &attrs.name),
+                                    name: attrs.name,
                                     ty,
                                     die,
                                     loc,
@@ -576,7 +605,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                         }
                         Role::Enumerator => {
                             let value = attrs.const_value.as_ref().and_then(udata).unwrap_or(0);
-                            s_enums.push(Enumerator { name: self.string(&unit, &attrs.name), value });
+                            s_enums.push(Enumerator { name: attrs.name, value });
                         }
                         Role::Subrange => {
                             let f = stack.last_mut().unwrap();
@@ -595,7 +624,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             }
                         }
                         Role::Param => {
-                            s_params.push(Param { name: self.string(&unit, &attrs.name), ty });
+                            s_params.push(Param { name: attrs.name, ty });
                         }
                         Role::FParam => {
                             let f = stack.last_mut().unwrap();
@@ -603,10 +632,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             f.counter += 1;
                             s_fparams.push(FParam {
                                 uoff,
-                                name: self.string(&unit, &attrs.name),
+                                name: attrs.name,
                                 ty,
-                                has_type: attrs.ty.is_some(),
-                                origin: uref(&attrs.abstract_origin).map_err(bad_ref)?,
+                                has_type: attrs.ty != ABSENT,
+                                origin: uref(&attrs.origin).map_err(bad_ref)?,
                             });
                             ctx = Ctx::FParam;
                             if abbrev.has_children() {
@@ -617,7 +646,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             continue;
                         }
                         Role::Annotation => {
-                            let name = nm(self.string(&unit, &attrs.name));
+                            let name = nm(attrs.name);
                             self.annotation(
                                 parent,
                                 name,
@@ -634,11 +663,11 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             let func = Func {
                                 uoff,
                                 die,
-                                name: self.string(&unit, &attrs.name),
+                                name: attrs.name,
                                 ty,
-                                has_type: attrs.ty.is_some(),
-                                origin: uref(&attrs.abstract_origin).map_err(bad_ref)?,
-                                spec: uref(&attrs.specification).map_err(bad_ref)?,
+                                has_type: attrs.ty != ABSENT,
+                                origin: uref(&attrs.origin).map_err(bad_ref)?,
+                                spec: uref(&attrs.spec).map_err(bad_ref)?,
                                 declaration: attrs.declaration,
                                 varargs: false,
                                 params: 0,
@@ -667,9 +696,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 let var = Var {
                                     uoff,
                                     die,
-                                    name: self.string(&unit, &attrs.name),
+                                    name: attrs.name,
                                     ty,
-                                    spec: uref(&attrs.specification).map_err(bad_ref)?,
+                                    spec: uref(&attrs.spec).map_err(bad_ref)?,
                                     declaration: attrs.declaration,
                                     external: attrs.external,
                                     artificial: attrs.artificial,
@@ -832,6 +861,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
 
     fn read_attrs(
         &self,
+        unit: &gimli::Unit<R<'a>>,
         entries: &mut gimli::EntriesRaw<'_, R<'a>>,
         abbrev: &gimli::Abbreviation,
         a: &mut Attrs<'a>,
@@ -885,8 +915,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 .read_attribute_inline(*spec)
                 .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
             match attr.name() {
-                dw::DW_AT_name => a.name = Some(attr.raw_value()),
-                dw::DW_AT_type => a.ty = Some(attr.raw_value()),
+                dw::DW_AT_name => a.name = self.string(unit, &Some(attr.raw_value())),
+                dw::DW_AT_type => a.ty = ref_of(attr.raw_value()),
                 dw::DW_AT_byte_size => a.byte_size = udata(&attr.raw_value()),
                 dw::DW_AT_encoding => a.encoding = udata(&attr.raw_value()).unwrap_or(0) as u8,
                 dw::DW_AT_declaration => a.declaration = flag(&attr.raw_value()),
@@ -894,7 +924,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 dw::DW_AT_artificial => a.artificial = flag(&attr.raw_value()),
                 dw::DW_AT_upper_bound => a.upper_bound = Some(udata(&attr.raw_value())),
                 dw::DW_AT_count => a.count = Some(udata(&attr.raw_value())),
-                dw::DW_AT_data_member_location => a.member_loc = Some(attr.raw_value()),
+                dw::DW_AT_data_member_location => a.member_loc = Some(member_location(&attr.raw_value())),
                 dw::DW_AT_data_bit_offset => a.data_bit_offset = udata(&attr.raw_value()),
                 dw::DW_AT_bit_size => a.bit_size = udata(&attr.raw_value()),
                 dw::DW_AT_bit_offset => {
@@ -905,8 +935,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 }
                 dw::DW_AT_const_value => a.const_value = Some(attr.raw_value()),
                 dw::DW_AT_location => a.location = Some(attr.raw_value()),
-                dw::DW_AT_abstract_origin => a.abstract_origin = Some(attr.value()),
-                dw::DW_AT_specification => a.specification = Some(attr.value()),
+                dw::DW_AT_abstract_origin => a.origin = ref_of(attr.value()),
+                dw::DW_AT_specification => a.spec = ref_of(attr.value()),
                 dw::DW_AT_language => a.language = udata(&attr.raw_value()).map(|x| x as u16),
                 DwAt(_) => {}
             }

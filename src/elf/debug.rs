@@ -67,6 +67,8 @@ pub struct FuncTable<'a> {
     pub entries: Vec<FuncEntry<'a>>,
     /// (full symbol name, address) per symbol, grouped by entry.
     pub syms: Vec<(&'a [u8], u64)>,
+    /// Key → entry index (every subprogram of every CU is looked up).
+    index: hashbrown::HashMap<&'a [u8], u32>,
 }
 
 impl<'a> FuncTable<'a> {
@@ -85,6 +87,7 @@ impl<'a> FuncTable<'a> {
             }
             t.entries.push(FuncEntry { key, first, count: t.syms.len() as u32 - first, ambiguous: false });
         }
+        t.index = t.entries.iter().enumerate().map(|(i, e)| (e.key, i as u32)).collect();
         // The reference never marks the last entry; address 0 counts as unset.
         let n = t.entries.len();
         for e in t.entries.iter_mut().take(n.saturating_sub(1)) {
@@ -106,7 +109,7 @@ impl<'a> FuncTable<'a> {
 
     /// The entry whose key is exactly `name`.
     pub fn lookup(&self, name: &[u8]) -> Option<u32> {
-        self.entries.binary_search_by(|e| e.key.cmp(name)).ok().map(|i| i as u32)
+        self.index.get(name).copied()
     }
 }
 
