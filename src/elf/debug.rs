@@ -197,9 +197,9 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         if is_rel && i > 0 && flags & SHF_ALLOC != 0 {
             let align: u64 = sh.sh_addralign(e).into();
             let align = align.max(1);
-            next_addr = next_addr.div_ceil(align) * align;
+            next_addr = next_addr.div_ceil(align).wrapping_mul(align);
             addr = next_addr;
-            next_addr += size;
+            next_addr = next_addr.wrapping_add(size);
         }
         sections.push(SectionInfo { name, addr, size, sh_type: sh.sh_type(e).0, flags });
     }
@@ -270,7 +270,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                 _ => 0,
             };
             let off = off as usize;
-            let Some(slot) = buf.get_mut(off..off + size) else {
+            let Some(slot) = off.checked_add(size).and_then(|end| buf.get_mut(off..end)) else {
                 return Err(Error::elf(
                     path,
                     format!("section {sec_name}: relocation at offset {off:#x} is outside the section"),
