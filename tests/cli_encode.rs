@@ -70,3 +70,22 @@ fn rust_only_object_under_lang_exclude_writes_nothing() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to encode"));
     assert!(!out.exists());
 }
+
+#[test]
+fn cu_exclude_skips_cus_by_name_prefix() {
+    let dir = scratch("cli-cu-exclude");
+    let out = dir.join("x.btf");
+    let input = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
+    let det = format!("--btf_encode_detached={}", s(&out));
+    let all = run(&["pahole", "--no-dedup", "--no-funcs", "-J", &det, &input]);
+    assert!(all.status.success());
+    let full = std::fs::read(&out).unwrap();
+    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "-X", "src/ints", &det, &input]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let fewer = std::fs::read(&out).unwrap();
+    assert!(fewer.len() < full.len());
+    let _ = std::fs::remove_file(&out);
+    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--cu_exclude=src/", &det, &input]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(!out.exists());
+}

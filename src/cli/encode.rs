@@ -119,7 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         base: a.base,
         dedup: !a.no_dedup,
         funcs: !a.no_funcs,
-        opts: Options { features, lang, jobs: a.jobs.unwrap_or_else(default_jobs), no_funcs: a.no_funcs },
+        opts: Options { features, lang, cu_exclude: None, jobs: a.jobs.unwrap_or_else(default_jobs), no_funcs: a.no_funcs },
         print_summary: true,
     };
     let _ = sample;

@@ -29,7 +29,6 @@ const WITH_VALUE: &[&str] = &[
     "--btf_base",
     "--lang",
     "--lang_exclude",
-    "--cu_exclude",
     "--kabi_prefix",
 ];
 
@@ -41,6 +40,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut base: Option<PathBuf> = None;
     let mut lang_only: Option<Vec<u16>> = None;
     let mut lang_exclude: Option<Vec<u16>> = None;
+    let mut cu_exclude: Option<Vec<u8>> = None;
     let mut no_dedup = false;
     let mut no_funcs = false;
     let mut inputs: Vec<PathBuf> = Vec::new();
@@ -93,6 +93,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
             "--lang" => lang_only = Some(encode::lang::parse_list(&value()?).map_err(anyhow::Error::msg)?),
             "--lang_exclude" => lang_exclude = Some(encode::lang::parse_list(&value()?).map_err(anyhow::Error::msg)?),
+            "-X" | "--cu_exclude" => cu_exclude = Some(value()?.into_bytes()),
             "--skip_encoding_btf_vars" => features.var = false,
             "--skip_encoding_btf_decl_tag" => features.decl_tag = false,
             "--skip_encoding_btf_type_tag" => features.type_tag = false,
@@ -149,7 +150,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         base,
         dedup: !no_dedup,
         funcs: !no_funcs,
-        opts: Options { features, lang, jobs, no_funcs },
+        opts: Options { features, lang, cu_exclude, jobs, no_funcs },
         print_summary: false,
     })
 }

@@ -396,8 +396,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
         }
     }
 
-    /// Reads the language and name of a unit without decoding it.
-    pub fn decode(&self, header: gimli::UnitHeader<R<'a>>, lang_ok: &dyn Fn(u16) -> bool) -> Result<Option<Cu<'a>>, DecodeError> {
+    /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.
+    pub fn decode(&self, header: gimli::UnitHeader<R<'a>>, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Option<Cu<'a>>, DecodeError> {
         let cu_off = header.offset().0 as u64;
         let unit = self
             .dwarf
@@ -469,7 +469,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     }
                     _ => return Err(self.err(cu_off, Some(die), format!("unexpected unit DIE {tag}"))),
                 }
-                if !lang_ok(cu.language) {
+                if !keep(cu.language, cu.name) {
                     return Ok(None);
                 }
                 if abbrev.has_children() {
@@ -687,7 +687,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             continue;
                         }
                         Role::Var => {
-                            if parent == Ctx::Root {
+                            // Only CU-level DW_TAG_variable can become a VAR.
+                            if parent == Ctx::Root && tag == dw::DW_TAG_variable {
                                 let addr = match &attrs.location {
                                     Some(AttributeValue::Exprloc(e)) => self.first_addr(&unit, e.0.slice()),
                                     Some(AttributeValue::Block(b)) => self.first_addr(&unit, b.slice()),

@@ -51,6 +51,8 @@ pub enum EncodeError {
 pub struct Options {
     pub features: Features,
     pub lang: LangFilter,
+    /// `-X` / `--cu_exclude`: skip CUs whose name starts with this prefix.
+    pub cu_exclude: Option<Vec<u8>>,
     /// Decode threads (1 = no parallelism).
     pub jobs: usize,
     /// Skip the function phase (FUNC/FUNC_PROTO emission).
@@ -59,7 +61,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { features: Features::default(), lang: LangFilter::All, jobs: 1, no_funcs: true }
+        Options { features: Features::default(), lang: LangFilter::All, cu_exclude: None, jobs: 1, no_funcs: true }
     }
 }
 
@@ -301,11 +303,12 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
 
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
     let lang = &opts.lang;
+    let cu_exclude = opts.cu_exclude.as_deref();
     let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
         headers[r]
             .par_iter()
             .map(|h| {
-                let keep = |l: u16| lang.keeps(l);
+                let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
                 let cu = decoder.decode(*h, &keep).map_err(|e| match e.kind {
                     dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
                         path: path.to_path_buf(),
