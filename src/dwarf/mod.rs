@@ -410,15 +410,18 @@ impl<'a, 'd> Decoder<'a, 'd> {
             name: b"",
             kind: UnitKind::Normal,
             address_size: unit.encoding().address_size,
-            slots: Vec::new(),
-            members: Vec::new(),
+            // Sized from the unit length (the 6.12 vmlinux averages 11.5 bytes
+            // per DIE, a quarter of them types, two fifths members) so that
+            // the columns rarely grow.
+            slots: Vec::with_capacity(unit_end as usize / 48),
+            members: Vec::with_capacity(unit_end as usize / 28),
             enumerators: Vec::new(),
             params: Vec::new(),
             annots: Vec::new(),
             funcs: Vec::new(),
             fparams: Vec::new(),
             vars: Vec::new(),
-            index: Vec::new(),
+            index: Vec::with_capacity(unit_end as usize / 48),
             has_nested_unspecified: false,
         };
         let mut entries = unit.entries_raw(None).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;

@@ -439,7 +439,9 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     let enc = Enc { ctx, cu };
     let mut o = Out {
         o: CuOut {
-            words: Vec::with_capacity(cu.slots.len() * 5 + cu.members.len() * 3),
+            words: Vec::with_capacity(
+                cu.slots.len() * 4 + cu.members.len() * 3 + cu.params.len() * 2 + cu.enumerators.len() * 3 + cu.annots.len() * 4,
+            ),
             offs: Vec::with_capacity(cu.slots.len()),
             n_types: 0,
             has_arrays: false,
