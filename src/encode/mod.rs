@@ -92,7 +92,7 @@ struct Merger<'a> {
 }
 
 impl<'a> Merger<'a> {
-    fn push_record(&mut self, rec: &[u32], off: u32, index: Option<u32>, last_var: u32) -> TypeId {
+    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
@@ -106,9 +106,6 @@ impl<'a> Merger<'a> {
                 *w = w.wrapping_add(off)
             }
         });
-        if let Some(i) = index {
-            self.scratch[4] = i;
-        }
         self.btf.push_words(&self.scratch)
     }
 
@@ -154,12 +151,24 @@ impl<'a> Merger<'a> {
             let e = if i + 1 < nrec { out.offs[i + 1] as usize } else { out.words.len() };
             (s, e)
         };
+        // The CU's types: one bulk copy, then names and references fixed in place.
+        let types_end = if out.n_types < nrec { out.offs[out.n_types] as usize } else { out.words.len() };
+        let base = self.btf.append_records(&out.words[..types_end], &out.offs[..out.n_types]);
+        let map = &self.map;
+        let w = self.btf.words_from_mut(base);
         for i in 0..out.n_types {
-            let (s, e) = rec(&out, i);
-            let is_array = (out.words[s + 1] >> 24) & 0x1f == Kind::Array as u32;
-            let words = std::mem::take(&mut out.words);
-            self.push_record(&words[s..e], off, is_array.then_some(index), 0);
-            out.words = words;
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < out.n_types { out.offs[i + 1] as usize } else { types_end };
+            let r = &mut w[s..e];
+            Btf::for_each_str_ref_mut(r, |x| *x = map[*x as usize]);
+            Btf::for_each_type_ref_mut(r, |x| {
+                if *x != 0 {
+                    *x = x.wrapping_add(off)
+                }
+            });
+            if (r[1] >> 24) & 0x1f == Kind::Array as u32 {
+                r[4] = index;
+            }
         }
         if out.has_arrays && !self.has_index {
             self.btf.add_int(b"int", 4, btf::INT_SIGNED);
@@ -172,7 +181,7 @@ impl<'a> Merger<'a> {
         for i in out.n_types..nrec {
             let (s, e) = rec(&out, i);
             let words = std::mem::take(&mut out.words);
-            let id = self.push_record(&words[s..e], off, None, last_var);
+            let id = self.push_record(&words[s..e], off, last_var);
             out.words = words;
             if let Some(v) = vars.peek() {
                 if v.record as usize == i {
@@ -386,4 +395,80 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
     m.finish_datasecs(elf);
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merger() -> Merger<'static> {
+        Merger {
+            btf: Btf::new(btf::Endian::Little),
+            has_index: false,
+            index: 0,
+            datasecs: BTreeMap::new(),
+            map: Vec::new(),
+            str_cache: Vec::new(),
+            scratch: Vec::new(),
+            summary: Summary::default(),
+            funcs: Vec::new(),
+        }
+    }
+
+    /// A CU of records (names are local string ids, refs core ids).
+    fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
+        let mut words = Vec::new();
+        let mut offs = Vec::new();
+        let mut has_arrays = false;
+        for r in &records {
+            offs.push(words.len() as u32);
+            has_arrays |= (r[1] >> 24) & 0x1f == Kind::Array as u32;
+            words.extend_from_slice(r);
+        }
+        let n = strs.len() as u32;
+        CuOut {
+            words,
+            offs,
+            n_types: records.len(),
+            has_arrays,
+            strs_off: vec![dwarf::NONE; strs.len()],
+            strs,
+            strs_in_types: n,
+            int_core,
+            nslots,
+            vars: vec![],
+            funcs: vec![],
+        }
+    }
+
+    fn arr(elem: u32, n: u32) -> Vec<u32> {
+        vec![0, make_info(Kind::Array, false, 0), 0, elem, 0, n]
+    }
+    fn int(name: u32, size: u32) -> Vec<u32> {
+        vec![name, make_info(Kind::Int, false, 0), size, size * 8]
+    }
+
+    #[test]
+    fn index_type_is_decided_once_and_synthesized_when_missing() {
+        let mut m = merger();
+        // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
+        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3));
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
+        assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
+        // CU 2 has its own `int`, but the index stays id 3.
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3));
+        assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
+        // Strings: first use order, "int" not duplicated.
+        assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
+    }
+
+    #[test]
+    fn a_cu_with_int_decides_the_index_before_any_array() {
+        let mut m = merger();
+        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2));
+        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3));
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
+    }
 }
