@@ -1133,3 +1133,152 @@ fn classify(parent: Ctx, tag: DwTag) -> Role {
         Ctx::Leaf | Ctx::Skip => Role::Skip,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::debug::DebugSections;
+    use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections, UnitEntryId};
+    use std::borrow::Cow;
+
+    /// Builds a one-unit DWARF 4 file with `build`, decodes it.
+    fn decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Cu<'static> {
+        let encoding = gimli::Encoding { format: gimli::Format::Dwarf32, version: 4, address_size: 8 };
+        let mut dw = write::Dwarf::new();
+        let id = dw.units.add(write::Unit::new(encoding, LineProgram::none()));
+        let unit = dw.units.get_mut(id);
+        let root = unit.root();
+        unit.get_mut(root).set(gimli::DW_AT_language, W::Udata(0x1d));
+        build(unit, root);
+        let mut sections = Sections::new(EndianVec::new(gimli::LittleEndian));
+        dw.write(&mut sections).unwrap();
+        let leak = |v: &EndianVec<gimli::LittleEndian>| -> Cow<'static, [u8]> {
+            Cow::Borrowed(Box::leak(v.slice().to_vec().into_boxed_slice()))
+        };
+        let secs: &'static DebugSections<'static> = Box::leak(Box::new(DebugSections {
+            info: leak(&sections.debug_info),
+            abbrev: leak(&sections.debug_abbrev),
+            str: leak(&sections.debug_str),
+            ..Default::default()
+        }));
+        let d: &'static Dwarf<'static> = Box::leak(Box::new(dwarf(secs, RunTimeEndian::Little)));
+        let headers = unit_headers(d, Path::new("t.o")).unwrap();
+        let dec = Decoder { dwarf: d, opts: DecodeOpts { type_tag: true, decl_tag: true }, endian: RunTimeEndian::Little };
+        dec.decode(headers[0], &|_, _| true).unwrap().unwrap()
+    }
+
+    fn name(u: &mut write::Unit, e: UnitEntryId, n: &str) {
+        u.get_mut(e).set(gimli::DW_AT_name, W::String(n.as_bytes().to_vec()));
+    }
+    fn ty(u: &mut write::Unit, e: UnitEntryId, t: UnitEntryId) {
+        u.get_mut(e).set(gimli::DW_AT_type, W::UnitRef(t));
+    }
+    fn tags(cu: &Cu<'_>) -> Vec<(DwTag, String)> {
+        cu.slots.iter().map(|s| (s.tag, String::from_utf8_lossy(nm(s.name)).into_owned())).collect()
+    }
+
+    #[test]
+    fn containers_after_contents_and_type_tags_before_their_pointer() {
+        let cu = decode_with(|u, root| {
+            let a = u.add(root, gimli::DW_TAG_structure_type);
+            name(u, a, "A");
+            let int = u.add(root, gimli::DW_TAG_base_type);
+            name(u, int, "int");
+            let m = u.add(a, gimli::DW_TAG_member);
+            name(u, m, "m");
+            let b = u.add(a, gimli::DW_TAG_structure_type);
+            name(u, b, "B");
+            ty(u, m, b);
+            let x = u.add(b, gimli::DW_TAG_member);
+            name(u, x, "x");
+            ty(u, x, int);
+            let p = u.add(root, gimli::DW_TAG_pointer_type);
+            ty(u, p, int);
+            for v in ["t1", "t2"] {
+                let an = u.add(p, DW_TAG_LLVM_ANNOTATION);
+                name(u, an, "btf_type_tag");
+                u.get_mut(an).set(gimli::DW_AT_const_value, W::String(v.as_bytes().to_vec()));
+            }
+            let other = u.add(p, DW_TAG_LLVM_ANNOTATION);
+            name(u, other, "not_a_tag");
+        });
+        let t = tags(&cu);
+        let names: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        // (gimli's writer emits the childless `int` DIE first.)
+        assert_eq!(names, ["int", "B", "A", "t1", "t2", ""]);
+        assert_eq!(t[3].0, DW_TAG_LLVM_ANNOTATION);
+        // Chain: PTR -> t2 -> t1 -> int.
+        let core = |i: usize| cu.core(cu.slots[i].ty);
+        assert_eq!((core(5), core(4), core(3)), (5, 4, 1));
+        // A's member refers to B (core 2), nested in A and numbered before it.
+        assert_eq!(cu.core(cu.members[cu.slots[2].kids as usize].ty), 2);
+    }
+
+    #[test]
+    fn unspecified_type_is_void_at_cu_level_and_placed_when_nested() {
+        let cu = decode_with(|u, root| {
+            let top = u.add(root, gimli::DW_TAG_unspecified_type);
+            name(u, top, "decltype(nullptr)");
+            let ns = u.add(root, gimli::DW_TAG_namespace);
+            let inner = u.add(ns, gimli::DW_TAG_unspecified_type);
+            name(u, inner, "decltype(nullptr)");
+            let t1 = u.add(root, gimli::DW_TAG_typedef);
+            name(u, t1, "a");
+            ty(u, t1, top);
+            let t2 = u.add(root, gimli::DW_TAG_typedef);
+            name(u, t2, "b");
+            ty(u, t2, inner);
+        });
+        assert_eq!(cu.slots.len(), 3);
+        assert_eq!(cu.slots[0].tag, gimli::DW_TAG_unspecified_type);
+        assert_eq!(cu.core(cu.slots[1].ty), 0);
+        assert_eq!(cu.core(cu.slots[2].ty), 1);
+        assert!(cu.has_nested_unspecified);
+    }
+
+    #[test]
+    fn array_dimensions_multiply() {
+        let cu = decode_with(|u, root| {
+            let int = u.add(root, gimli::DW_TAG_base_type);
+            name(u, int, "int");
+            let a = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, a, int);
+            let d1 = u.add(a, gimli::DW_TAG_subrange_type);
+            u.get_mut(d1).set(gimli::DW_AT_upper_bound, W::Udata(2));
+            let d2 = u.add(a, gimli::DW_TAG_subrange_type);
+            u.get_mut(d2).set(gimli::DW_AT_count, W::Udata(4));
+            let none = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, none, int);
+            let flex = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, flex, int);
+            let d = u.add(flex, gimli::DW_TAG_subrange_type);
+            u.get_mut(d).set(gimli::DW_AT_upper_bound, W::Sdata(-1));
+        });
+        let n: Vec<u32> = cu.slots.iter().skip(1).map(|s| s.nelems).collect();
+        assert_eq!(n, [12, 1, 0]);
+    }
+
+    #[test]
+    fn types_in_blocks_count_and_nested_subprograms_come_first() {
+        let cu = decode_with(|u, root| {
+            let f = u.add(root, gimli::DW_TAG_subprogram);
+            name(u, f, "outer");
+            let p = u.add(f, gimli::DW_TAG_formal_parameter);
+            name(u, p, "arg");
+            let blk = u.add(f, gimli::DW_TAG_lexical_block);
+            let s = u.add(blk, gimli::DW_TAG_structure_type);
+            name(u, s, "local");
+            let inl = u.add(blk, gimli::DW_TAG_inlined_subroutine);
+            let ip = u.add(inl, gimli::DW_TAG_formal_parameter);
+            name(u, ip, "ignored");
+            let g = u.add(blk, gimli::DW_TAG_subprogram);
+            name(u, g, "nested");
+        });
+        assert_eq!(tags(&cu), vec![(gimli::DW_TAG_structure_type, "local".to_string())]);
+        let names: Vec<&[u8]> = cu.funcs.iter().map(|f| nm(f.name)).collect();
+        assert_eq!(names, [&b"nested"[..], b"outer"]);
+        let outer = &cu.funcs[1];
+        assert_eq!(outer.nparams, 1);
+        assert_eq!(nm(cu.fparams[outer.params as usize].name), b"arg");
+    }
+}
