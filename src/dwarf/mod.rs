@@ -210,6 +210,7 @@ pub struct DecodeOpts {
 }
 
 /// Builds the gimli view of the sections.
+#[allow(clippy::field_reassign_with_default)]
 pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
     let r = |d: &'a [u8]| EndianSlice::new(d, endian);
     let mut d = Dwarf::default();
@@ -391,7 +392,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 let sec = self.dwarf.debug_str.reader().slice();
                 sec.get(off.0..).unwrap_or(b"")
             }
-            Some(v) => self.dwarf.attr_string(unit, v.clone()).map(|r| r.slice()).unwrap_or(b""),
+            Some(v) => self.dwarf.attr_string(unit, *v).map(|r| r.slice()).unwrap_or(b""),
             None => b"",
         }
     }

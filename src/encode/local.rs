@@ -154,10 +154,11 @@ impl<'a> Enc<'_, '_, 'a> {
 
     /// The name of a type, inheriting it through DW_AT_specification.
     fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
-        if s.spec != NONE && name_empty(s.name) {
-            if let Some(t) = self.cu.slot(self.cu.core(s.spec)) {
-                return t.name;
-            }
+        if s.spec != NONE
+            && name_empty(s.name)
+            && let Some(t) = self.cu.slot(self.cu.core(s.spec))
+        {
+            return t.name;
         }
         s.name
     }

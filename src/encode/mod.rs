@@ -183,13 +183,13 @@ impl<'a> Merger<'a> {
             let words = std::mem::take(&mut out.words);
             let id = self.push_record(&words[s..e], off, last_var);
             out.words = words;
-            if let Some(v) = vars.peek() {
-                if v.record as usize == i {
-                    self.datasecs.entry(v.section).or_default().push((id.0, v.offset, v.size));
-                    self.summary.vars += 1;
-                    last_var = id.0;
-                    vars.next();
-                }
+            if let Some(v) = vars.peek()
+                && v.record as usize == i
+            {
+                self.datasecs.entry(v.section).or_default().push((id.0, v.offset, v.size));
+                self.summary.vars += 1;
+                last_var = id.0;
+                vars.next();
             }
         }
         for mut f in out.funcs.drain(..) {
