@@ -18,6 +18,8 @@ pub struct Ctx<'e, 'a> {
     pub features: Features,
     pub elf: &'e ElfInfo<'a>,
     pub path: &'e Path,
+    /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
+    pub str_cache: &'e [std::sync::atomic::AtomicU32],
 }
 
 /// A VAR record of the CU and where it goes in a DATASEC.
@@ -71,6 +73,9 @@ pub struct CuOut<'a> {
     /// Per local string: its `.debug_str` offset, or `NONE` (inline or
     /// synthesized). Lets the merge skip hashing strings it has seen.
     pub strs_off: Vec<u32>,
+    /// Per local string: its BTF offset if the merge already knew it when
+    /// this CU was encoded, else 0.
+    pub strs_known: Vec<u32>,
     /// Local strings first used by the type records.
     pub strs_in_types: u32,
     pub int_core: Option<u32>,
@@ -448,6 +453,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             has_arrays: false,
             strs: Vec::new(),
             strs_off: Vec::new(),
+            strs_known: Vec::new(),
             strs_in_types: 0,
             int_core: None,
             nslots: cu.slots.len() as u32 + 1,
@@ -485,12 +491,27 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         }
     }
     if truncated {
-        return Ok(o.o);
+        return Ok(finish(ctx, o.o));
     }
 
     record_functions(ctx, cu, &mut o);
     encode_vars(&enc, &mut o)?;
-    Ok(o.o)
+    Ok(finish(ctx, o.o))
+}
+
+/// Looks up, in parallel with the merge, which strings already have a BTF
+/// offset, so that the sequential merge does not have to.
+fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
+    let cache = ctx.str_cache;
+    o.strs_known = o
+        .strs_off
+        .iter()
+        .map(|&off| match cache.get(off as usize) {
+            Some(c) if off != NONE => c.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        })
+        .collect();
+    o
 }
 
 /// The reference's per-CU function recording: which subprograms are saved
@@ -714,7 +735,7 @@ mod tests {
 
     fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
         let e = elf(endian);
-        let ctx = Ctx { features, elf: &e, path: Path::new("t.o") };
+        let ctx = Ctx { features, elf: &e, path: Path::new("t.o"), str_cache: &[] };
         encode_cu(&ctx, cu)
     }
 

@@ -17,6 +17,7 @@ mod local;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use gimli::RunTimeEndian;
 use rayon::prelude::*;
@@ -75,7 +76,7 @@ pub struct Summary {
 }
 
 /// Run-wide merge state.
-struct Merger<'a> {
+struct Merger<'a, 'c> {
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -83,15 +84,17 @@ struct Merger<'a> {
     datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
     map: Vec<u32>,
     /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
-    /// is idempotent, so a string seen once needs no hashing again.
-    str_cache: Vec<u32>,
+    /// is idempotent and the string section only grows, so a value once set
+    /// is final: the workers read it too (see `CuOut::strs_known`) and the
+    /// merge only looks up what they did not find.
+    str_cache: &'c [AtomicU32],
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (issue 4 emits them).
     pub funcs: Vec<FuncState<'a>>,
 }
 
-impl<'a> Merger<'a> {
+impl<'a> Merger<'a, '_> {
     fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
@@ -111,16 +114,22 @@ impl<'a> Merger<'a> {
 
     fn intern_range(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
         for i in from..to {
+            let known = out.strs_known[i];
+            if known != 0 {
+                self.map[i + 1] = known;
+                continue;
+            }
             let s = out.strs[i];
             let off = out.strs_off[i];
             if off != dwarf::NONE {
-                let c = self.str_cache[off as usize];
+                let slot = &self.str_cache[off as usize];
+                let c = slot.load(Ordering::Relaxed);
                 if c != 0 {
                     self.map[i + 1] = c;
                     continue;
                 }
                 let b = self.btf.add_str(dwarf::nm(s)).0;
-                self.str_cache[off as usize] = b;
+                slot.store(b, Ordering::Relaxed);
                 self.map[i + 1] = b;
             } else {
                 self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
@@ -275,7 +284,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         opts: dwarf::DecodeOpts { type_tag: opts.features.type_tag, decl_tag: opts.features.decl_tag },
         endian,
     };
-    let lctx = local::Ctx { features: opts.features, elf, path };
+    let lctx_features = opts.features;
 
     // Chunks of CUs, by .debug_info bytes.
     let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
@@ -293,6 +302,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         chunks.push(start..headers.len());
     }
 
+    let str_cache: Vec<AtomicU32> = (0..elf.debug.str.len()).map(|_| AtomicU32::new(0)).collect();
     let mut btf = match &base {
         Some(b) => Btf::new_split(b.clone()),
         None => Btf::new(elf.endian),
@@ -304,12 +314,13 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         index: 0,
         datasecs: BTreeMap::new(),
         map: Vec::new(),
-        str_cache: vec![0; elf.debug.str.len()],
+        str_cache: &str_cache,
         scratch: Vec::new(),
         summary: Summary { cus: headers.len(), ..Default::default() },
         funcs: Vec::new(),
     };
 
+    let lctx = local::Ctx { features: lctx_features, elf, path, str_cache: &str_cache };
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
@@ -401,14 +412,14 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
 mod tests {
     use super::*;
 
-    fn merger() -> Merger<'static> {
+    fn merger() -> Merger<'static, 'static> {
         Merger {
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
-            str_cache: Vec::new(),
+            str_cache: &[],
             scratch: Vec::new(),
             summary: Summary::default(),
             funcs: Vec::new(),
@@ -432,6 +443,7 @@ mod tests {
             n_types: records.len(),
             has_arrays,
             strs_off: vec![dwarf::NONE; strs.len()],
+            strs_known: vec![0; strs.len()],
             strs,
             strs_in_types: n,
             int_core,
