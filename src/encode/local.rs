@@ -32,33 +32,47 @@ pub struct VarOut {
 }
 
 /// A recorded function (the reference's saved state, as far as this phase
-/// builds it). Type ids are final once `relocate` ran.
+/// builds it). Parameters and annotations live in the flat columns of the
+/// owning `FuncStates`.
 #[derive(Clone, Debug)]
 pub struct FuncState<'a> {
     pub name: &'a [u8],
     /// Index in the ELF function table.
     pub entry: u32,
+    /// Return type id (final once merged).
     pub ret: u32,
-    /// (name string offset, type id) per parameter; varargs as (0, 0).
+    /// Range in `FuncStates::params`; varargs is a final (0, 0).
+    pub params: u32,
+    pub nparams: u32,
+    /// Range in `FuncStates::annots`.
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// Saved function states, flat: per CU before the merge (CU-local ids and
+/// string indices), run-wide after it (BTF ids and string offsets), in CU
+/// order and, within a CU, the reference's functions-table order.
+#[derive(Clone, Debug, Default)]
+pub struct FuncStates<'a> {
+    pub funcs: Vec<FuncState<'a>>,
+    /// (name string, type id) per parameter.
     pub params: Vec<(u32, u32)>,
-    /// (value string offset, component).
+    /// (value string, component index) per annotation.
     pub annots: Vec<(u32, i32)>,
 }
 
-impl FuncState<'_> {
-    pub(super) fn relocate(&mut self, off: u32, map: &[u32]) {
-        if self.ret != 0 {
-            self.ret += off;
-        }
-        for p in &mut self.params {
-            p.0 = map[p.0 as usize];
-            if p.1 != 0 {
-                p.1 += off;
-            }
-        }
-        for a in &mut self.annots {
-            a.0 = map[a.0 as usize];
-        }
+impl<'a> FuncStates<'a> {
+    /// Appends a CU's states, turning its local ids and strings into final ones.
+    pub(super) fn append_relocated(&mut self, cu: &FuncStates<'a>, off: u32, map: &[u32]) {
+        let (p0, a0) = (self.params.len() as u32, self.annots.len() as u32);
+        self.params.extend(cu.params.iter().map(|&(n, t)| (map[n as usize], if t != 0 { t + off } else { 0 })));
+        self.annots.extend(cu.annots.iter().map(|&(n, c)| (map[n as usize], c)));
+        self.funcs.extend(cu.funcs.iter().map(|f| FuncState {
+            ret: if f.ret != 0 { f.ret + off } else { 0 },
+            params: f.params + p0,
+            annots: f.annots + a0,
+            ..f.clone()
+        }));
     }
 }
 
@@ -82,7 +96,7 @@ pub struct CuOut<'a> {
     /// Slots including slot 0.
     pub nslots: u32,
     pub vars: Vec<VarOut>,
-    pub funcs: Vec<FuncState<'a>>,
+    pub funcs: FuncStates<'a>,
 }
 
 struct Out<'a> {
@@ -458,7 +472,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             int_core: None,
             nslots: cu.slots.len() as u32 + 1,
             vars: Vec::new(),
-            funcs: Vec::new(),
+            funcs: FuncStates::default(),
         },
         ids: HashMap::new(),
         by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
@@ -564,21 +578,31 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
         }
         let Some(entry) = table.lookup(name) else { continue };
         let ret_off = if fun.has_type { fun.ty } else { func(fun.origin).map(|f| f.ty).unwrap_or(NONE) };
-        let mut st = FuncState { name, entry, ret: cu.core(ret_off), params: Vec::with_capacity(params.len() + 1), annots: Vec::new() };
+        let p0 = o.o.funcs.params.len() as u32;
+        let a0 = o.o.funcs.annots.len() as u32;
         for &(pn, ty) in &params {
             let n = o.s(pn);
-            st.params.push((n, cu.core(ty)));
+            o.o.funcs.params.push((n, cu.core(ty)));
         }
         if fun.varargs {
-            st.params.push((0, 0));
+            o.o.funcs.params.push((0, 0));
         }
         if ctx.features.decl_tag {
             for a in &cu.annots[fun.annots as usize..(fun.annots + fun.nannots) as usize] {
                 let n = o.s(a.value);
-                st.annots.push((n, a.component));
+                o.o.funcs.annots.push((n, a.component));
             }
         }
-        o.o.funcs.push(st);
+        let st = FuncState {
+            name,
+            entry,
+            ret: cu.core(ret_off),
+            params: p0,
+            nparams: o.o.funcs.params.len() as u32 - p0,
+            annots: a0,
+            nannots: o.o.funcs.annots.len() as u32 - a0,
+        };
+        o.o.funcs.funcs.push(st);
     }
 }
 
@@ -883,6 +907,54 @@ mod tests {
         // STRUCT, TYPEDEF, DECL_TAG "ok"; the empty one stops everything after it.
         assert_eq!(out.offs.len(), 3);
         assert_eq!(record(&out, 2), vec![3, make_info(Kind::DeclTag, false, 0), 1, u32::MAX]);
+    }
+
+    fn func(uoff: u32, name: &'static [u8], params: u32, nparams: u32) -> crate::dwarf::Func<'static> {
+        crate::dwarf::Func {
+            uoff,
+            die: uoff as u64,
+            name,
+            ty: NONE,
+            has_type: false,
+            origin: NONE,
+            spec: NONE,
+            declaration: false,
+            varargs: false,
+            params,
+            nparams,
+            annots: 0,
+            nannots: 0,
+        }
+    }
+
+    fn fparam(uoff: u32, name: &'static [u8], origin: u32) -> crate::dwarf::FParam<'static> {
+        crate::dwarf::FParam { uoff, name, ty: NONE, has_type: origin == NONE, origin }
+    }
+
+    #[test]
+    fn which_functions_are_recorded_and_their_param_names_interned() {
+        let mut c = cu();
+        c.fparams = vec![
+            fparam(0x11, b"abs_a", NONE),   // abstract f(abs_a)
+            fparam(0x21, b"", 0x11),        // concrete f: name from its origin
+            fparam(0x31, b"", NONE),        // g: unnamed parameter
+            fparam(0x41, b"x", NONE),       // not_in_elf(x)
+            fparam(0x51, b"d", NONE),       // a declaration
+        ];
+        let mut concrete = func(0x20, b"", 1, 1);
+        concrete.origin = 0x10;
+        let mut decl = func(0x50, b"f", 4, 1);
+        decl.declaration = true;
+        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"not_in_elf", 3, 1), decl];
+        let mut e = elf(btf::Endian::Little);
+        e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20)]);
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let out = encode_cu(&ctx, &c).unwrap();
+        let names: Vec<&[u8]> = out.funcs.funcs.iter().map(|f| f.name).collect();
+        assert_eq!(names, [&b"f"[..], b"f"]);
+        // Both instances intern the same name once; nothing else is interned.
+        assert_eq!(out.strs, vec![&b"abs_a"[..]]);
+        assert_eq!(out.funcs.params, vec![(1, 0), (1, 0)]);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::elf::debug::ElfInfo;
 
 pub use features::Features;
 pub use lang::LangFilter;
-pub use local::{CuOut, FuncState};
+pub use local::{CuOut, FuncState, FuncStates};
 
 #[derive(Debug, Error)]
 pub enum EncodeError {
@@ -90,8 +90,8 @@ struct Merger<'a, 'c> {
     str_cache: &'c [AtomicU32],
     scratch: Vec<u32>,
     summary: Summary,
-    /// Saved function states (issue 4 emits them).
-    pub funcs: Vec<FuncState<'a>>,
+    /// Saved function states (the function phase emits them).
+    pub funcs: FuncStates<'a>,
 }
 
 impl<'a> Merger<'a, '_> {
@@ -201,11 +201,8 @@ impl<'a> Merger<'a, '_> {
                 vars.next();
             }
         }
-        for mut f in out.funcs.drain(..) {
-            f.relocate(off, &self.map);
-            self.funcs.push(f);
-        }
-        self.summary.func_states = self.funcs.len();
+        self.funcs.append_relocated(&out.funcs, off, &self.map);
+        self.summary.func_states = self.funcs.funcs.len();
     }
 
     fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
@@ -317,7 +314,7 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         str_cache: &str_cache,
         scratch: Vec::new(),
         summary: Summary { cus: headers.len(), ..Default::default() },
-        funcs: Vec::new(),
+        funcs: FuncStates::default(),
     };
 
     let lctx = local::Ctx { features: lctx_features, elf, path, str_cache: &str_cache };
@@ -422,7 +419,7 @@ mod tests {
             str_cache: &[],
             scratch: Vec::new(),
             summary: Summary::default(),
-            funcs: Vec::new(),
+            funcs: FuncStates::default(),
         }
     }
 
@@ -449,7 +446,7 @@ mod tests {
             int_core,
             nslots,
             vars: vec![],
-            funcs: vec![],
+            funcs: FuncStates::default(),
         }
     }
 
