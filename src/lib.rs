@@ -14,3 +14,5 @@ pub mod output;
 pub mod verify;
 
 pub use error::Error;
+pub mod dwarf;
+pub mod encode;

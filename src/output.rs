@@ -33,3 +33,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Like `write_atomic`, but the content is produced by `fill` into a
+/// buffered writer (for outputs too large to build in memory first).
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let file_name = path.file_name().ok_or_else(|| Error::Input {
+        path: path.to_path_buf(),
+        msg: "output path has no file name".into(),
+    })?;
+    let tmp = dir.join(format!(".{}.btfkit-tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
+}

@@ -413,6 +413,21 @@ impl Btf {
         TypeId(self.type_count())
     }
 
+    /// Appends complete records in bulk: `words` holds them back to back and
+    /// `offs` their start indices within `words`. Returns the word index at
+    /// which they were placed (for fixing them up with `words_from_mut`).
+    pub fn append_records(&mut self, words: &[u32], offs: &[u32]) -> usize {
+        let base = self.words.len();
+        self.offs.extend(offs.iter().map(|&o| o + base as u32));
+        self.words.extend_from_slice(words);
+        base
+    }
+
+    /// Own type words from word index `from` to the end.
+    pub fn words_from_mut(&mut self, from: usize) -> &mut [u32] {
+        &mut self.words[from..]
+    }
+
     /// Mutable words of the last type (used by builders adding members).
     pub fn last_words_mut(&mut self) -> &mut Vec<u32> {
         &mut self.words
@@ -649,5 +664,22 @@ impl Btf {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+
+    #[test]
+    fn bulk_append_keeps_record_boundaries() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_int(b"int", 4, INT_SIGNED);
+        let words = [0, make_info(Kind::Ptr, false, 0), 1, 0, make_info(Kind::Const, false, 0), 2];
+        let at = b.append_records(&words, &[0, 3]);
+        b.words_from_mut(at)[5] = 1;
+        assert_eq!(b.type_count(), 3);
+        assert_eq!(b.ty(TypeId(2)).kind(), Kind::Ptr);
+        assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
     }
 }

@@ -63,3 +63,55 @@ pub fn merged_bytes(split: &Btf) -> Vec<u8> {
     );
     to_bytes(&merged)
 }
+
+/// Size in bytes of what `to_bytes` / `write_to` produce.
+pub fn raw_len(btf: &Btf) -> usize {
+    HDR_LEN as usize + btf.type_section_len() + btf.raw_strings().len()
+}
+
+/// Writes the same bytes as `to_bytes` to `w` without building them in
+/// memory first (a pre-dedup vmlinux is 170 MB).
+pub fn write_to(btf: &Btf, w: &mut impl std::io::Write) -> std::io::Result<()> {
+    let big = btf.endian() == Endian::Big;
+    let strs = btf.raw_strings();
+    let type_len = btf.type_section_len() as u32;
+    let mut hdr = Vec::with_capacity(HDR_LEN as usize);
+    let put32 = |o: &mut Vec<u8>, v: u32| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
+    hdr.extend_from_slice(&if big { super::BTF_MAGIC.to_be_bytes() } else { super::BTF_MAGIC.to_le_bytes() });
+    hdr.push(1);
+    hdr.push(0);
+    put32(&mut hdr, HDR_LEN);
+    put32(&mut hdr, 0);
+    put32(&mut hdr, type_len);
+    put32(&mut hdr, type_len);
+    put32(&mut hdr, strs.len() as u32);
+    w.write_all(&hdr)?;
+    let swap = big != cfg!(target_endian = "big");
+    let mut buf = Vec::with_capacity(64 * 1024);
+    for chunk in btf.raw_words().chunks(16 * 1024) {
+        buf.clear();
+        for &x in chunk {
+            buf.extend_from_slice(&if swap { x.swap_bytes() } else { x }.to_ne_bytes());
+        }
+        w.write_all(&buf)?;
+    }
+    w.write_all(strs)
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    #[test]
+    fn streamed_bytes_equal_buffered_bytes() {
+        for e in [Endian::Little, Endian::Big] {
+            let mut b = Btf::new(e);
+            let int = b.add_int(b"int", 4, crate::btf::INT_SIGNED);
+            b.add_ref(crate::btf::Kind::Ptr, int);
+            let mut out = Vec::new();
+            write_to(&b, &mut out).unwrap();
+            assert_eq!(out, to_bytes(&b));
+            assert_eq!(raw_len(&b), out.len());
+        }
+    }
+}

@@ -3,7 +3,9 @@
 
 mod conformance;
 mod diff;
+mod encode;
 mod inspect;
+mod pahole;
 
 use std::path::PathBuf;
 
@@ -31,6 +33,10 @@ enum Cmd {
     Stats(inspect::StatsArgs),
     /// Ask the running kernel (bpf(BPF_BTF_LOAD)) whether it accepts a BTF file.
     Verify(inspect::VerifyArgs),
+    /// Encode the DWARF of an ELF file as BTF (without INPUT: the sample in data/, summary only).
+    Encode(encode::Args),
+    /// pahole-compatible front end: `btfkit pahole -J --btf_encode_detached=OUT … INPUT`.
+    Pahole(pahole::Args),
     /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
     Conformance(conformance::Args),
     /// Compare two BTF files semantically (ids, order and string layout ignored); exit 1 if they differ.
@@ -65,6 +71,8 @@ pub fn run() -> i32 {
         Cmd::Verify(a) => inspect::verify(a),
         Cmd::Conformance(a) => conformance::run(a),
         Cmd::Diff(a) => diff::run(a),
+        Cmd::Encode(a) => encode::run(a),
+        Cmd::Pahole(a) => pahole::run(a),
     };
     match res {
         Ok(code) => code,

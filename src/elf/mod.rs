@@ -3,6 +3,7 @@
 //! This module owns the mapping; later phases borrow section bytes from it.
 
 pub mod functab;
+pub mod debug;
 
 use std::borrow::Cow;
 use std::fs::File;

@@ -37,3 +37,31 @@ pub fn bpftool() -> Option<String> {
     let candidates = std::env::var("BPFTOOL").ok().into_iter().chain(["bpftool".into(), "/usr/sbin/bpftool".into()]);
     candidates.into_iter().find(|c| have_tool(c, "version"))
 }
+
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn cache_dir() -> PathBuf {
+    btfkit::corpus::cache_dir()
+}
+
+pub fn btfkit() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_btfkit"))
+}
+
+pub fn run(args: &[&str]) -> std::process::Output {
+    btfkit().args(args).output().expect("run btfkit")
+}
+
+/// A fresh scratch folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = cache_dir().join("test-scratch").join(format!("{name}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn s(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}

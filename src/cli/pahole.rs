@@ -1,0 +1,163 @@
+//! `btfkit pahole ARGS`: the reference's command line for BTF encoding,
+//! parsed strictly left to right like its argp parser (the first
+//! `--btf_features` resets the feature switches; legacy flags write the same
+//! switches in order).
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+
+use btfkit::encode::{self, Features, LangFilter, Options};
+
+use super::encode::{Plan, default_jobs, execute};
+use super::{EXIT_ERR, EXIT_OK};
+
+#[derive(clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct Args {
+    /// pahole arguments (-J, -j[N], --btf_features=…, --btf_encode_detached=FILE, --btf_base=FILE,
+    /// --lang_exclude=…, --lang=…, legacy feature flags) plus btfkit's --no-dedup / --no-funcs.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
+}
+
+/// Options that take a value (`--opt=V` or `--opt V`).
+const WITH_VALUE: &[&str] = &[
+    "--btf_features",
+    "--btf_features_strict",
+    "--btf_encode_detached",
+    "--btf_base",
+    "--lang",
+    "--lang_exclude",
+    "--kabi_prefix",
+];
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    let mut features = Features::default();
+    let mut jobs = 1usize;
+    let mut encode_btf = false;
+    let mut detached: Option<PathBuf> = None;
+    let mut base: Option<PathBuf> = None;
+    let mut lang_only: Option<Vec<u16>> = None;
+    let mut lang_exclude: Option<Vec<u16>> = None;
+    let mut cu_exclude: Option<Vec<u8>> = None;
+    let mut no_dedup = false;
+    let mut no_funcs = false;
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut it = a.args.into_iter();
+    while let Some(arg) = it.next() {
+        if !arg.starts_with('-') || arg == "-" {
+            inputs.push(arg.into());
+            continue;
+        }
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = || -> anyhow::Result<String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it.next().ok_or_else(|| anyhow::anyhow!("pahole option {name} needs a value")),
+            }
+        };
+        match name.as_str() {
+            "-J" | "--btf_encode" => encode_btf = true,
+            "--btf_encode_detached" => {
+                encode_btf = true;
+                detached = Some(value()?.into());
+            }
+            "--btf_base" => base = Some(value()?.into()),
+            "--btf_features" => {
+                let v = value()?;
+                features.apply_list(&v);
+            }
+            "--btf_features_strict" => {
+                let v = value()?;
+                let unknown = features.apply_list(&v);
+                if !unknown.is_empty() {
+                    eprintln!("{}", encode::features::FEATURE_NAMES.join(","));
+                    bail!("unknown BTF feature(s) with --btf_features_strict: {}", unknown.join(", "));
+                }
+            }
+            "--supported_btf_features" => {
+                println!("{}", encode::features::FEATURE_NAMES.join(","));
+                return Ok(EXIT_OK);
+            }
+            "--version" => {
+                println!("v1.31");
+                return Ok(EXIT_OK);
+            }
+            "--numeric_version" => {
+                println!("131");
+                return Ok(EXIT_OK);
+            }
+            "--lang" => lang_only = Some(encode::lang::parse_list(&value()?).map_err(anyhow::Error::msg)?),
+            "--lang_exclude" => lang_exclude = Some(encode::lang::parse_list(&value()?).map_err(anyhow::Error::msg)?),
+            "-X" | "--cu_exclude" => cu_exclude = Some(value()?.into_bytes()),
+            "--skip_encoding_btf_vars" => features.var = false,
+            "--skip_encoding_btf_decl_tag" => features.decl_tag = false,
+            "--skip_encoding_btf_type_tag" => features.type_tag = false,
+            "--skip_encoding_btf_enum64" => features.enum64 = false,
+            "--btf_gen_floats" => features.float = true,
+            "--btf_gen_optimized" => features.optimized_func = true,
+            "--skip_encoding_btf_inconsistent_proto" => features.consistent_func = true,
+            "--btf_encode_force" => features.encode_force = true,
+            "--reproducible_build" => features.reproducible_build = true,
+            "--btf_attributes" => features.attributes = true,
+            "--btf_gen_all" => features.gen_all(),
+            "-V" | "--verbose" => {}
+            "--no-dedup" => no_dedup = true,
+            "--no-funcs" => no_funcs = true,
+            "--jobs" => {
+                jobs = match inline {
+                    Some(v) => parse_jobs(&v)?,
+                    None => default_jobs(),
+                }
+            }
+            n if n.starts_with("-j") => {
+                let rest = &n[2..];
+                jobs = if rest.is_empty() { default_jobs() } else { parse_jobs(rest)? };
+            }
+            n if WITH_VALUE.contains(&n) => bail!("pahole option {n} is not supported by btfkit yet"),
+            n => {
+                eprintln!("btfkit: error: unknown pahole option {n}");
+                return Ok(EXIT_ERR);
+            }
+        }
+    }
+    if !encode_btf {
+        bail!("only BTF encoding is supported: pass -J or --btf_encode_detached=FILE");
+    }
+    let input = match inputs.as_slice() {
+        [one] => one.clone(),
+        [] => bail!("no input file"),
+        _ => bail!("several input files are not supported (the reference's multi-file mode is not implemented)"),
+    };
+    if detached.is_none() {
+        bail!("writing .BTF into the ELF file (-J without --btf_encode_detached) is not implemented yet");
+    }
+    let lang = match (lang_only, lang_exclude) {
+        (Some(l), _) => LangFilter::Only(l),
+        (None, Some(l)) => LangFilter::Exclude(l),
+        (None, None) => match std::env::var("PAHOLE_LANG_EXCLUDE") {
+            Ok(v) if !v.is_empty() => LangFilter::Exclude(encode::lang::parse_list(&v).map_err(anyhow::Error::msg)?),
+            _ => LangFilter::All,
+        },
+    };
+    execute(Plan {
+        input,
+        output: detached,
+        base,
+        dedup: !no_dedup,
+        funcs: !no_funcs,
+        opts: Options { features, lang, cu_exclude, jobs, no_funcs },
+        print_summary: false,
+    })
+}
+
+fn parse_jobs(s: &str) -> anyhow::Result<usize> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("bad thread count `{s}` for -j"),
+    }
+}

@@ -1,0 +1,1285 @@
+//! DWARF decode: one compile unit at a time into a flat per-CU arena.
+//!
+//! The walk follows the reference loader's numbering: a type DIE gets its
+//! core id (1, 2, …) when its own subtree is finished, so containers come
+//! after what they contain, and `btf_type_tag` annotations of a pointer come
+//! before the pointer. Subtrees that cannot produce BTF (call sites, labels,
+//! locals, inlined parameters) are walked with their attributes skipped.
+//!
+//! Everything a CU produces lives in a handful of `Vec`s of plain records
+//! (types, members, enumerators, params, annotations, functions, variables),
+//! names are slices of the mapped/decompressed sections, and references are
+//! unit offsets until the encoder resolves them to core ids.
+
+use std::path::Path;
+
+use gimli::{AttributeValue, DwAt, DwTag, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
+
+use crate::elf::debug::DebugSections;
+
+pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
+pub type Dwarf<'a> = gimli::Dwarf<R<'a>>;
+
+/// "No reference / no value" in u32 columns.
+pub const NONE: u32 = u32::MAX;
+pub const DW_TAG_LLVM_ANNOTATION: DwTag = DwTag(0x6000);
+
+/// A decode failure, with the unit and DIE it happened at.
+#[derive(Debug, Clone)]
+pub struct DecodeError {
+    pub cu: u64,
+    pub die: Option<u64>,
+    pub msg: String,
+    pub kind: DecodeErrorKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The DWARF is damaged.
+    Damaged,
+    /// The reference stops decoding the file here but keeps what it has
+    /// (DW_TAG_imported_unit).
+    StopFile,
+    /// Cross-unit references: the reference merges all CUs into one (LTO
+    /// mode), which btfkit does not implement.
+    MergedMode,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.die {
+            Some(d) => write!(f, "{} at DIE {:#x} (CU {:#x})", self.msg, d, self.cu),
+            None => write!(f, "{} (CU {:#x})", self.msg, self.cu),
+        }
+    }
+}
+
+/// One placed type (core id = index + 1).
+#[derive(Clone, Debug)]
+pub struct Slot<'a> {
+    pub tag: DwTag,
+    /// Section offset of the DIE (for messages).
+    pub die: u64,
+    /// Unit offset of the DIE (for reference resolution).
+    pub uoff: u32,
+    pub name: &'a [u8],
+    pub spec: u32,
+    pub ty: u32,
+    pub size: u64,
+    pub encoding: u8,
+    pub declaration: bool,
+    pub varargs: bool,
+    pub nelems: u32,
+    /// Members, enumerators or params: range in the matching column.
+    pub kids: u32,
+    pub nkids: u32,
+    /// Decl-tag annotations: range in `annots`.
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Member<'a> {
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub die: u64,
+    /// DW_AT_data_member_location in bytes (`None` if absent).
+    pub loc: Option<u64>,
+    pub data_bit_offset: Option<u64>,
+    pub bit_size: Option<u64>,
+    pub byte_size: Option<u64>,
+    pub bit_offset: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Enumerator<'a> {
+    pub name: &'a [u8],
+    pub value: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Param<'a> {
+    pub name: &'a [u8],
+    pub ty: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Annot<'a> {
+    pub value: &'a [u8],
+    pub component: i32,
+}
+
+/// A formal parameter of a subprogram.
+#[derive(Clone, Debug)]
+pub struct FParam<'a> {
+    pub uoff: u32,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub has_type: bool,
+    pub origin: u32,
+}
+
+/// A DW_TAG_subprogram, in the reference's functions-table order (nested
+/// subprograms before their parent).
+#[derive(Clone, Debug)]
+pub struct Func<'a> {
+    pub uoff: u32,
+    pub die: u64,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub has_type: bool,
+    pub origin: u32,
+    pub spec: u32,
+    pub declaration: bool,
+    pub varargs: bool,
+    pub params: u32,
+    pub nparams: u32,
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// A CU-level DW_TAG_variable.
+#[derive(Clone, Debug)]
+pub struct Var<'a> {
+    pub uoff: u32,
+    pub die: u64,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub spec: u32,
+    pub declaration: bool,
+    pub external: bool,
+    pub artificial: bool,
+    pub addr: Option<u64>,
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// What the reference does with a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitKind {
+    Normal,
+    /// Partial or skeleton unit: contributes nothing.
+    Ignored,
+}
+
+/// One decoded CU.
+#[derive(Debug)]
+pub struct Cu<'a> {
+    pub offset: u64,
+    pub language: u16,
+    pub name: &'a [u8],
+    pub kind: UnitKind,
+    pub address_size: u8,
+    pub slots: Vec<Slot<'a>>,
+    pub members: Vec<Member<'a>>,
+    pub enumerators: Vec<Enumerator<'a>>,
+    pub params: Vec<Param<'a>>,
+    pub annots: Vec<Annot<'a>>,
+    pub funcs: Vec<Func<'a>>,
+    pub fparams: Vec<FParam<'a>>,
+    pub vars: Vec<Var<'a>>,
+    /// (unit offset, core id), sorted by offset: reference resolution.
+    pub index: Vec<(u32, u32)>,
+    /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
+    pub has_nested_unspecified: bool,
+}
+
+impl<'a> Cu<'a> {
+    /// Core id of the type at unit offset `off` (0 = void / not placed).
+    #[inline]
+    pub fn core(&self, off: u32) -> u32 {
+        if off == NONE {
+            return 0;
+        }
+        match self.index.binary_search_by_key(&off, |e| e.0) {
+            Ok(i) => self.index[i].1,
+            Err(_) => 0,
+        }
+    }
+    #[inline]
+    pub fn slot(&self, core: u32) -> Option<&Slot<'a>> {
+        if core == 0 { None } else { self.slots.get(core as usize - 1) }
+    }
+}
+
+/// Decoder options (from the features).
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeOpts {
+    pub type_tag: bool,
+    pub decl_tag: bool,
+}
+
+/// Builds the gimli view of the sections.
+#[allow(clippy::field_reassign_with_default)]
+pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
+    let r = |d: &'a [u8]| EndianSlice::new(d, endian);
+    let mut d = Dwarf::default();
+    d.debug_info = gimli::DebugInfo::from(r(&s.info));
+    d.debug_abbrev = gimli::DebugAbbrev::from(r(&s.abbrev));
+    d.debug_str = gimli::DebugStr::from(r(&s.str));
+    d.debug_line = gimli::DebugLine::from(r(&s.line));
+    d.debug_line_str = gimli::DebugLineStr::from(r(&s.line_str));
+    d.debug_str_offsets = gimli::DebugStrOffsets::from(r(&s.str_offsets));
+    d.debug_addr = gimli::DebugAddr::from(r(&s.addr));
+    d.locations = gimli::LocationLists::new(gimli::DebugLoc::from(r(&s.loc)), gimli::DebugLocLists::from(r(&s.loclists)));
+    d.ranges = gimli::RangeLists::new(gimli::DebugRanges::from(r(&s.ranges)), gimli::DebugRngLists::from(r(&s.rnglists)));
+    d
+}
+
+/// All unit headers of `.debug_info`, in order. A damaged header is an error
+/// naming its offset.
+pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHeader<R<'a>>>, String> {
+    let mut out = Vec::new();
+    let mut it = d.units();
+    let mut last_end = 0u64;
+    loop {
+        match it.next() {
+            Ok(Some(h)) => {
+                let off = h.offset().0 as u64;
+                last_end = off + h.length_including_self() as u64;
+                out.push(h);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(format!(
+                    "{}: .debug_info: bad unit header at offset {:#x}: {}",
+                    path.display(),
+                    last_end,
+                    e
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ctx {
+    Root,
+    /// A struct/union/class: pending slot index in `pend`, member counter.
+    Struct,
+    Member,
+    Pointer,
+    Array,
+    Enum,
+    SubrType,
+    Typedef,
+    /// A subprogram (own params/annotations) …
+    Func,
+    /// … or a lexical block / inlined subroutine inside one.
+    Block,
+    FParam,
+    Namespace,
+    Var,
+    /// A leaf type whose children are ignored.
+    Leaf,
+    Skip,
+}
+
+struct Frame<'a> {
+    depth: isize,
+    ctx: Ctx,
+    /// Pending type slot (for type contexts).
+    slot: Option<Slot<'a>>,
+    /// Scratch start indices.
+    kids_start: usize,
+    annots_start: usize,
+    fparams_start: usize,
+    /// Member / param counter (decl-tag component of the next one).
+    counter: i32,
+    /// Current member or param's component index.
+    component: i32,
+    /// Pending function / variable.
+    func: Option<Func<'a>>,
+    var: Option<Var<'a>>,
+    /// Type tags of a pointer: last placed annotation's unit offset.
+    last_tag: u32,
+}
+
+/// Attributes of one DIE, the ones any handler needs, in compact form (this
+/// is reset for every DIE read, so it is kept small).
+struct Attrs<'a> {
+    name: &'a [u8],
+    /// References as unit offsets; `ABSENT`, or `NOT_UNIT` for a form that
+    /// is not a unit reference (it resolves to void).
+    ty: u64,
+    origin: u64,
+    spec: u64,
+    byte_size: Option<u64>,
+    encoding: u8,
+    declaration: bool,
+    external: bool,
+    artificial: bool,
+    upper_bound: Option<Option<u64>>,
+    count: Option<Option<u64>>,
+    member_loc: Option<u64>,
+    data_bit_offset: Option<u64>,
+    bit_size: Option<u64>,
+    bit_offset: Option<i64>,
+    const_value: Option<AttributeValue<R<'a>>>,
+    location: Option<AttributeValue<R<'a>>>,
+    language: Option<u16>,
+}
+
+const ABSENT: u64 = u64::MAX;
+const NOT_UNIT: u64 = u64::MAX - 1;
+
+impl Default for Attrs<'_> {
+    fn default() -> Self {
+        Attrs {
+            name: b"",
+            ty: ABSENT,
+            origin: ABSENT,
+            spec: ABSENT,
+            byte_size: None,
+            encoding: 0,
+            declaration: false,
+            external: false,
+            artificial: false,
+            upper_bound: None,
+            count: None,
+            member_loc: None,
+            data_bit_offset: None,
+            bit_size: None,
+            bit_offset: None,
+            const_value: None,
+            location: None,
+            language: None,
+        }
+    }
+}
+
+fn ref_of(v: AttributeValue<R<'_>>) -> u64 {
+    match v {
+        AttributeValue::UnitRef(UnitOffset(o)) => o as u64,
+        _ => NOT_UNIT,
+    }
+}
+
+fn udata(v: &AttributeValue<R<'_>>) -> Option<u64> {
+    match *v {
+        AttributeValue::Data1(x) => Some(x as u64),
+        AttributeValue::Data2(x) => Some(x as u64),
+        AttributeValue::Data4(x) => Some(x as u64),
+        AttributeValue::Data8(x) => Some(x),
+        AttributeValue::Udata(x) => Some(x),
+        AttributeValue::Sdata(x) => Some(x as u64),
+        _ => None,
+    }
+}
+
+pub struct Decoder<'a, 'd> {
+    pub dwarf: &'d Dwarf<'a>,
+    pub opts: DecodeOpts,
+    pub endian: RunTimeEndian,
+}
+
+impl<'a, 'd> Decoder<'a, 'd> {
+    fn err(&self, cu: u64, die: Option<u64>, msg: impl Into<String>) -> DecodeError {
+        DecodeError { cu, die, msg: msg.into(), kind: DecodeErrorKind::Damaged }
+    }
+
+    fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> &'a [u8] {
+        match v {
+            Some(AttributeValue::String(r)) => r.slice(),
+            // The common forms directly: gimli's generic path costs more
+            // than the rest of a DIE.
+            // Names are kept as the tail of .debug_str from their offset and
+            // cut at the NUL only where the text is needed (`nm`): most are
+            // only ever identified by offset, and finding the NUL means a
+            // cache miss per name.
+            Some(AttributeValue::DebugStrRef(off)) => {
+                let sec = self.dwarf.debug_str.reader().slice();
+                sec.get(off.0..).unwrap_or(b"")
+            }
+            Some(v) => self.dwarf.attr_string(unit, *v).map(|r| r.slice()).unwrap_or(b""),
+            None => b"",
+        }
+    }
+
+    /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.
+    pub fn decode(&self, header: gimli::UnitHeader<R<'a>>, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Option<Cu<'a>>, DecodeError> {
+        let cu_off = header.offset().0 as u64;
+        let unit = self
+            .dwarf
+            .unit(header)
+            .map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
+        let unit_end = unit.header.length_including_self() as u64;
+        let mut cu = Cu {
+            offset: cu_off,
+            language: 0,
+            name: b"",
+            kind: UnitKind::Normal,
+            address_size: unit.encoding().address_size,
+            // Sized from the unit length (the 6.12 vmlinux averages 11.5 bytes
+            // per DIE, a quarter of them types, two fifths members) so that
+            // the columns rarely grow.
+            slots: Vec::with_capacity(unit_end as usize / 48),
+            members: Vec::with_capacity(unit_end as usize / 28),
+            enumerators: Vec::new(),
+            params: Vec::new(),
+            annots: Vec::new(),
+            funcs: Vec::new(),
+            fparams: Vec::new(),
+            vars: Vec::new(),
+            index: Vec::with_capacity(unit_end as usize / 48),
+            has_nested_unspecified: false,
+        };
+        let mut entries = unit.entries_raw(None).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
+        // Scratch columns (stack discipline: a frame owns [start..] until it ends).
+        let mut s_members: Vec<Member<'a>> = Vec::new();
+        let mut s_enums: Vec<Enumerator<'a>> = Vec::new();
+        let mut s_params: Vec<Param<'a>> = Vec::new();
+        let mut s_annots: Vec<Annot<'a>> = Vec::new();
+        let mut s_fparams: Vec<FParam<'a>> = Vec::new();
+        let mut stack: Vec<Frame<'a>> = Vec::new();
+        let mut first = true;
+        let mut attrs = Attrs::default();
+        let uref = |v: &u64| -> Result<u32, u64> {
+            match *v {
+                ABSENT | NOT_UNIT => Ok(NONE),
+                o if o >= unit_end => Err(o),
+                o => Ok(o as u32),
+            }
+        };
+
+        loop {
+            let depth = entries.next_depth();
+            let uoff = entries.next_offset().0 as u32;
+            let die = cu_off + uoff as u64;
+            if entries.is_empty() {
+                break;
+            }
+            let abbrev = entries
+                .read_abbreviation()
+                .map_err(|e| self.err(cu_off, Some(die), format!("cannot read DIE: {e}")))?;
+            let Some(abbrev) = abbrev else { continue };
+            // Close finished frames.
+            while stack.last().is_some_and(|f| f.depth >= depth) {
+                let f = stack.pop().unwrap();
+                self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+            }
+            let tag = abbrev.tag();
+            if first {
+                first = false;
+                self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
+                cu.language = attrs.language.unwrap_or(0);
+                cu.name = nm(attrs.name);
+                match tag {
+                    dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
+                    dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => {
+                        cu.kind = UnitKind::Ignored;
+                        return Ok(Some(cu));
+                    }
+                    _ => return Err(self.err(cu_off, Some(die), format!("unexpected unit DIE {tag}"))),
+                }
+                if !keep(cu.language, cu.name) {
+                    return Ok(None);
+                }
+                if abbrev.has_children() {
+                    stack.push(frame(depth, Ctx::Root));
+                }
+                continue;
+            }
+            let parent = stack.last().map(|f| f.ctx).unwrap_or(Ctx::Skip);
+            // What this DIE is, in its parent's context.
+            let role = classify(parent, tag);
+            let mut ctx = Ctx::Skip;
+            match role {
+                Role::Skip => {
+                    entries
+                        .skip_attributes(abbrev.attributes())
+                        .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
+                }
+                Role::ImportedUnit => {
+                    let mut e = self.err(cu_off, Some(die), "DW_TAG_imported_unit");
+                    e.kind = DecodeErrorKind::StopFile;
+                    return Err(e);
+                }
+                Role::Block => {
+                    entries
+                        .skip_attributes(abbrev.attributes())
+                        .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
+                    ctx = Ctx::Block;
+                }
+                Role::Varargs => {
+                    entries
+                        .skip_attributes(abbrev.attributes())
+                        .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
+                    if let Some(f) = stack.last_mut() {
+                        if let Some(s) = f.slot.as_mut() {
+                            s.varargs = true;
+                        }
+                        if let Some(func) = f.func.as_mut() {
+                            func.varargs = true;
+                        }
+                    }
+                }
+                Role::Type | Role::Member | Role::Enumerator | Role::Subrange | Role::Param | Role::FParam
+                | Role::Annotation | Role::Func | Role::Var | Role::Namespace => {
+                    self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
+                    let bad_ref = |o: u64| self.err(cu_off, Some(die), format!("reference to unit offset {o:#x} outside its unit"));
+                    let ty = uref(&attrs.ty).map_err(bad_ref)?;
+                    match role {
+                        Role::Type => {
+                            let mut s = Slot {
+                                tag,
+                                die,
+                                uoff,
+                                name: attrs.name,
+                                spec: uref(&attrs.spec).map_err(bad_ref)?,
+                                ty,
+                                size: attrs.byte_size.unwrap_or(0),
+                                encoding: attrs.encoding,
+                                declaration: attrs.declaration,
+                                varargs: false,
+                                nelems: 1,
+                                kids: 0,
+                                nkids: 0,
+                                annots: 0,
+                                nannots: 0,
+                            };
+                            ctx = match tag {
+                                dw::DW_TAG_structure_type
+                                | dw::DW_TAG_class_type
+                                | dw::DW_TAG_union_type
+                                | dw::DW_TAG_interface_type => Ctx::Struct,
+                                dw::DW_TAG_pointer_type => Ctx::Pointer,
+                                dw::DW_TAG_array_type => {
+                                    s.nelems = 1;
+                                    s.nkids = 0;
+                                    Ctx::Array
+                                }
+                                dw::DW_TAG_enumeration_type => Ctx::Enum,
+                                dw::DW_TAG_subroutine_type => Ctx::SubrType,
+                                dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => Ctx::Typedef,
+                                _ => Ctx::Leaf,
+                            };
+                            if tag == dw::DW_TAG_unspecified_type {
+                                if parent == Ctx::Root {
+                                    // Not placed: references to it are void.
+                                    ctx = Ctx::Skip;
+                                } else {
+                                    cu.has_nested_unspecified = true;
+                                }
+                            }
+                            if ctx != Ctx::Skip {
+                                let mut f = frame(depth, ctx);
+                                f.kids_start = match ctx {
+                                    Ctx::Struct => s_members.len(),
+                                    Ctx::Enum => s_enums.len(),
+                                    Ctx::SubrType => s_params.len(),
+                                    _ => 0,
+                                };
+                                f.annots_start = s_annots.len();
+                                f.last_tag = s.ty;
+                                f.slot = Some(s);
+                                if abbrev.has_children() {
+                                    stack.push(f);
+                                } else {
+                                    self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                                }
+                                continue;
+                            }
+                        }
+                        Role::Member => {
+                            let f = stack.last_mut().unwrap();
+                            let comp = f.counter;
+                            f.counter += 1;
+                            if tag == dw::DW_TAG_member {
+                                let loc = attrs.member_loc;
+                                s_members.push(Member {
+                                    name: attrs.name,
+                                    ty,
+                                    die,
+                                    loc,
+                                    data_bit_offset: attrs.data_bit_offset,
+                                    bit_size: attrs.bit_size,
+                                    byte_size: attrs.byte_size,
+                                    bit_offset: attrs.bit_offset,
+                                });
+                            }
+                            ctx = Ctx::Member;
+                            if abbrev.has_children() {
+                                let mut fr = frame(depth, ctx);
+                                fr.component = comp;
+                                stack.push(fr);
+                            }
+                            continue;
+                        }
+                        Role::Enumerator => {
+                            let value = attrs.const_value.as_ref().and_then(udata).unwrap_or(0);
+                            s_enums.push(Enumerator { name: attrs.name, value });
+                        }
+                        Role::Subrange => {
+                            let f = stack.last_mut().unwrap();
+                            let s = f.slot.as_mut().unwrap();
+                            if s.nkids < 64 {
+                                let dim = match attrs.upper_bound {
+                                    Some(Some(ub)) => ub.wrapping_add(1),
+                                    Some(None) => 0,
+                                    None => match attrs.count {
+                                        Some(Some(c)) => c,
+                                        _ => 0,
+                                    },
+                                };
+                                s.nelems = s.nelems.wrapping_mul(dim as u32);
+                                s.nkids += 1;
+                            }
+                        }
+                        Role::Param => {
+                            s_params.push(Param { name: attrs.name, ty });
+                        }
+                        Role::FParam => {
+                            let f = stack.last_mut().unwrap();
+                            let comp = f.counter;
+                            f.counter += 1;
+                            s_fparams.push(FParam {
+                                uoff,
+                                name: attrs.name,
+                                ty,
+                                has_type: attrs.ty != ABSENT,
+                                origin: uref(&attrs.origin).map_err(bad_ref)?,
+                            });
+                            ctx = Ctx::FParam;
+                            if abbrev.has_children() {
+                                let mut fr = frame(depth, ctx);
+                                fr.component = comp;
+                                stack.push(fr);
+                            }
+                            continue;
+                        }
+                        Role::Annotation => {
+                            let name = nm(attrs.name);
+                            self.annotation(
+                                parent,
+                                name,
+                                &unit,
+                                &attrs,
+                                uoff,
+                                die,
+                                &mut stack,
+                                &mut cu,
+                                &mut s_annots,
+                            );
+                        }
+                        Role::Func => {
+                            let func = Func {
+                                uoff,
+                                die,
+                                name: attrs.name,
+                                ty,
+                                has_type: attrs.ty != ABSENT,
+                                origin: uref(&attrs.origin).map_err(bad_ref)?,
+                                spec: uref(&attrs.spec).map_err(bad_ref)?,
+                                declaration: attrs.declaration,
+                                varargs: false,
+                                params: 0,
+                                nparams: 0,
+                                annots: 0,
+                                nannots: 0,
+                            };
+                            let mut f = frame(depth, Ctx::Func);
+                            f.annots_start = s_annots.len();
+                            f.fparams_start = s_fparams.len();
+                            f.func = Some(func);
+                            if abbrev.has_children() {
+                                stack.push(f);
+                            } else {
+                                self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                            }
+                            continue;
+                        }
+                        Role::Var => {
+                            // Only CU-level DW_TAG_variable can become a VAR.
+                            if parent == Ctx::Root && tag == dw::DW_TAG_variable {
+                                let addr = match &attrs.location {
+                                    Some(AttributeValue::Exprloc(e)) => self.first_addr(&unit, e.0.slice()),
+                                    Some(AttributeValue::Block(b)) => self.first_addr(&unit, b.slice()),
+                                    _ => None,
+                                };
+                                let var = Var {
+                                    uoff,
+                                    die,
+                                    name: attrs.name,
+                                    ty,
+                                    spec: uref(&attrs.spec).map_err(bad_ref)?,
+                                    declaration: attrs.declaration,
+                                    external: attrs.external,
+                                    artificial: attrs.artificial,
+                                    addr,
+                                    annots: 0,
+                                    nannots: 0,
+                                };
+                                let mut f = frame(depth, Ctx::Var);
+                                f.annots_start = s_annots.len();
+                                f.var = Some(var);
+                                if abbrev.has_children() {
+                                    stack.push(f);
+                                } else {
+                                    self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                                }
+                                continue;
+                            }
+                        }
+                        Role::Namespace => ctx = Ctx::Namespace,
+                        _ => {}
+                    }
+                }
+            }
+            if abbrev.has_children() {
+                stack.push(frame(depth, ctx));
+            }
+        }
+        while let Some(f) = stack.pop() {
+            self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+        }
+        cu.index.sort_unstable_by_key(|e| e.0);
+        Ok(Some(cu))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn annotation(
+        &self,
+        parent: Ctx,
+        name: &'a [u8],
+        unit: &gimli::Unit<R<'a>>,
+        attrs: &Attrs<'a>,
+        uoff: u32,
+        die: u64,
+        stack: &mut [Frame<'a>],
+        cu: &mut Cu<'a>,
+        s_annots: &mut Vec<Annot<'a>>,
+    ) {
+        let value = || self.string(unit, &attrs.const_value);
+        match parent {
+            Ctx::Pointer => {
+                if self.opts.type_tag && name == b"btf_type_tag" {
+                    let f = stack.last_mut().unwrap();
+                    let s = Slot {
+                        tag: DW_TAG_LLVM_ANNOTATION,
+                        die,
+                        uoff,
+                        name: value(),
+                        spec: NONE,
+                        ty: f.last_tag,
+                        size: 0,
+                        encoding: 0,
+                        declaration: false,
+                        varargs: false,
+                        nelems: 0,
+                        kids: 0,
+                        nkids: 0,
+                        annots: 0,
+                        nannots: 0,
+                    };
+                    f.last_tag = uoff;
+                    place(cu, s);
+                }
+            }
+            Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var => {
+                if self.opts.decl_tag && name == b"btf_decl_tag" {
+                    s_annots.push(Annot { value: value(), component: -1 });
+                }
+            }
+            Ctx::Member | Ctx::FParam => {
+                if self.opts.decl_tag && name == b"btf_decl_tag" {
+                    let comp = stack.last().unwrap().component;
+                    s_annots.push(Annot { value: value(), component: comp });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Address operand of a location whose first operation is DW_OP_addr or DW_OP_addrx.
+    fn first_addr(&self, unit: &gimli::Unit<R<'a>>, expr: &[u8]) -> Option<u64> {
+        let op = *expr.first()?;
+        let mut r = EndianSlice::new(&expr[1..], self.endian);
+        use gimli::Reader;
+        match op {
+            0x03 => r.read_address(unit.encoding().address_size).ok(),
+            0xa1 => {
+                let idx = r.read_uleb128().ok()?;
+                self.dwarf.address(unit, gimli::DebugAddrIndex(idx as usize)).ok()
+            }
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        mut f: Frame<'a>,
+        cu: &mut Cu<'a>,
+        s_members: &mut Vec<Member<'a>>,
+        s_enums: &mut Vec<Enumerator<'a>>,
+        s_params: &mut Vec<Param<'a>>,
+        s_annots: &mut Vec<Annot<'a>>,
+        s_fparams: &mut Vec<FParam<'a>>,
+        _stack: &[Frame<'a>],
+    ) {
+        if let Some(mut s) = f.slot.take() {
+            match f.ctx {
+                Ctx::Struct => {
+                    s.kids = cu.members.len() as u32;
+                    s.nkids = (s_members.len() - f.kids_start) as u32;
+                    cu.members.extend(s_members.drain(f.kids_start..));
+                }
+                Ctx::Enum => {
+                    s.kids = cu.enumerators.len() as u32;
+                    s.nkids = (s_enums.len() - f.kids_start) as u32;
+                    cu.enumerators.extend(s_enums.drain(f.kids_start..));
+                }
+                Ctx::SubrType => {
+                    s.kids = cu.params.len() as u32;
+                    s.nkids = (s_params.len() - f.kids_start) as u32;
+                    cu.params.extend(s_params.drain(f.kids_start..));
+                }
+                Ctx::Pointer => {
+                    // The pointer refers to its last type tag, if any.
+                    s.ty = f.last_tag;
+                }
+                _ => {}
+            }
+            if matches!(f.ctx, Ctx::Struct | Ctx::Typedef) {
+                s.annots = cu.annots.len() as u32;
+                s.nannots = (s_annots.len() - f.annots_start) as u32;
+                cu.annots.extend(s_annots.drain(f.annots_start..));
+            }
+            place(cu, s);
+        } else if let Some(mut func) = f.func.take() {
+            func.params = cu.fparams.len() as u32;
+            func.nparams = (s_fparams.len() - f.fparams_start) as u32;
+            cu.fparams.extend(s_fparams.drain(f.fparams_start..));
+            func.annots = cu.annots.len() as u32;
+            func.nannots = (s_annots.len() - f.annots_start) as u32;
+            cu.annots.extend(s_annots.drain(f.annots_start..));
+            cu.funcs.push(func);
+        } else if let Some(mut var) = f.var.take() {
+            var.annots = cu.annots.len() as u32;
+            var.nannots = (s_annots.len() - f.annots_start) as u32;
+            cu.annots.extend(s_annots.drain(f.annots_start..));
+            cu.vars.push(var);
+        }
+    }
+
+    fn read_attrs(
+        &self,
+        unit: &gimli::Unit<R<'a>>,
+        entries: &mut gimli::EntriesRaw<'_, R<'a>>,
+        abbrev: &gimli::Abbreviation,
+        a: &mut Attrs<'a>,
+        cu_off: u64,
+        die: u64,
+    ) -> Result<(), DecodeError> {
+        *a = Attrs::default();
+        for spec in abbrev.attributes() {
+            // Most DIEs carry decl_file/line/column and the like: skip those
+            // without building a value.
+            if !matches!(
+                spec.name(),
+                dw::DW_AT_name
+                    | dw::DW_AT_type
+                    | dw::DW_AT_byte_size
+                    | dw::DW_AT_encoding
+                    | dw::DW_AT_declaration
+                    | dw::DW_AT_external
+                    | dw::DW_AT_artificial
+                    | dw::DW_AT_upper_bound
+                    | dw::DW_AT_count
+                    | dw::DW_AT_data_member_location
+                    | dw::DW_AT_data_bit_offset
+                    | dw::DW_AT_bit_size
+                    | dw::DW_AT_bit_offset
+                    | dw::DW_AT_const_value
+                    | dw::DW_AT_location
+                    | dw::DW_AT_abstract_origin
+                    | dw::DW_AT_specification
+                    | dw::DW_AT_language
+            ) {
+                entries
+                    .skip_attributes(std::slice::from_ref(spec))
+                    .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
+                continue;
+            }
+            if spec.form() == gimli::DW_FORM_ref_addr {
+                let mut e = self.err(
+                    cu_off,
+                    Some(die),
+                    format!(
+                        "{} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
+                         the reference's merged-CU mode for such files is not implemented",
+                        spec.name()
+                    ),
+                );
+                e.kind = DecodeErrorKind::MergedMode;
+                return Err(e);
+            }
+            let attr = entries
+                .read_attribute_inline(*spec)
+                .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
+            match attr.name() {
+                dw::DW_AT_name => a.name = self.string(unit, &Some(attr.raw_value())),
+                dw::DW_AT_type => a.ty = ref_of(attr.raw_value()),
+                dw::DW_AT_byte_size => a.byte_size = udata(&attr.raw_value()),
+                dw::DW_AT_encoding => a.encoding = udata(&attr.raw_value()).unwrap_or(0) as u8,
+                dw::DW_AT_declaration => a.declaration = flag(&attr.raw_value()),
+                dw::DW_AT_external => a.external = flag(&attr.raw_value()),
+                dw::DW_AT_artificial => a.artificial = flag(&attr.raw_value()),
+                dw::DW_AT_upper_bound => a.upper_bound = Some(udata(&attr.raw_value())),
+                dw::DW_AT_count => a.count = Some(udata(&attr.raw_value())),
+                dw::DW_AT_data_member_location => a.member_loc = Some(member_location(&attr.raw_value())),
+                dw::DW_AT_data_bit_offset => a.data_bit_offset = udata(&attr.raw_value()),
+                dw::DW_AT_bit_size => a.bit_size = udata(&attr.raw_value()),
+                dw::DW_AT_bit_offset => {
+                    a.bit_offset = match attr.raw_value() {
+                        AttributeValue::Sdata(x) => Some(x),
+                        v => udata(&v).map(|x| x as i64),
+                    }
+                }
+                dw::DW_AT_const_value => a.const_value = Some(attr.raw_value()),
+                dw::DW_AT_location => a.location = Some(attr.raw_value()),
+                dw::DW_AT_abstract_origin => a.origin = ref_of(attr.value()),
+                dw::DW_AT_specification => a.spec = ref_of(attr.value()),
+                dw::DW_AT_language => a.language = udata(&attr.raw_value()).map(|x| x as u16),
+                DwAt(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name as stored in the arena (possibly running on past its NUL) → its text.
+#[inline]
+pub fn nm(s: &[u8]) -> &[u8] {
+    cstr(s)
+}
+
+/// The NUL-terminated string at the start of `s` (all of `s` if no NUL).
+fn cstr(s: &[u8]) -> &[u8] {
+    match std::ffi::CStr::from_bytes_until_nul(s) {
+        Ok(c) => c.to_bytes(),
+        Err(_) => s,
+    }
+}
+
+fn flag(v: &AttributeValue<R<'_>>) -> bool {
+    match *v {
+        AttributeValue::Flag(b) => b,
+        _ => true,
+    }
+}
+
+/// DW_AT_data_member_location: a constant, or an expression DW_OP_plus_uconst N / DW_OP_constu N.
+fn member_location(v: &AttributeValue<R<'_>>) -> u64 {
+    if let Some(x) = udata(v) {
+        return x;
+    }
+    let bytes = match v {
+        AttributeValue::Exprloc(e) => e.0.slice(),
+        AttributeValue::Block(b) => b.slice(),
+        _ => return u64::MAX,
+    };
+    match bytes.first() {
+        Some(0x23) | Some(0x10) => {
+            let mut r = EndianSlice::new(&bytes[1..], RunTimeEndian::Little);
+            gimli::leb128::read::unsigned(&mut r).unwrap_or(u64::MAX)
+        }
+        _ => u64::MAX,
+    }
+}
+
+fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
+    Frame {
+        depth,
+        ctx,
+        slot: None,
+        kids_start: 0,
+        annots_start: 0,
+        fparams_start: 0,
+        counter: 0,
+        component: -1,
+        func: None,
+        var: None,
+        last_tag: NONE,
+    }
+}
+
+fn place<'a>(cu: &mut Cu<'a>, s: Slot<'a>) {
+    let core = cu.slots.len() as u32 + 1;
+    cu.index.push((s.uoff, core));
+    cu.slots.push(s);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Skip,
+    ImportedUnit,
+    Block,
+    Varargs,
+    Type,
+    Member,
+    Enumerator,
+    Subrange,
+    Param,
+    FParam,
+    Annotation,
+    Func,
+    Var,
+    Namespace,
+}
+
+/// The loader's `process()` for a DIE of tag `tag`, wherever it is called.
+fn process_role(tag: DwTag) -> Role {
+    match tag {
+        dw::DW_TAG_base_type
+        | dw::DW_TAG_const_type
+        | dw::DW_TAG_volatile_type
+        | dw::DW_TAG_restrict_type
+        | dw::DW_TAG_atomic_type
+        | dw::DW_TAG_reference_type
+        | dw::DW_TAG_rvalue_reference_type
+        | dw::DW_TAG_unspecified_type
+        | dw::DW_TAG_ptr_to_member_type
+        | dw::DW_TAG_string_type
+        | dw::DW_TAG_pointer_type
+        | dw::DW_TAG_array_type
+        | dw::DW_TAG_enumeration_type
+        | dw::DW_TAG_structure_type
+        | dw::DW_TAG_class_type
+        | dw::DW_TAG_interface_type
+        | dw::DW_TAG_union_type
+        | dw::DW_TAG_subroutine_type
+        | dw::DW_TAG_typedef => Role::Type,
+        dw::DW_TAG_namespace => Role::Namespace,
+        dw::DW_TAG_subprogram => Role::Func,
+        dw::DW_TAG_variable | dw::DW_TAG_constant => Role::Var,
+        dw::DW_TAG_imported_unit => Role::ImportedUnit,
+        _ => Role::Skip,
+    }
+}
+
+fn classify(parent: Ctx, tag: DwTag) -> Role {
+    match parent {
+        Ctx::Root | Ctx::Namespace => process_role(tag),
+        Ctx::Struct => match tag {
+            dw::DW_TAG_member | dw::DW_TAG_inheritance => Role::Member,
+            DW_TAG_LLVM_ANNOTATION => Role::Annotation,
+            dw::DW_TAG_template_type_parameter
+            | dw::DW_TAG_template_value_parameter
+            | dw::DW_TAG_GNU_template_parameter_pack
+            | dw::DW_TAG_subrange_type
+            | dw::DW_TAG_variant_part
+            | dw::DW_TAG_GNU_formal_parameter_pack
+            | dw::DW_TAG_GNU_template_template_param => Role::Skip,
+            // Static members and methods are not types; nested types are.
+            dw::DW_TAG_variable | dw::DW_TAG_constant => Role::Skip,
+            _ => process_role(tag),
+        },
+        Ctx::Member | Ctx::Typedef | Ctx::Pointer | Ctx::FParam | Ctx::Var => match tag {
+            DW_TAG_LLVM_ANNOTATION => Role::Annotation,
+            _ => Role::Skip,
+        },
+        Ctx::Array => match tag {
+            dw::DW_TAG_subrange_type => Role::Subrange,
+            _ => Role::Skip,
+        },
+        Ctx::Enum => match tag {
+            dw::DW_TAG_enumerator => Role::Enumerator,
+            _ => Role::Skip,
+        },
+        Ctx::SubrType => match tag {
+            dw::DW_TAG_formal_parameter => Role::Param,
+            dw::DW_TAG_unspecified_parameters => Role::Varargs,
+            dw::DW_TAG_subrange_type => Role::Skip,
+            _ => process_role(tag),
+        },
+        Ctx::Func | Ctx::Block => match tag {
+            dw::DW_TAG_formal_parameter => {
+                if parent == Ctx::Func {
+                    Role::FParam
+                } else {
+                    Role::Skip
+                }
+            }
+            dw::DW_TAG_unspecified_parameters => {
+                if parent == Ctx::Func {
+                    Role::Varargs
+                } else {
+                    Role::Skip
+                }
+            }
+            dw::DW_TAG_variable | dw::DW_TAG_constant => Role::Skip,
+            dw::DW_TAG_lexical_block | dw::DW_TAG_inlined_subroutine => Role::Block,
+            DW_TAG_LLVM_ANNOTATION => {
+                if parent == Ctx::Func {
+                    Role::Annotation
+                } else {
+                    Role::Skip
+                }
+            }
+            dw::DW_TAG_label
+            | dw::DW_TAG_call_site
+            | dw::DW_TAG_call_site_parameter
+            | dw::DW_TAG_GNU_call_site
+            | dw::DW_TAG_GNU_call_site_parameter
+            | dw::DW_TAG_dwarf_procedure
+            | dw::DW_TAG_template_type_parameter
+            | dw::DW_TAG_template_value_parameter
+            | dw::DW_TAG_GNU_template_parameter_pack
+            | dw::DW_TAG_GNU_formal_parameter_pack => Role::Skip,
+            _ => process_role(tag),
+        },
+        Ctx::Leaf | Ctx::Skip => Role::Skip,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::debug::DebugSections;
+    use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections, UnitEntryId};
+    use std::borrow::Cow;
+
+    /// Builds a one-unit DWARF 4 file with `build`, decodes it.
+    fn decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Cu<'static> {
+        let encoding = gimli::Encoding { format: gimli::Format::Dwarf32, version: 4, address_size: 8 };
+        let mut dw = write::Dwarf::new();
+        let id = dw.units.add(write::Unit::new(encoding, LineProgram::none()));
+        let unit = dw.units.get_mut(id);
+        let root = unit.root();
+        unit.get_mut(root).set(gimli::DW_AT_language, W::Udata(0x1d));
+        build(unit, root);
+        let mut sections = Sections::new(EndianVec::new(gimli::LittleEndian));
+        dw.write(&mut sections).unwrap();
+        let leak = |v: &EndianVec<gimli::LittleEndian>| -> Cow<'static, [u8]> {
+            Cow::Borrowed(Box::leak(v.slice().to_vec().into_boxed_slice()))
+        };
+        let secs: &'static DebugSections<'static> = Box::leak(Box::new(DebugSections {
+            info: leak(&sections.debug_info),
+            abbrev: leak(&sections.debug_abbrev),
+            str: leak(&sections.debug_str),
+            ..Default::default()
+        }));
+        let d: &'static Dwarf<'static> = Box::leak(Box::new(dwarf(secs, RunTimeEndian::Little)));
+        let headers = unit_headers(d, Path::new("t.o")).unwrap();
+        let dec = Decoder { dwarf: d, opts: DecodeOpts { type_tag: true, decl_tag: true }, endian: RunTimeEndian::Little };
+        dec.decode(headers[0], &|_, _| true).unwrap().unwrap()
+    }
+
+    fn name(u: &mut write::Unit, e: UnitEntryId, n: &str) {
+        u.get_mut(e).set(gimli::DW_AT_name, W::String(n.as_bytes().to_vec()));
+    }
+    fn ty(u: &mut write::Unit, e: UnitEntryId, t: UnitEntryId) {
+        u.get_mut(e).set(gimli::DW_AT_type, W::UnitRef(t));
+    }
+    fn tags(cu: &Cu<'_>) -> Vec<(DwTag, String)> {
+        cu.slots.iter().map(|s| (s.tag, String::from_utf8_lossy(nm(s.name)).into_owned())).collect()
+    }
+
+    #[test]
+    fn containers_after_contents_and_type_tags_before_their_pointer() {
+        let cu = decode_with(|u, root| {
+            let a = u.add(root, gimli::DW_TAG_structure_type);
+            name(u, a, "A");
+            let int = u.add(root, gimli::DW_TAG_base_type);
+            name(u, int, "int");
+            let m = u.add(a, gimli::DW_TAG_member);
+            name(u, m, "m");
+            let b = u.add(a, gimli::DW_TAG_structure_type);
+            name(u, b, "B");
+            ty(u, m, b);
+            let x = u.add(b, gimli::DW_TAG_member);
+            name(u, x, "x");
+            ty(u, x, int);
+            let p = u.add(root, gimli::DW_TAG_pointer_type);
+            ty(u, p, int);
+            for v in ["t1", "t2"] {
+                let an = u.add(p, DW_TAG_LLVM_ANNOTATION);
+                name(u, an, "btf_type_tag");
+                u.get_mut(an).set(gimli::DW_AT_const_value, W::String(v.as_bytes().to_vec()));
+            }
+            let other = u.add(p, DW_TAG_LLVM_ANNOTATION);
+            name(u, other, "not_a_tag");
+        });
+        let t = tags(&cu);
+        let names: Vec<&str> = t.iter().map(|x| x.1.as_str()).collect();
+        // (gimli's writer emits the childless `int` DIE first.)
+        assert_eq!(names, ["int", "B", "A", "t1", "t2", ""]);
+        assert_eq!(t[3].0, DW_TAG_LLVM_ANNOTATION);
+        // Chain: PTR -> t2 -> t1 -> int.
+        let core = |i: usize| cu.core(cu.slots[i].ty);
+        assert_eq!((core(5), core(4), core(3)), (5, 4, 1));
+        // A's member refers to B (core 2), nested in A and numbered before it.
+        assert_eq!(cu.core(cu.members[cu.slots[2].kids as usize].ty), 2);
+    }
+
+    #[test]
+    fn unspecified_type_is_void_at_cu_level_and_placed_when_nested() {
+        let cu = decode_with(|u, root| {
+            let top = u.add(root, gimli::DW_TAG_unspecified_type);
+            name(u, top, "decltype(nullptr)");
+            let ns = u.add(root, gimli::DW_TAG_namespace);
+            let inner = u.add(ns, gimli::DW_TAG_unspecified_type);
+            name(u, inner, "decltype(nullptr)");
+            let t1 = u.add(root, gimli::DW_TAG_typedef);
+            name(u, t1, "a");
+            ty(u, t1, top);
+            let t2 = u.add(root, gimli::DW_TAG_typedef);
+            name(u, t2, "b");
+            ty(u, t2, inner);
+        });
+        assert_eq!(cu.slots.len(), 3);
+        assert_eq!(cu.slots[0].tag, gimli::DW_TAG_unspecified_type);
+        assert_eq!(cu.core(cu.slots[1].ty), 0);
+        assert_eq!(cu.core(cu.slots[2].ty), 1);
+        assert!(cu.has_nested_unspecified);
+    }
+
+    #[test]
+    fn array_dimensions_multiply() {
+        let cu = decode_with(|u, root| {
+            let int = u.add(root, gimli::DW_TAG_base_type);
+            name(u, int, "int");
+            let a = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, a, int);
+            let d1 = u.add(a, gimli::DW_TAG_subrange_type);
+            u.get_mut(d1).set(gimli::DW_AT_upper_bound, W::Udata(2));
+            let d2 = u.add(a, gimli::DW_TAG_subrange_type);
+            u.get_mut(d2).set(gimli::DW_AT_count, W::Udata(4));
+            let none = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, none, int);
+            let flex = u.add(root, gimli::DW_TAG_array_type);
+            ty(u, flex, int);
+            let d = u.add(flex, gimli::DW_TAG_subrange_type);
+            u.get_mut(d).set(gimli::DW_AT_upper_bound, W::Sdata(-1));
+        });
+        let n: Vec<u32> = cu.slots.iter().skip(1).map(|s| s.nelems).collect();
+        assert_eq!(n, [12, 1, 0]);
+    }
+
+    #[test]
+    fn types_in_blocks_count_and_nested_subprograms_come_first() {
+        let cu = decode_with(|u, root| {
+            let f = u.add(root, gimli::DW_TAG_subprogram);
+            name(u, f, "outer");
+            let p = u.add(f, gimli::DW_TAG_formal_parameter);
+            name(u, p, "arg");
+            let blk = u.add(f, gimli::DW_TAG_lexical_block);
+            let s = u.add(blk, gimli::DW_TAG_structure_type);
+            name(u, s, "local");
+            let inl = u.add(blk, gimli::DW_TAG_inlined_subroutine);
+            let ip = u.add(inl, gimli::DW_TAG_formal_parameter);
+            name(u, ip, "ignored");
+            let g = u.add(blk, gimli::DW_TAG_subprogram);
+            name(u, g, "nested");
+        });
+        assert_eq!(tags(&cu), vec![(gimli::DW_TAG_structure_type, "local".to_string())]);
+        let names: Vec<&[u8]> = cu.funcs.iter().map(|f| nm(f.name)).collect();
+        assert_eq!(names, [&b"nested"[..], b"outer"]);
+        let outer = &cu.funcs[1];
+        assert_eq!(outer.nparams, 1);
+        assert_eq!(nm(cu.fparams[outer.params as usize].name), b"arg");
+    }
+}

@@ -1,0 +1,199 @@
+//! The reference's feature switches and how `--btf_features` and the legacy
+//! flags set them (applied left to right; the first `--btf_features` resets
+//! every switch to "off").
+
+/// Every name `--btf_features` accepts, in the reference's order.
+pub const FEATURE_NAMES: &[&str] = &[
+    "encode_force",
+    "var",
+    "float",
+    "decl_tag",
+    "type_tag",
+    "enum64",
+    "optimized_func",
+    "consistent_func",
+    "decl_tag_kfuncs",
+    "reproducible_build",
+    "distilled_base",
+    "global_var",
+    "attributes",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    pub encode_force: bool,
+    pub var: bool,
+    pub float: bool,
+    pub decl_tag: bool,
+    pub type_tag: bool,
+    pub enum64: bool,
+    pub optimized_func: bool,
+    pub consistent_func: bool,
+    pub decl_tag_kfuncs: bool,
+    pub reproducible_build: bool,
+    pub distilled_base: bool,
+    pub global_var: bool,
+    pub attributes: bool,
+    /// Whether a `--btf_features` option already reset the switches.
+    reset_done: bool,
+}
+
+impl Default for Features {
+    /// Plain `-J`: var, decl_tag, type_tag and enum64 on.
+    fn default() -> Self {
+        Features {
+            encode_force: false,
+            var: true,
+            float: false,
+            decl_tag: true,
+            type_tag: true,
+            enum64: true,
+            optimized_func: false,
+            consistent_func: false,
+            decl_tag_kfuncs: false,
+            reproducible_build: false,
+            distilled_base: false,
+            global_var: false,
+            attributes: false,
+            reset_done: false,
+        }
+    }
+}
+
+impl Features {
+    fn reset_once(&mut self) {
+        if !self.reset_done {
+            *self = Features {
+                encode_force: false,
+                var: false,
+                float: false,
+                decl_tag: false,
+                type_tag: false,
+                enum64: false,
+                optimized_func: false,
+                consistent_func: false,
+                decl_tag_kfuncs: false,
+                reproducible_build: false,
+                distilled_base: false,
+                global_var: false,
+                attributes: false,
+                reset_done: true,
+            };
+        }
+    }
+
+    fn enable_defaults(&mut self) {
+        self.encode_force = true;
+        self.var = true;
+        self.float = true;
+        self.decl_tag = true;
+        self.type_tag = true;
+        self.enum64 = true;
+        self.optimized_func = true;
+        self.consistent_func = true;
+        self.decl_tag_kfuncs = true;
+    }
+
+    /// Enables one feature by name; false if the name is unknown.
+    pub fn enable(&mut self, name: &str) -> bool {
+        match name {
+            "default" => self.enable_defaults(),
+            "encode_force" => self.encode_force = true,
+            "var" => self.var = true,
+            "float" => self.float = true,
+            "decl_tag" => self.decl_tag = true,
+            "type_tag" => self.type_tag = true,
+            "enum64" => self.enum64 = true,
+            "optimized_func" => self.optimized_func = true,
+            "consistent_func" => self.consistent_func = true,
+            "decl_tag_kfuncs" => self.decl_tag_kfuncs = true,
+            "reproducible_build" => self.reproducible_build = true,
+            "distilled_base" => self.distilled_base = true,
+            "global_var" => self.global_var = true,
+            "attributes" => self.attributes = true,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Applies one `--btf_features` value. Returns the unknown names (the
+    /// reference ignores them unless strict).
+    pub fn apply_list(&mut self, value: &str) -> Vec<String> {
+        self.reset_once();
+        if value == "default" {
+            self.enable_defaults();
+            return Vec::new();
+        }
+        let mut list = value;
+        if let Some(rest) = value.strip_prefix('+') {
+            self.enable_defaults();
+            list = rest;
+        }
+        // The reference copies the value into a 1024-byte buffer.
+        let list = if list.len() > 1023 { &list[..floor_char_boundary(list, 1023)] } else { list };
+        let mut unknown = Vec::new();
+        for name in list.split(',') {
+            if name.is_empty() {
+                continue;
+            }
+            if !self.enable(name) {
+                unknown.push(name.to_string());
+            }
+        }
+        unknown
+    }
+
+    /// `--btf_gen_all`: like `--btf_features=all`, which is not a feature
+    /// name, so everything ends up off.
+    pub fn gen_all(&mut self) {
+        self.reset_once();
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_j_defaults() {
+        let f = Features::default();
+        assert!(f.var && f.decl_tag && f.type_tag && f.enum64 && !f.float && !f.global_var);
+    }
+
+    #[test]
+    fn first_list_resets_then_accumulates() {
+        let mut f = Features::default();
+        f.apply_list("float");
+        assert!(f.float && !f.enum64 && !f.var && !f.type_tag);
+        f.apply_list("var");
+        assert!(f.float && f.var);
+    }
+
+    #[test]
+    fn plus_and_default_enable_defaults() {
+        let mut f = Features::default();
+        let unknown = f.apply_list("+reproducible_build,global_var,bogus");
+        assert_eq!(unknown, vec!["bogus".to_string()]);
+        assert!(f.float && f.enum64 && f.consistent_func && f.global_var && f.reproducible_build && !f.attributes);
+        let mut g = Features::default();
+        g.apply_list("default");
+        assert!(g.float && g.decl_tag_kfuncs && !g.global_var);
+        let mut h = Features::default();
+        h.apply_list("var,+x");
+        assert!(h.var && !h.float);
+    }
+
+    #[test]
+    fn gen_all_turns_everything_off() {
+        let mut f = Features::default();
+        f.gen_all();
+        assert!(!f.var && !f.enum64 && !f.decl_tag && !f.type_tag);
+    }
+}

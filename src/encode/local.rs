@@ -1,0 +1,968 @@
+//! The per-CU (parallel) half of the encoder: one decoded CU → BTF records
+//! with CU-local references (core ids) and CU-local names (indices into the
+//! CU's string list, in first-use order).
+
+use std::path::{Path, PathBuf};
+
+use gimli::constants as dw;
+use hashbrown::HashMap;
+
+use super::EncodeError;
+use super::features::Features;
+use super::lang::DW_LANG_RUST;
+use crate::btf::{self, Kind, make_info};
+use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot, nm};
+use crate::elf::debug::ElfInfo;
+
+pub struct Ctx<'e, 'a> {
+    pub features: Features,
+    pub elf: &'e ElfInfo<'a>,
+    pub path: &'e Path,
+    /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
+    pub str_cache: &'e [std::sync::atomic::AtomicU32],
+}
+
+/// A VAR record of the CU and where it goes in a DATASEC.
+#[derive(Clone, Copy, Debug)]
+pub struct VarOut {
+    pub record: u32,
+    pub section: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// A recorded function (the reference's saved state, as far as this phase
+/// builds it). Parameters and annotations live in the flat columns of the
+/// owning `FuncStates`.
+#[derive(Clone, Debug)]
+pub struct FuncState<'a> {
+    pub name: &'a [u8],
+    /// Index in the ELF function table.
+    pub entry: u32,
+    /// Return type id (final once merged).
+    pub ret: u32,
+    /// Range in `FuncStates::params`; varargs is a final (0, 0).
+    pub params: u32,
+    pub nparams: u32,
+    /// Range in `FuncStates::annots`.
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// Saved function states, flat: per CU before the merge (CU-local ids and
+/// string indices), run-wide after it (BTF ids and string offsets), in CU
+/// order and, within a CU, the reference's functions-table order.
+#[derive(Clone, Debug, Default)]
+pub struct FuncStates<'a> {
+    pub funcs: Vec<FuncState<'a>>,
+    /// (name string, type id) per parameter.
+    pub params: Vec<(u32, u32)>,
+    /// (value string, component index) per annotation.
+    pub annots: Vec<(u32, i32)>,
+}
+
+impl<'a> FuncStates<'a> {
+    /// Appends a CU's states, turning its local ids and strings into final ones.
+    pub(super) fn append_relocated(&mut self, cu: &FuncStates<'a>, off: u32, map: &[u32]) {
+        let (p0, a0) = (self.params.len() as u32, self.annots.len() as u32);
+        self.params.extend(cu.params.iter().map(|&(n, t)| (map[n as usize], if t != 0 { t + off } else { 0 })));
+        self.annots.extend(cu.annots.iter().map(|&(n, c)| (map[n as usize], c)));
+        self.funcs.extend(cu.funcs.iter().map(|f| FuncState {
+            ret: if f.ret != 0 { f.ret + off } else { 0 },
+            params: f.params + p0,
+            annots: f.annots + a0,
+            ..f.clone()
+        }));
+    }
+}
+
+/// One CU's records, ready for the in-order merge.
+pub struct CuOut<'a> {
+    pub words: Vec<u32>,
+    pub offs: Vec<u32>,
+    /// The first `n_types` records are the CU's types; then decl tags and VARs.
+    pub n_types: usize,
+    pub has_arrays: bool,
+    pub strs: Vec<&'a [u8]>,
+    /// Per local string: its `.debug_str` offset, or `NONE` (inline or
+    /// synthesized). Lets the merge skip hashing strings it has seen.
+    pub strs_off: Vec<u32>,
+    /// Per local string: its BTF offset if the merge already knew it when
+    /// this CU was encoded, else 0.
+    pub strs_known: Vec<u32>,
+    /// Local strings first used by the type records.
+    pub strs_in_types: u32,
+    pub int_core: Option<u32>,
+    /// Slots including slot 0.
+    pub nslots: u32,
+    pub vars: Vec<VarOut>,
+    pub funcs: FuncStates<'a>,
+}
+
+struct Out<'a> {
+    o: CuOut<'a>,
+    /// Strings not in `.debug_str`, by content.
+    ids: HashMap<&'a [u8], u32>,
+    /// Strings in `.debug_str`, by offset: a name at one offset is one string.
+    by_off: HashMap<u32, u32>,
+    /// Address and length of `.debug_str`.
+    str_sec: (usize, usize),
+}
+
+impl<'a> Out<'a> {
+    fn s(&mut self, s: &'a [u8]) -> u32 {
+        if s.is_empty() {
+            return 0;
+        }
+        let n = self.o.strs.len() as u32 + 1;
+        let p = (s.as_ptr() as usize).wrapping_sub(self.str_sec.0);
+        if p < self.str_sec.1 {
+            let strs = &mut self.o.strs;
+            let offs = &mut self.o.strs_off;
+            return *self.by_off.entry(p as u32).or_insert_with(|| {
+                strs.push(s);
+                offs.push(p as u32);
+                n
+            });
+        }
+        let strs = &mut self.o.strs;
+        let offs = &mut self.o.strs_off;
+        *self.ids.entry(s).or_insert_with(|| {
+            strs.push(s);
+            offs.push(NONE);
+            n
+        })
+    }
+    fn begin(&mut self) {
+        self.o.offs.push(self.o.words.len() as u32);
+    }
+    fn rec(&mut self, w: &[u32]) {
+        self.begin();
+        self.o.words.extend_from_slice(w);
+    }
+    fn bump_vlen(&mut self) {
+        let s = *self.o.offs.last().unwrap() as usize;
+        let info = &mut self.o.words[s + 1];
+        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
+    }
+    fn set_kflag(&mut self) {
+        let s = *self.o.offs.last().unwrap() as usize;
+        self.o.words[s + 1] |= 1 << 31;
+    }
+}
+
+const ATE_BOOLEAN: u8 = 2;
+const ATE_COMPLEX_FLOAT: u8 = 3;
+const ATE_FLOAT: u8 = 4;
+const ATE_SIGNED: u8 = 5;
+const ATE_SIGNED_CHAR: u8 = 6;
+const ATE_IMAGINARY_FLOAT: u8 = 9;
+
+struct Enc<'c, 'e, 'a> {
+    ctx: &'c Ctx<'e, 'a>,
+    cu: &'c Cu<'a>,
+}
+
+impl<'a> Enc<'_, '_, 'a> {
+    fn unsupported(&self, die: u64, msg: String) -> EncodeError {
+        EncodeError::Unsupported { path: self.path(), msg: format!("{msg} at DIE {die:#x} (CU {:#x})", self.cu.offset) }
+    }
+    fn path(&self) -> PathBuf {
+        self.ctx.path.to_path_buf()
+    }
+
+    /// The name of a type, inheriting it through DW_AT_specification.
+    fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
+        if s.spec != NONE
+            && name_empty(s.name)
+            && let Some(t) = self.cu.slot(self.cu.core(s.spec))
+        {
+            return t.name;
+        }
+        s.name
+    }
+
+    /// Size in bytes of the type with core id `core`, as the reference's `tag__size`.
+    fn size_of(&self, core: u32, depth: u32) -> u64 {
+        let Some(s) = self.cu.slot(core) else { return 0 };
+        if depth > 64 {
+            return 0;
+        }
+        match s.tag {
+            dw::DW_TAG_pointer_type | dw::DW_TAG_reference_type | dw::DW_TAG_rvalue_reference_type => {
+                self.cu.address_size as u64
+            }
+            dw::DW_TAG_base_type => s.size,
+            dw::DW_TAG_enumeration_type => {
+                if s.size == 0 {
+                    4
+                } else {
+                    s.size
+                }
+            }
+            dw::DW_TAG_subroutine_type => self.cu.address_size as u64,
+            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type | dw::DW_TAG_interface_type => s.size,
+            _ => {
+                let inner = if s.ty == NONE { s.size } else { self.size_of(self.cu.core(s.ty), depth + 1) };
+                if s.tag == dw::DW_TAG_array_type { inner.wrapping_mul(s.nelems as u64) } else { inner }
+            }
+        }
+    }
+
+    /// Follows typedefs and qualifiers.
+    fn strip(&self, mut core: u32) -> u32 {
+        for _ in 0..64 {
+            match self.cu.slot(core) {
+                Some(s)
+                    if matches!(
+                        s.tag,
+                        dw::DW_TAG_typedef
+                            | dw::DW_TAG_const_type
+                            | dw::DW_TAG_volatile_type
+                            | dw::DW_TAG_restrict_type
+                            | dw::DW_TAG_atomic_type
+                    ) =>
+                {
+                    core = self.cu.core(s.ty)
+                }
+                _ => return core,
+            }
+        }
+        core
+    }
+
+    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32) {
+        let bit_size = m.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
+        if let Some(dbo) = m.data_bit_offset {
+            return (dbo as u32, bit_size);
+        }
+        let byte_off = m.loc.unwrap_or(0) as u32;
+        let mut bit_off = byte_off.wrapping_mul(8);
+        if m.bit_size.is_some() {
+            let storage = match m.byte_size {
+                Some(b) => b,
+                None => self.size_of(self.strip(self.cu.core(m.ty)), 0),
+            } as u32;
+            let bo = m.bit_offset.unwrap_or(0) as i8 as i32 as u32;
+            if self.ctx.elf.endian == btf::Endian::Little {
+                bit_off = bit_off.wrapping_add(storage.wrapping_mul(8).wrapping_sub(bo).wrapping_sub(bit_size));
+            } else {
+                bit_off = bit_off.wrapping_add(bo);
+            }
+        }
+        (bit_off, bit_size)
+    }
+
+    fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let f = &self.ctx.features;
+        let cu = self.cu;
+        let r = |off: u32| cu.core(off);
+        match s.tag {
+            dw::DW_TAG_base_type => {
+                let enc = s.encoding;
+                let signed = enc == ATE_SIGNED || enc == ATE_SIGNED_CHAR;
+                let boolean = enc == ATE_BOOLEAN;
+                let mut encoding = 0;
+                if signed {
+                    encoding = btf::INT_SIGNED;
+                } else if boolean {
+                    encoding = btf::INT_BOOL;
+                } else if f.float && enc == ATE_FLOAT {
+                    if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
+                        return Err(self.unsupported(
+                            s.die,
+                            format!("DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size", String::from_utf8_lossy(nm(s.name)), s.size),
+                        ));
+                    }
+                    let n = o.s(s.name);
+                    o.rec(&[n, make_info(Kind::Float, false, 0), s.size as u32]);
+                    return Ok(());
+                } else if f.float && (enc == ATE_COMPLEX_FLOAT || enc == ATE_IMAGINARY_FLOAT) {
+                    return Err(self.unsupported(
+                        s.die,
+                        "DW_TAG_base_type: complex, interval and imaginary float types are not supported (BTF has no kind for them)".into(),
+                    ));
+                }
+                let size = s.size;
+                if size == 0 || !size.is_power_of_two() || size > 16 {
+                    let n = o.s(b"__SANITIZED_FAKE_INT__");
+                    o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
+                } else {
+                    if name_empty(s.name) {
+                        return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
+                    }
+                    let n = o.s(s.name);
+                    o.rec(&[n, make_info(Kind::Int, false, 0), size as u32, (encoding << 24) | (size as u32 * 8)]);
+                }
+            }
+            dw::DW_TAG_pointer_type => o.rec(&[0, make_info(Kind::Ptr, false, 0), r(s.ty)]),
+            dw::DW_TAG_const_type => o.rec(&[0, make_info(Kind::Const, false, 0), r(s.ty)]),
+            dw::DW_TAG_volatile_type => o.rec(&[0, make_info(Kind::Volatile, false, 0), r(s.ty)]),
+            dw::DW_TAG_restrict_type => o.rec(&[0, make_info(Kind::Restrict, false, 0), r(s.ty)]),
+            dw::DW_TAG_typedef => {
+                let name = self.type_name(s);
+                if name_empty(name) {
+                    return Err(self.unsupported(s.die, "DW_TAG_typedef without a name: BTF TYPEDEF needs one".into()));
+                }
+                let n = o.s(name);
+                o.rec(&[n, make_info(Kind::Typedef, false, 0), r(s.ty)]);
+            }
+            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type => {
+                let union = s.tag == dw::DW_TAG_union_type;
+                let name = self.type_name(s);
+                if s.declaration {
+                    if name_empty(name) {
+                        return Err(self.unsupported(s.die, format!("{} declaration without a name: BTF FWD needs one", s.tag)));
+                    }
+                    let n = o.s(name);
+                    o.rec(&[n, make_info(Kind::Fwd, union, 0), 0]);
+                    return Ok(());
+                }
+                let n = o.s(name);
+                let kind = if union { Kind::Union } else { Kind::Struct };
+                o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
+                let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
+                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> = members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| {
+                        let (bo, bs) = self.member_bit_offset(m);
+                        (i as u32, bo, bs, r(m.ty))
+                    })
+                    .collect();
+                if cu.language == DW_LANG_RUST {
+                    list.sort_by_key(|&(i, bo, _, _)| match members[i as usize].data_bit_offset {
+                        Some(_) => bo / 8,
+                        None => members[i as usize].loc.unwrap_or(0) as u32,
+                    });
+                }
+                for (i, bit_off, bit_size, ty) in list {
+                    let m = &members[i as usize];
+                    let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
+                    if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
+                        return Err(self.unsupported(
+                            m.die,
+                            format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
+                        ));
+                    }
+                    if union && bit_off != 0 {
+                        return Err(self.unsupported(
+                            m.die,
+                            format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
+                        ));
+                    }
+                    let mn = o.s(m.name);
+                    o.bump_vlen();
+                    if is_bitfield {
+                        o.set_kflag();
+                    }
+                    o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                }
+            }
+            dw::DW_TAG_enumeration_type => {
+                let name = self.type_name(s);
+                let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
+                let bytes = size_bits / 8;
+                if !matches!(bytes, 1 | 2 | 4 | 8) {
+                    return Err(self.unsupported(s.die, format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes")));
+                }
+                let n = o.s(name);
+                let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
+                if f.enum64 && bytes > 4 {
+                    let signed = cu
+                        .slot(r(s.ty))
+                        .is_some_and(|t| t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR));
+                    o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
+                    for e in enums {
+                        if name_empty(e.name) {
+                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                        }
+                        let en = o.s(e.name);
+                        o.bump_vlen();
+                        o.o.words.extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                    }
+                } else {
+                    o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
+                    for e in enums {
+                        if name_empty(e.name) {
+                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                        }
+                        let v = if f.enum64 { e.value as i64 } else { e.value as u32 as i64 };
+                        if v < i32::MIN as i64 || v > u32::MAX as i64 {
+                            return Err(self.unsupported(
+                                s.die,
+                                format!("DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum", String::from_utf8_lossy(nm(e.name))),
+                            ));
+                        }
+                        let en = o.s(e.name);
+                        o.bump_vlen();
+                        if v < 0 {
+                            o.set_kflag();
+                        }
+                        o.o.words.extend_from_slice(&[en, v as u32]);
+                    }
+                }
+            }
+            dw::DW_TAG_array_type => {
+                o.o.has_arrays = true;
+                o.rec(&[0, make_info(Kind::Array, false, 0), 0, r(s.ty), 0, s.nelems]);
+            }
+            dw::DW_TAG_subroutine_type => {
+                o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
+                for p in &cu.params[s.kids as usize..(s.kids + s.nkids) as usize] {
+                    let pn = o.s(p.name);
+                    o.bump_vlen();
+                    o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                }
+                if s.varargs {
+                    o.bump_vlen();
+                    o.o.words.extend_from_slice(&[0, 0]);
+                }
+            }
+            DW_TAG_LLVM_ANNOTATION => {
+                if name_empty(s.name) {
+                    return Err(self.unsupported(s.die, "btf_type_tag annotation without a value".into()));
+                }
+                let n = o.s(s.name);
+                o.rec(&[n, make_info(Kind::TypeTag, false, 0), r(s.ty)]);
+            }
+            dw::DW_TAG_unspecified_type => {
+                // Placed by the loader but never emitted (shifts later ids).
+            }
+            other => {
+                let _ = core;
+                return Err(self.unsupported(s.die, format!("unsupported {other}: BTF has no kind for it")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.
+#[inline]
+fn name_empty(s: &[u8]) -> bool {
+    s.first().is_none_or(|&b| b == 0)
+}
+
+fn valid_var_name(n: &[u8]) -> bool {
+    if n.is_empty() || n.len() > 128 {
+        return false;
+    }
+    let ok_first = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b'.';
+    ok_first(n[0]) && n[1..].iter().all(|&c| ok_first(c) || c.is_ascii_digit())
+}
+
+const SKIPPED_VAR_PREFIXES: &[&[u8]] =
+    &[b"__UNIQUE_ID", b"__tpstrtab_", b"__exitcall_", b"__gendwarfksyms_ptr_", b"__func_stack_frame_non_standard_"];
+
+pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
+    let enc = Enc { ctx, cu };
+    let mut o = Out {
+        o: CuOut {
+            words: Vec::with_capacity(
+                cu.slots.len() * 4 + cu.members.len() * 3 + cu.params.len() * 2 + cu.enumerators.len() * 3 + cu.annots.len() * 4,
+            ),
+            offs: Vec::with_capacity(cu.slots.len()),
+            n_types: 0,
+            has_arrays: false,
+            strs: Vec::new(),
+            strs_off: Vec::new(),
+            strs_known: Vec::new(),
+            strs_in_types: 0,
+            int_core: None,
+            nslots: cu.slots.len() as u32 + 1,
+            vars: Vec::new(),
+            funcs: FuncStates::default(),
+        },
+        ids: HashMap::new(),
+        by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
+        str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
+    };
+    for (i, s) in cu.slots.iter().enumerate() {
+        let core = i as u32 + 1;
+        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
+            o.o.int_core = Some(core);
+        }
+        enc.encode_slot(&mut o, core, s)?;
+    }
+    o.o.n_types = o.o.offs.len();
+    o.o.strs_in_types = o.o.strs.len() as u32;
+
+    // Decl tags of structs, unions and typedefs. An empty value stops the rest
+    // of the CU (decl tags, functions, variables), as in the reference.
+    let mut truncated = false;
+    'tags: for (i, s) in cu.slots.iter().enumerate() {
+        if !matches!(s.tag, dw::DW_TAG_structure_type | dw::DW_TAG_union_type | dw::DW_TAG_typedef) {
+            continue;
+        }
+        for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
+            if name_empty(a.value) {
+                truncated = true;
+                break 'tags;
+            }
+            let n = o.s(a.value);
+            o.rec(&[n, make_info(Kind::DeclTag, false, 0), i as u32 + 1, a.component as u32]);
+        }
+    }
+    if truncated {
+        return Ok(finish(ctx, o.o));
+    }
+
+    record_functions(ctx, cu, &mut o);
+    encode_vars(&enc, &mut o)?;
+    Ok(finish(ctx, o.o))
+}
+
+/// Looks up, in parallel with the merge, which strings already have a BTF
+/// offset, so that the sequential merge does not have to.
+fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
+    let cache = ctx.str_cache;
+    o.strs_known = o
+        .strs_off
+        .iter()
+        .map(|&off| match cache.get(off as usize) {
+            Some(c) if off != NONE => c.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        })
+        .collect();
+    o
+}
+
+/// The reference's per-CU function recording: which subprograms are saved
+/// and, as they are, their parameter names and annotation values interned.
+fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
+    let table = &ctx.elf.funcs;
+    if table.is_empty() || cu.funcs.is_empty() {
+        return;
+    }
+    let mut by_off: Vec<(u32, u32)> = cu.fparams.iter().enumerate().map(|(i, p)| (p.uoff, i as u32)).collect();
+    by_off.sort_unstable();
+    let mut funcs_by_off: Vec<(u32, u32)> = cu.funcs.iter().enumerate().map(|(i, f)| (f.uoff, i as u32)).collect();
+    funcs_by_off.sort_unstable();
+    let fparam = |off: u32| by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.fparams[by_off[i].1 as usize]);
+    let func = |off: u32| funcs_by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.funcs[funcs_by_off[i].1 as usize]);
+    let mut params: Vec<(&'a [u8], u32)> = Vec::new();
+    for fun in &cu.funcs {
+        if fun.declaration {
+            continue;
+        }
+        params.clear();
+        let mut unnamed = false;
+        for p in &cu.fparams[fun.params as usize..(fun.params + fun.nparams) as usize] {
+            let (name, ty) = if !p.has_type && p.origin != NONE {
+                match fparam(p.origin) {
+                    Some(op) => (op.name, op.ty),
+                    None => (p.name, NONE),
+                }
+            } else {
+                (p.name, p.ty)
+            };
+            if name_empty(name) {
+                unnamed = true;
+                break;
+            }
+            params.push((name, ty));
+        }
+        if unnamed {
+            continue;
+        }
+        let mut name = nm(fun.name);
+        if name.is_empty() && fun.origin != NONE {
+            name = func(fun.origin).map(|f| nm(f.name)).unwrap_or(b"");
+        }
+        if name.is_empty() && fun.spec != NONE {
+            name = func(fun.spec).map(|f| nm(f.name)).unwrap_or(b"");
+        }
+        if name.is_empty() {
+            continue;
+        }
+        let Some(entry) = table.lookup(name) else { continue };
+        let ret_off = if fun.has_type { fun.ty } else { func(fun.origin).map(|f| f.ty).unwrap_or(NONE) };
+        let p0 = o.o.funcs.params.len() as u32;
+        let a0 = o.o.funcs.annots.len() as u32;
+        for &(pn, ty) in &params {
+            let n = o.s(pn);
+            o.o.funcs.params.push((n, cu.core(ty)));
+        }
+        if fun.varargs {
+            o.o.funcs.params.push((0, 0));
+        }
+        if ctx.features.decl_tag {
+            for a in &cu.annots[fun.annots as usize..(fun.annots + fun.nannots) as usize] {
+                let n = o.s(a.value);
+                o.o.funcs.annots.push((n, a.component));
+            }
+        }
+        let st = FuncState {
+            name,
+            entry,
+            ret: cu.core(ret_off),
+            params: p0,
+            nparams: o.o.funcs.params.len() as u32 - p0,
+            annots: a0,
+            nannots: o.o.funcs.annots.len() as u32 - a0,
+        };
+        o.o.funcs.funcs.push(st);
+    }
+}
+
+fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeError> {
+    let ctx = enc.ctx;
+    let cu = enc.cu;
+    let f = &ctx.features;
+    if !f.var && !f.global_var {
+        return Ok(());
+    }
+    let var_at = |off: u32| cu.vars.binary_search_by_key(&off, |v| v.uoff).ok().map(|i| &cu.vars[i]);
+    for v in &cu.vars {
+        if v.declaration || v.artificial {
+            continue;
+        }
+        let Some(addr) = v.addr else { continue };
+        let Some(sec) = ctx.elf.section_of(addr) else { continue };
+        let section = &ctx.elf.sections[sec as usize];
+        if !f.global_var && section.name != b".data..percpu" {
+            continue;
+        }
+        let offset = addr - section.addr;
+        let (name, ty, external, annots) = match (v.spec != NONE).then(|| var_at(v.spec)).flatten() {
+            Some(d) => (d.name, d.ty, d.external, &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize]),
+            None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
+            None => (v.name, v.ty, v.external, &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize]),
+        };
+        let name = nm(name);
+        if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        if offset == 0 && !ctx.elf.has_object_symbol(name, sec) {
+            continue;
+        }
+        if !valid_var_name(name) {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}): not a valid BTF variable name",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let core = cu.core(ty);
+        if core == 0 {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}) has no type",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let size = enc.size_of(core, 0);
+        if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
+            continue;
+        }
+        let n = o.s(name);
+        let record = o.o.offs.len() as u32;
+        o.rec(&[n, make_info(Kind::Var, false, 0), core, if external { btf::LINKAGE_GLOBAL } else { btf::LINKAGE_STATIC }]);
+        for a in annots {
+            let an = o.s(a.value);
+            o.rec(&[an, make_info(Kind::DeclTag, false, 0), 0, u32::MAX]);
+            // The tag refers to the VAR: the merge only knows its id, so the
+            // reference is fixed there (type word 0 + marker below).
+            let s = *o.o.offs.last().unwrap() as usize;
+            o.o.words[s + 2] = VAR_REF_MARKER;
+        }
+        o.o.vars.push(VarOut { record, section: sec, offset: offset as u32, size: size as u32 });
+    }
+    Ok(())
+}
+
+/// Type word of a variable's DECL_TAG before the merge: "the VAR just before".
+pub const VAR_REF_MARKER: u32 = u32::MAX;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dwarf::{Enumerator, Member, UnitKind};
+    use crate::elf::debug::{DebugSections, FuncTable};
+
+    fn elf(endian: btf::Endian) -> ElfInfo<'static> {
+        ElfInfo {
+            endian,
+            is_64: true,
+            machine: 62,
+            is_rel: true,
+            has_symtab: true,
+            sections: vec![],
+            funcs: FuncTable::default(),
+            objects: vec![],
+            debug: DebugSections::default(),
+        }
+    }
+
+    fn cu() -> Cu<'static> {
+        Cu {
+            offset: 0,
+            language: 0x1d,
+            name: b"t.c",
+            kind: UnitKind::Normal,
+            address_size: 8,
+            slots: vec![],
+            members: vec![],
+            enumerators: vec![],
+            params: vec![],
+            annots: vec![],
+            funcs: vec![],
+            fparams: vec![],
+            vars: vec![],
+            index: vec![],
+            has_nested_unspecified: false,
+        }
+    }
+
+    fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -> Slot<'static> {
+        Slot {
+            tag,
+            die: uoff as u64,
+            uoff,
+            name,
+            spec: NONE,
+            ty,
+            size,
+            encoding: 0,
+            declaration: false,
+            varargs: false,
+            nelems: 1,
+            kids: 0,
+            nkids: 0,
+            annots: 0,
+            nannots: 0,
+        }
+    }
+
+    fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
+        let core = cu.slots.len() as u32 + 1;
+        cu.index.push((s.uoff, core));
+        cu.index.sort_unstable();
+        cu.slots.push(s);
+        core
+    }
+
+    fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
+        let e = elf(endian);
+        let ctx = Ctx { features, elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        encode_cu(&ctx, cu)
+    }
+
+    fn record(out: &CuOut<'_>, i: usize) -> Vec<u32> {
+        let s = out.offs[i] as usize;
+        let e = out.offs.get(i + 1).map(|&e| e as usize).unwrap_or(out.words.len());
+        out.words[s..e].to_vec()
+    }
+
+    fn int(cu: &mut Cu<'static>, uoff: u32, name: &'static [u8], size: u64, enc: u8) -> u32 {
+        let mut s = slot(gimli::DW_TAG_base_type, uoff, name, NONE, size);
+        s.encoding = enc;
+        add(cu, s)
+    }
+
+    #[test]
+    fn base_types_int_float_and_sanitized() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        int(&mut c, 0x20, b"double", 8, ATE_FLOAT);
+        int(&mut c, 0x30, b"()", 0, 7);
+        int(&mut c, 0x40, b"_Bool", 1, ATE_BOOLEAN);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.int_core, Some(1));
+        assert_eq!(record(&out, 0), vec![1, make_info(Kind::Int, false, 0), 4, (btf::INT_SIGNED << 24) | 32]);
+        // floats off (plain -J): an unsigned INT
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Int, false, 0), 8, 64]);
+        assert_eq!(out.strs[2], b"__SANITIZED_FAKE_INT__");
+        assert_eq!(record(&out, 2), vec![3, make_info(Kind::Int, false, 0), 4, 32]);
+        assert_eq!(record(&out, 3), vec![4, make_info(Kind::Int, false, 0), 1, (btf::INT_BOOL << 24) | 8]);
+        let mut f = Features::default();
+        f.apply_list("float");
+        let out = run(&c, btf::Endian::Little, f).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Float, false, 0), 8]);
+    }
+
+    #[test]
+    fn complex_float_is_fatal_only_with_floats() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"complex double", 16, ATE_COMPLEX_FLOAT);
+        assert!(run(&c, btf::Endian::Little, Features::default()).is_ok());
+        let mut f = Features::default();
+        f.apply_list("default");
+        let e = run(&c, btf::Endian::Little, f).err().unwrap().to_string();
+        assert!(e.contains("DW_TAG_base_type") && e.contains("complex"), "{e}");
+    }
+
+    fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
+        let mut c = cu();
+        let u = int(&mut c, 0x10, b"unsigned int", 4, 8);
+        let _ = u;
+        // struct s { unsigned a:3; unsigned b:5; unsigned c; } with DWARF 4 bit offsets
+        let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
+        s.kids = 0;
+        s.nkids = 3;
+        let m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| Member {
+            name,
+            ty: 0x10,
+            die: 0,
+            loc: Some(loc),
+            data_bit_offset: None,
+            bit_size,
+            byte_size: bit_size.map(|_| 4),
+            bit_offset,
+        };
+        c.members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
+        add(&mut c, s);
+        let out = run(&c, endian, Features::default()).unwrap();
+        record(&out, 1)
+    }
+
+    #[test]
+    fn old_style_bitfields_follow_byte_order() {
+        let le = bitfield_struct(btf::Endian::Little);
+        assert_eq!(le[1], make_info(Kind::Struct, true, 3));
+        // LE: 0*8 + (4*8 - 29 - 3) = 0; b: 32 - 24 - 5 = 3
+        assert_eq!(&le[3..], &[3, 1, 3 << 24, 4, 1, (5 << 24) | 3, 5, 1, 32]);
+        let be = bitfield_struct(btf::Endian::Big);
+        // BE: byte_off*8 + bit_offset
+        assert_eq!(&be[3..], &[3, 1, (3 << 24) | 29, 4, 1, (5 << 24) | 24, 5, 1, 32]);
+    }
+
+    fn enum_cu(size: u64, values: Vec<(&'static [u8], u64)>, signed_base: bool) -> Cu<'static> {
+        let mut c = cu();
+        int(&mut c, 0x10, b"long int", 8, if signed_base { ATE_SIGNED } else { 7 });
+        let mut e = slot(gimli::DW_TAG_enumeration_type, 0x20, b"e", 0x10, size);
+        e.nkids = values.len() as u32;
+        c.enumerators = values.into_iter().map(|(name, value)| Enumerator { name, value }).collect();
+        add(&mut c, e);
+        c
+    }
+
+    #[test]
+    fn enum_kflag_and_enum64() {
+        let c = enum_cu(4, vec![(b"A", u64::MAX), (b"B", 5)], true);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, true, 2), 4, 3, 0xffff_ffff, 4, 5]);
+        let c = enum_cu(8, vec![(b"A", u64::MAX - 1)], true);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum64, true, 1), 8, 3, 0xffff_fffe, 0xffff_ffff]);
+        // enum64 off: an 8-byte ENUM with low 32 bits, kflag 0
+        let mut f = Features::default();
+        f.enum64 = false;
+        let out = run(&c, btf::Endian::Little, f).unwrap();
+        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, false, 1), 8, 3, 0xffff_fffe]);
+        // a 4-byte enum value beyond UINT_MAX is rejected
+        let c = enum_cu(4, vec![(b"A", 1 << 40)], false);
+        assert!(run(&c, btf::Endian::Little, Features::default()).is_err());
+    }
+
+    #[test]
+    fn unsupported_tags_name_the_tag() {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        add(&mut c, slot(gimli::DW_TAG_atomic_type, 0x47, b"", 0x10, 0));
+        let e = run(&c, btf::Endian::Little, Features::default()).err().unwrap().to_string();
+        assert!(e.contains("DW_TAG_atomic_type") && e.contains("DIE 0x47"), "{e}");
+    }
+
+    #[test]
+    fn nested_unspecified_type_emits_nothing_but_keeps_its_core_id() {
+        let mut c = cu();
+        add(&mut c, slot(gimli::DW_TAG_unspecified_type, 0x10, b"decltype(nullptr)", NONE, 0));
+        int(&mut c, 0x20, b"int", 4, ATE_SIGNED);
+        add(&mut c, slot(gimli::DW_TAG_pointer_type, 0x30, b"", 0x20, 8));
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.n_types, 2);
+        assert_eq!(out.nslots, 4);
+        // The PTR still names core id 2, which the merge turns into off+2.
+        assert_eq!(record(&out, 1), vec![0, make_info(Kind::Ptr, false, 0), 2]);
+    }
+
+    #[test]
+    fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
+        let mut c = cu();
+        let mut s = slot(gimli::DW_TAG_structure_type, 0x10, b"s", NONE, 0);
+        s.nannots = 2;
+        c.annots = vec![crate::dwarf::Annot { value: b"ok", component: -1 }, crate::dwarf::Annot { value: b"", component: -1 }];
+        add(&mut c, s);
+        let mut t = slot(gimli::DW_TAG_typedef, 0x20, b"t", 0x10, 0);
+        t.annots = 0;
+        t.nannots = 1;
+        add(&mut c, t);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        // STRUCT, TYPEDEF, DECL_TAG "ok"; the empty one stops everything after it.
+        assert_eq!(out.offs.len(), 3);
+        assert_eq!(record(&out, 2), vec![3, make_info(Kind::DeclTag, false, 0), 1, u32::MAX]);
+    }
+
+    fn func(uoff: u32, name: &'static [u8], params: u32, nparams: u32) -> crate::dwarf::Func<'static> {
+        crate::dwarf::Func {
+            uoff,
+            die: uoff as u64,
+            name,
+            ty: NONE,
+            has_type: false,
+            origin: NONE,
+            spec: NONE,
+            declaration: false,
+            varargs: false,
+            params,
+            nparams,
+            annots: 0,
+            nannots: 0,
+        }
+    }
+
+    fn fparam(uoff: u32, name: &'static [u8], origin: u32) -> crate::dwarf::FParam<'static> {
+        crate::dwarf::FParam { uoff, name, ty: NONE, has_type: origin == NONE, origin }
+    }
+
+    #[test]
+    fn which_functions_are_recorded_and_their_param_names_interned() {
+        let mut c = cu();
+        c.fparams = vec![
+            fparam(0x11, b"abs_a", NONE),   // abstract f(abs_a)
+            fparam(0x21, b"", 0x11),        // concrete f: name from its origin
+            fparam(0x31, b"", NONE),        // g: unnamed parameter
+            fparam(0x41, b"x", NONE),       // not_in_elf(x)
+            fparam(0x51, b"d", NONE),       // a declaration
+        ];
+        let mut concrete = func(0x20, b"", 1, 1);
+        concrete.origin = 0x10;
+        let mut decl = func(0x50, b"f", 4, 1);
+        decl.declaration = true;
+        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"not_in_elf", 3, 1), decl];
+        let mut e = elf(btf::Endian::Little);
+        e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20)]);
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let out = encode_cu(&ctx, &c).unwrap();
+        let names: Vec<&[u8]> = out.funcs.funcs.iter().map(|f| f.name).collect();
+        assert_eq!(names, [&b"f"[..], b"f"]);
+        // Both instances intern the same name once; nothing else is interned.
+        assert_eq!(out.strs, vec![&b"abs_a"[..]]);
+        assert_eq!(out.funcs.params, vec![(1, 0), (1, 0)]);
+    }
+
+    #[test]
+    fn variable_names() {
+        assert!(valid_var_name(b"per_cpu.x_1"));
+        assert!(valid_var_name(b"_a"));
+        assert!(!valid_var_name(b"1a"));
+        assert!(!valid_var_name(b"_vptr$Shape"));
+        assert!(!valid_var_name(&[b'a'; 129]));
+    }
+}

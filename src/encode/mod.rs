@@ -1,0 +1,483 @@
+//! DWARF → BTF encoding, before dedup.
+//!
+//! Two steps per CU. The *local* step (parallel, one rayon task per CU)
+//! decodes the CU and turns it into BTF records whose type references are
+//! the CU's core ids and whose names are indices into the CU's own string
+//! list (in first-use order). The *merge* step (sequential, in CU order)
+//! appends those records to the one growing BTF: it adds the CU's
+//! `type_id_off` to every reference, interns the CU's strings into the run's
+//! string table in order, decides the array index type, and remembers the
+//! variables for the DATASECs. Only the merge touches run-wide state, and it
+//! sees CUs in `.debug_info` order, so the bytes never depend on `-j`.
+
+pub mod features;
+pub mod lang;
+mod local;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use gimli::RunTimeEndian;
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::btf::{self, Btf, Kind, TypeId, make_info};
+use crate::dwarf::{self, Decoder};
+use crate::elf::debug::ElfInfo;
+
+pub use features::Features;
+pub use lang::LangFilter;
+pub use local::{CuOut, FuncState, FuncStates};
+
+#[derive(Debug, Error)]
+pub enum EncodeError {
+    #[error("{path}: {msg}")]
+    Input { path: PathBuf, msg: String },
+    /// A construct BTF cannot express, or one the reference rejects.
+    #[error("{path}: {msg}")]
+    Unsupported { path: PathBuf, msg: String },
+    /// The input has no DWARF, or every CU was filtered out.
+    #[error("{path}: {msg}")]
+    Nothing { path: PathBuf, msg: String },
+    /// The reference stops reading the file at this CU but writes what it has.
+    #[error("{path}: {msg}")]
+    StopFile { path: PathBuf, msg: String },
+    #[error(transparent)]
+    Elf(#[from] crate::Error),
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub features: Features,
+    pub lang: LangFilter,
+    /// `-X` / `--cu_exclude`: skip CUs whose name starts with this prefix.
+    pub cu_exclude: Option<Vec<u8>>,
+    /// Decode threads (1 = no parallelism).
+    pub jobs: usize,
+    /// Skip the function phase (FUNC/FUNC_PROTO emission).
+    pub no_funcs: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { features: Features::default(), lang: LangFilter::All, cu_exclude: None, jobs: 1, no_funcs: true }
+    }
+}
+
+/// What one run produced besides the BTF.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub cus: usize,
+    pub cus_encoded: usize,
+    pub func_states: usize,
+    pub vars: usize,
+}
+
+/// Run-wide merge state.
+struct Merger<'a, 'c> {
+    btf: Btf,
+    has_index: bool,
+    index: u32,
+    /// Section index → (VAR id, offset, size), in encounter order.
+    datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
+    map: Vec<u32>,
+    /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
+    /// is idempotent and the string section only grows, so a value once set
+    /// is final: the workers read it too (see `CuOut::strs_known`) and the
+    /// merge only looks up what they did not find.
+    str_cache: &'c [AtomicU32],
+    scratch: Vec<u32>,
+    summary: Summary,
+    /// Saved function states (the function phase emits them).
+    pub funcs: FuncStates<'a>,
+}
+
+impl<'a> Merger<'a, '_> {
+    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(rec);
+        let map = &self.map;
+        Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
+        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
+            self.scratch[2] = last_var;
+            return self.btf.push_words(&self.scratch);
+        }
+        Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
+            if *w != 0 {
+                *w = w.wrapping_add(off)
+            }
+        });
+        self.btf.push_words(&self.scratch)
+    }
+
+    fn intern_range(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
+        for i in from..to {
+            let known = out.strs_known[i];
+            if known != 0 {
+                self.map[i + 1] = known;
+                continue;
+            }
+            let s = out.strs[i];
+            let off = out.strs_off[i];
+            if off != dwarf::NONE {
+                let slot = &self.str_cache[off as usize];
+                let c = slot.load(Ordering::Relaxed);
+                if c != 0 {
+                    self.map[i + 1] = c;
+                    continue;
+                }
+                let b = self.btf.add_str(dwarf::nm(s)).0;
+                slot.store(b, Ordering::Relaxed);
+                self.map[i + 1] = b;
+            } else {
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
+            }
+        }
+    }
+
+    fn merge(&mut self, mut out: CuOut<'a>) {
+        self.summary.cus_encoded += 1;
+        let off = self.btf.type_count();
+        let mut candidate = 0;
+        if !self.has_index {
+            match out.int_core {
+                Some(k) => {
+                    self.has_index = true;
+                    self.index = off + k;
+                }
+                None => candidate = off + out.nslots,
+            }
+        }
+        let index = if self.has_index { self.index } else { candidate };
+        self.map.clear();
+        self.map.resize(out.strs.len() + 1, 0);
+        self.intern_range(&out, 0, out.strs_in_types as usize);
+        let nrec = out.offs.len();
+        let rec = |out: &CuOut<'a>, i: usize| {
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < nrec { out.offs[i + 1] as usize } else { out.words.len() };
+            (s, e)
+        };
+        // The CU's types: one bulk copy, then names and references fixed in place.
+        let types_end = if out.n_types < nrec { out.offs[out.n_types] as usize } else { out.words.len() };
+        let base = self.btf.append_records(&out.words[..types_end], &out.offs[..out.n_types]);
+        let map = &self.map;
+        let w = self.btf.words_from_mut(base);
+        for i in 0..out.n_types {
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < out.n_types { out.offs[i + 1] as usize } else { types_end };
+            let r = &mut w[s..e];
+            Btf::for_each_str_ref_mut(r, |x| *x = map[*x as usize]);
+            Btf::for_each_type_ref_mut(r, |x| {
+                if *x != 0 {
+                    *x = x.wrapping_add(off)
+                }
+            });
+            if (r[1] >> 24) & 0x1f == Kind::Array as u32 {
+                r[4] = index;
+            }
+        }
+        if out.has_arrays && !self.has_index {
+            self.btf.add_int(b"int", 4, btf::INT_SIGNED);
+            self.has_index = true;
+            self.index = candidate;
+        }
+        self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
+        let mut vars = out.vars.iter().peekable();
+        let mut last_var = 0;
+        for i in out.n_types..nrec {
+            let (s, e) = rec(&out, i);
+            let words = std::mem::take(&mut out.words);
+            let id = self.push_record(&words[s..e], off, last_var);
+            out.words = words;
+            if let Some(v) = vars.peek()
+                && v.record as usize == i
+            {
+                self.datasecs.entry(v.section).or_default().push((id.0, v.offset, v.size));
+                self.summary.vars += 1;
+                last_var = id.0;
+                vars.next();
+            }
+        }
+        self.funcs.append_relocated(&out.funcs, off, &self.map);
+        self.summary.func_states = self.funcs.funcs.len();
+    }
+
+    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
+        let secs = std::mem::take(&mut self.datasecs);
+        for (sec, mut entries) in secs {
+            entries.sort_by_key(|e| e.1);
+            let last = *entries.last().expect("datasec has entries");
+            let name = elf.sections[sec as usize].name;
+            let n = self.btf.add_str(name);
+            let vlen = entries.len() as u32;
+            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
+            for (v, o, s) in entries {
+                words.extend_from_slice(&[v, o, s]);
+            }
+            self.btf.push_words(&words);
+        }
+    }
+}
+
+/// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
+/// the read-only private file mapping: they are re-read from the file if
+/// touched again, so this only lowers the resident set.
+fn release_pages(bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: the range lies inside a live read-only file mapping; for
+        // such pages MADV_DONTNEED discards the cached copy only.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+/// The result of encoding one file.
+pub struct Encoded {
+    pub btf: Btf,
+    pub summary: Summary,
+}
+
+/// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
+/// BTF over `base`. Function emission is not part of this phase: with
+/// `opts.no_funcs == false` the caller must refuse (see the CLI).
+pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
+    let input = crate::elf::Input::open(path)?;
+    let elf = ElfInfo::load(path, input.bytes())?;
+    encode_elf(path, &elf, base, opts)
+}
+
+/// CUs handed to the workers at once: the window of decoded-but-not-merged
+/// CUs is at most two chunks.
+const CHUNK_BYTES: u64 = 4 << 20;
+/// CUs per chunk: a few per thread, so that a worker is never idle for long
+/// while the merge runs, and the window stays small.
+fn chunk_max_cus(jobs: usize) -> usize {
+    (4 * jobs).max(4)
+}
+
+pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
+    let input_err = |msg: String| EncodeError::Input { path: path.to_path_buf(), msg };
+    if elf.debug.info.is_empty() {
+        return Err(EncodeError::Nothing { path: path.to_path_buf(), msg: "no DWARF debug info (.debug_info is missing or empty)".into() });
+    }
+    if !elf.has_symtab {
+        return Err(input_err("no .symtab section: cannot build the ELF function table".into()));
+    }
+    let endian = match elf.endian {
+        btf::Endian::Little => RunTimeEndian::Little,
+        btf::Endian::Big => RunTimeEndian::Big,
+    };
+    let dw = dwarf::dwarf(&elf.debug, endian);
+    let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input { path: path.to_path_buf(), msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m) })?;
+    let decoder = Decoder {
+        dwarf: &dw,
+        opts: dwarf::DecodeOpts { type_tag: opts.features.type_tag, decl_tag: opts.features.decl_tag },
+        endian,
+    };
+    let lctx_features = opts.features;
+
+    // Chunks of CUs, by .debug_info bytes.
+    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, h) in headers.iter().enumerate() {
+        bytes += h.length_including_self() as u64;
+        if bytes >= CHUNK_BYTES || i + 1 - start >= chunk_max_cus(opts.jobs) {
+            chunks.push(start..i + 1);
+            start = i + 1;
+            bytes = 0;
+        }
+    }
+    if start < headers.len() {
+        chunks.push(start..headers.len());
+    }
+
+    let str_cache: Vec<AtomicU32> = (0..elf.debug.str.len()).map(|_| AtomicU32::new(0)).collect();
+    let mut btf = match &base {
+        Some(b) => Btf::new_split(b.clone()),
+        None => Btf::new(elf.endian),
+    };
+    btf.set_endian(elf.endian);
+    let mut m = Merger {
+        btf,
+        has_index: false,
+        index: 0,
+        datasecs: BTreeMap::new(),
+        map: Vec::new(),
+        str_cache: &str_cache,
+        scratch: Vec::new(),
+        summary: Summary { cus: headers.len(), ..Default::default() },
+        funcs: FuncStates::default(),
+    };
+
+    let lctx = local::Ctx { features: lctx_features, elf, path, str_cache: &str_cache };
+    type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
+    let lang = &opts.lang;
+    let cu_exclude = opts.cu_exclude.as_deref();
+    let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
+        headers[r]
+            .par_iter()
+            .map(|h| {
+                let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
+                let cu = decoder.decode(*h, &keep).map_err(|e| match e.kind {
+                    dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
+                        path: path.to_path_buf(),
+                        msg: format!("warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"),
+                    },
+                    dwarf::DecodeErrorKind::MergedMode => {
+                        EncodeError::Unsupported { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
+                    }
+                    dwarf::DecodeErrorKind::Damaged => {
+                        EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
+                    }
+                })?;
+                match cu {
+                    Some(cu) if cu.kind == dwarf::UnitKind::Normal => local::encode_cu(&lctx, &cu).map(Some),
+                    _ => Ok(None),
+                }
+            })
+            .collect()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()
+        .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
+    // The mapped .debug_info (read straight from the file, not decompressed
+    // or relocated) can be dropped from memory chunk by chunk once merged.
+    let info_mapped = matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
+        let first = &headers[r.start];
+        let last = &headers[r.end - 1];
+        (first.offset().0, last.offset().0 + last.length_including_self())
+    };
+    let result: Result<(), EncodeError> = pool.install(|| {
+        let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
+        let mut stopped = false;
+        for i in 0..chunks.len() {
+            let next = chunks.get(i + 1).cloned();
+            let items = std::mem::take(&mut cur);
+            let range = unit_range(&chunks[i]);
+            let (res, nxt) = rayon::join(
+                || -> Result<(), EncodeError> {
+                    for it in items {
+                        match it {
+                            Ok(Some(out)) => m.merge(out),
+                            Ok(None) => {}
+                            Err(e @ EncodeError::StopFile { .. }) => {
+                                eprintln!("btfkit: {e}");
+                                stopped = true;
+                                break;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if info_mapped {
+                        release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
+                    }
+                    Ok(())
+                },
+                || next.map(work),
+            );
+            res?;
+            if stopped {
+                break;
+            }
+            cur = nxt.unwrap_or_default();
+        }
+        Ok(())
+    });
+    result?;
+    if m.summary.cus_encoded == 0 {
+        return Err(EncodeError::Nothing {
+            path: path.to_path_buf(),
+            msg: "nothing to encode: no compile unit is left after the language filters".into(),
+        });
+    }
+    m.finish_datasecs(elf);
+    let summary = m.summary.clone();
+    Ok(Encoded { btf: m.btf, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merger() -> Merger<'static, 'static> {
+        Merger {
+            btf: Btf::new(btf::Endian::Little),
+            has_index: false,
+            index: 0,
+            datasecs: BTreeMap::new(),
+            map: Vec::new(),
+            str_cache: &[],
+            scratch: Vec::new(),
+            summary: Summary::default(),
+            funcs: FuncStates::default(),
+        }
+    }
+
+    /// A CU of records (names are local string ids, refs core ids).
+    fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
+        let mut words = Vec::new();
+        let mut offs = Vec::new();
+        let mut has_arrays = false;
+        for r in &records {
+            offs.push(words.len() as u32);
+            has_arrays |= (r[1] >> 24) & 0x1f == Kind::Array as u32;
+            words.extend_from_slice(r);
+        }
+        let n = strs.len() as u32;
+        CuOut {
+            words,
+            offs,
+            n_types: records.len(),
+            has_arrays,
+            strs_off: vec![dwarf::NONE; strs.len()],
+            strs_known: vec![0; strs.len()],
+            strs,
+            strs_in_types: n,
+            int_core,
+            nslots,
+            vars: vec![],
+            funcs: FuncStates::default(),
+        }
+    }
+
+    fn arr(elem: u32, n: u32) -> Vec<u32> {
+        vec![0, make_info(Kind::Array, false, 0), 0, elem, 0, n]
+    }
+    fn int(name: u32, size: u32) -> Vec<u32> {
+        vec![name, make_info(Kind::Int, false, 0), size, size * 8]
+    }
+
+    #[test]
+    fn index_type_is_decided_once_and_synthesized_when_missing() {
+        let mut m = merger();
+        // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
+        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3));
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
+        assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
+        // CU 2 has its own `int`, but the index stays id 3.
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3));
+        assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
+        // Strings: first use order, "int" not duplicated.
+        assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
+    }
+
+    #[test]
+    fn a_cu_with_int_decides_the_index_before_any_array() {
+        let mut m = merger();
+        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2));
+        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3));
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
+    }
+}

@@ -1,0 +1,91 @@
+//! The encode and pahole front ends: sample run, refusals, flag errors.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn encode_without_input_summarises_the_sample() {
+    let r = run(&["encode"]);
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(out.contains("multi_types.gcc-O2.ld-r.o: 11 CUs (11 encoded)"), "{out}");
+    assert!(out.contains("(not written)"), "{out}");
+}
+
+#[test]
+fn encode_writes_pre_dedup_btf_atomically() {
+    let dir = scratch("cli-encode");
+    let out = dir.join("sample.btf");
+    let r = run(&["encode", "--no-dedup", "--no-funcs", "-j2", "-o", &s(&out)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    let btf = btfkit::btf::read::parse(&bytes).unwrap();
+    assert!(btf.own_type_count() > 200);
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 1, "temporary file left behind: {names:?}");
+}
+
+#[test]
+fn final_output_is_refused_until_dedup_and_functions_exist() {
+    let dir = scratch("cli-refuse");
+    let out = dir.join("x.btf");
+    let r = run(&["encode", "-o", &s(&out)]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("dedup not available yet"));
+    let r = run(&["pahole", "-J", "--no-dedup", &format!("--btf_encode_detached={}", s(&out)), "data/x.o"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("function emission not implemented yet"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn pahole_rejects_unknown_flags_and_languages() {
+    let r = run(&["pahole", "-J", "--no-such-flag", "x.o"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--no-such-flag"));
+    let r = run(&["pahole", "-J", "--lang_exclude=klingon", "x.o"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("klingon"));
+}
+
+#[test]
+fn pahole_version_and_features() {
+    let r = run(&["pahole", "--version"]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "v1.31\n");
+    let r = run(&["pahole", "--supported_btf_features"]);
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "encode_force,var,float,decl_tag,type_tag,enum64,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build,distilled_base,global_var,attributes\n"
+    );
+}
+
+#[test]
+fn rust_only_object_under_lang_exclude_writes_nothing() {
+    let dir = scratch("cli-rust");
+    let out = dir.join("x.btf");
+    let input = corpus_file("fixtures/bin/rust_lib.rustc.o");
+    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--lang_exclude=rust", &format!("--btf_encode_detached={}", s(&out)), &s(&input)]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to encode"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn cu_exclude_skips_cus_by_name_prefix() {
+    let dir = scratch("cli-cu-exclude");
+    let out = dir.join("x.btf");
+    let input = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
+    let det = format!("--btf_encode_detached={}", s(&out));
+    let all = run(&["pahole", "--no-dedup", "--no-funcs", "-J", &det, &input]);
+    assert!(all.status.success());
+    let full = std::fs::read(&out).unwrap();
+    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "-X", "src/ints", &det, &input]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let fewer = std::fs::read(&out).unwrap();
+    assert!(fewer.len() < full.len());
+    let _ = std::fs::remove_file(&out);
+    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--cu_exclude=src/", &det, &input]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(!out.exists());
+}

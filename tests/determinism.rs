@@ -1,0 +1,72 @@
+//! The same bytes at any thread count.
+
+mod common;
+
+use common::*;
+
+fn encode_at(input: &str, base: Option<&str>, jobs: &str, dir: &std::path::Path) -> Vec<u8> {
+    let out = dir.join(format!("out.j{jobs}.btf"));
+    let mut args = vec!["pahole".to_string(), "--no-dedup".into(), "--no-funcs".into(), "-J".into(), format!("-j{jobs}")];
+    args.push("--btf_features=+reproducible_build".into());
+    if let Some(b) = base {
+        args.push(format!("--btf_base={b}"));
+    }
+    args.push(format!("--btf_encode_detached={}", s(&out)));
+    args.push(input.to_string());
+    let r = btfkit().args(&args).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::read(&out).unwrap()
+}
+
+#[test]
+fn multi_cu_fixture_same_bytes_at_any_jobs() {
+    let dir = scratch("det-fixture");
+    let input = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
+    let one = encode_at(&input, None, "1", &dir);
+    assert!(one.len() > 1000);
+    for j in ["2", "8"] {
+        assert!(one == encode_at(&input, None, j, &dir), "-j{j} differs from -j1");
+    }
+}
+
+#[test]
+fn module_same_bytes_at_any_jobs() {
+    let dir = scratch("det-module");
+    let input = s(&corpus_file("kernel/modules/x_tables.ko"));
+    let base = s(&corpus_file("expected/kernel/vmlinux.default.btf"));
+    let one = encode_at(&input, Some(&base), "1", &dir);
+    assert!(one.len() > 1000);
+    for j in ["2", "8"] {
+        assert!(one == encode_at(&input, Some(&base), j, &dir), "-j{j} differs from -j1");
+    }
+}
+
+/// The vmlinux (2,401 CUs, many chunks through the decode/merge pipeline) at
+/// -j1 and -j3 gives the reference's pre-dedup bytes both times.
+#[test]
+fn vmlinux_same_bytes_at_j1_and_j3() {
+    use sha2::Digest;
+    let manifest = std::fs::read_to_string(corpus_dir().join("expected-prededup/manifest.tsv")).unwrap();
+    let row: Vec<&str> = manifest
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|f| f[0] == "vmlinux/kernel" && f[1] == "nofuncs")
+        .expect("vmlinux nofuncs row");
+    let (input, args, sha) = (row[2], row[5], row[7]);
+    let input = s(&corpus_file(input));
+    let dir = scratch("det-vmlinux");
+    for j in ["-j1", "-j3"] {
+        let out = dir.join("out.btf");
+        let mut cmd = btfkit();
+        cmd.args(["pahole", "--no-dedup", "--no-funcs"]);
+        for a in args.split(' ') {
+            let a = if a.starts_with("-j") { j.to_string() } else { a.to_string() };
+            cmd.arg(a.replace("{input}", &input).replace("{output}", &s(&out)));
+        }
+        let r = cmd.output().unwrap();
+        assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
+        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, sha, "{j}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
