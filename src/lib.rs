@@ -5,6 +5,7 @@
 //! that knows about command lines and exit codes.
 
 pub mod btf;
+pub mod dedup;
 pub mod elf;
 pub mod error;
 pub mod output;

@@ -2,6 +2,7 @@
 //! outcome to an exit code. Library errors get their context here.
 
 mod conformance;
+mod dedup;
 mod inspect;
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ enum Cmd {
     Verify(inspect::VerifyArgs),
     /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
     Conformance(conformance::Args),
+    /// Deduplicate a BTF file exactly as libbpf's btf__dedup does.
+    Dedup(dedup::Args),
 }
 
 /// Prints an error in the one-line form every subcommand uses.
@@ -61,6 +64,7 @@ pub fn run() -> i32 {
         Cmd::Stats(a) => inspect::stats(a),
         Cmd::Verify(a) => inspect::verify(a),
         Cmd::Conformance(a) => conformance::run(a),
+        Cmd::Dedup(a) => dedup::run(a),
     };
     match res {
         Ok(code) => code,
