@@ -186,6 +186,15 @@ fn hash_int_tag(w: &[u32]) -> u64 {
 fn hash_enum(w: &[u32]) -> u64 {
     hc(0, w[0])
 }
+/// A hash of a whole record (for exact-content side indexes).
+fn content_hash(w: &[u32]) -> u64 {
+    let mut h: u64 = 0;
+    for &x in w {
+        h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+    h ^ (h >> 32)
+}
+
 fn hash_struct(w: &[u32]) -> u64 {
     let mut h = hash_common(w);
     for m in w[3..].chunks_exact(3) {
@@ -265,40 +274,75 @@ fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
 
 static VOID: [u32; 3] = [0, 0, 0];
 
-/// Read access to every record of the id space (base and own).
-struct Types<'a> {
-    base: Option<&'a Btf>,
-    start: u32,
-    own: Cow<'a, [u32]>,
-    offs: &'a [u32],
+/// Trailing words of a record: `FIXED[kind] + PER_ENTRY[kind] * vlen`.
+const FIXED: [u8; 32] = {
+    let mut t = [0u8; 32];
+    t[INT as usize] = 1;
+    t[VAR as usize] = 1;
+    t[DECL_TAG as usize] = 1;
+    t[ARRAY as usize] = 3;
+    t
+};
+const PER_ENTRY: [u8; 32] = {
+    let mut t = [0u8; 32];
+    t[STRUCT as usize] = 3;
+    t[UNION as usize] = 3;
+    t[DATASEC as usize] = 3;
+    t[ENUM64 as usize] = 3;
+    t[ENUM as usize] = 2;
+    t[FUNC_PROTO as usize] = 2;
+    t
+};
+
+#[inline]
+fn rec_len(info: u32) -> usize {
+    let k = ((info >> 24) & 0x1f) as usize;
+    3 + FIXED[k] as usize + PER_ENTRY[k] as usize * (info & 0xffff) as usize
 }
 
-impl Types<'_> {
-    #[inline]
-    fn rec(&self, id: u32) -> &[u32] {
-        if id >= self.start {
-            let i = (id - self.start) as usize;
-            let s = self.offs[i] as usize;
-            let e = match self.offs.get(i + 1) {
-                Some(&e) => e as usize,
-                None => self.own.len(),
-            };
-            &self.own[s..e]
-        } else if id == 0 {
-            &VOID
-        } else {
-            // ids below `start` exist only with a base
-            self.base.map(|b| b.ty(crate::btf::TypeId(id)).words).unwrap_or(&VOID)
-        }
+/// Per-id state, interleaved so that one cache line serves a graph step:
+/// the canonical link, the hypothetical link of the current equivalence
+/// check (reused as old → new id by compaction), and where the record starts.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Node {
+    map: u32,
+    hypot: u32,
+    off: u32,
+    kind: u32,
+}
+
+/// Asks for the cache line of `p` ahead of use (graph walks are bound by the
+/// latency of scattered loads; the stack tells us what comes next).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; it never faults, even on a bad address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// The record of `id` (ids of the whole space; 0 is void).
+#[inline]
+fn rec_of<'w>(words: &'w [u32], nodes: &[Node], id: u32) -> &'w [u32] {
+    if id == 0 {
+        return &VOID;
+    }
+    let s = nodes[id as usize].off as usize;
+    &words[s..s + rec_len(words[s + 1])]
 }
 
 struct Dedup<'a> {
-    t: Types<'a>,
-    /// One past the last id.
+    /// Records of every id: base and own in one slice (borrowed when there is
+    /// no base and the string pass did not run).
+    words: Cow<'a, [u32]>,
+    nodes: Vec<Node>,
+    /// First own id; one past the last id.
+    start: u32,
     end: u32,
-    map: Vec<u32>,
-    hypot: Vec<u32>,
     hypot_list: Vec<u32>,
     adjust_canon: bool,
     table: CandTable,
@@ -306,14 +350,21 @@ struct Dedup<'a> {
     eq_stack: Vec<(u32, u32)>,
     /// (type, next child) frames of the reference pass.
     ref_stack: Vec<(u32, u32)>,
-    scratch: Vec<u32>,
-    scratch2: Vec<u32>,
+    /// Names of enum forward declarations seen (primitive pass fast path).
+    enum_fwds: hashbrown::HashSet<u32>,
+    /// Canonical full enums by content (primitive pass fast path).
+    enums: hashbrown::HashTable<u32>,
+}
+
+macro_rules! rec {
+    ($d:expr, $id:expr) => {
+        rec_of(&$d.words, &$d.nodes, $id)
+    };
 }
 
 /// Deduplicates `btf` (over its base, if split) as libbpf's `btf__dedup` does.
 pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     let clock = Timer::new(opts.timings);
-    let base = btf.base().map(|b| &**b);
     let start = btf.start_id();
     let end = btf.type_count() + 1;
 
@@ -331,22 +382,23 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     };
     clock.lap("strings");
 
+    let (words, nodes) = layout(btf, own);
     let mut d = Dedup {
-        t: Types { base, start, own, offs: btf.type_offsets() },
+        words,
+        nodes,
+        start,
         end,
-        map: Vec::new(),
-        hypot: vec![UNPROCESSED; end as usize],
         hypot_list: Vec::new(),
         adjust_canon: false,
-        table: CandTable::with_capacity(1024),
+        table: CandTable::with_capacity(1 << 16),
         eq_stack: Vec::new(),
         ref_stack: Vec::new(),
-        scratch: Vec::new(),
-        scratch2: Vec::new(),
+        enum_fwds: Default::default(),
+        enums: Default::default(),
     };
-    d.init_map();
+    clock.lap("layout");
     d.prep()?;
-    clock.lap("init+prep");
+    clock.lap("prep");
     d.prim_types()?;
     clock.lap("primitives");
     d.struct_types()?;
@@ -358,6 +410,59 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     let (words, offs) = d.compact_and_remap()?;
     clock.lap("compact+remap");
     Ok(Btf::from_parts(words, offs, strtab, btf.endian(), btf.base().cloned()))
+}
+
+/// Builds the id-indexed state: record offsets, kinds and the initial map
+/// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
+/// Own types are laid out in parallel; the result does not depend on it.
+fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) {
+    use rayon::prelude::*;
+    let mut chain = Vec::new();
+    let mut b = btf.base();
+    while let Some(x) = b {
+        chain.push(&**x);
+        b = x.base();
+    }
+    chain.reverse();
+    let start = btf.start_id() as usize;
+    let end = btf.type_count() as usize + 1;
+    let unprocessed = Node { map: UNPROCESSED, hypot: UNPROCESSED, off: 0, kind: 0 };
+    let mut nodes: Vec<Node> = Vec::with_capacity(end);
+    nodes.resize(start, unprocessed);
+    nodes[0].map = 0;
+    let (words, shift) = if chain.is_empty() {
+        (own, 0u32)
+    } else {
+        let mut all = Vec::with_capacity(chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len());
+        let mut id = 1usize;
+        for b in &chain {
+            let w0 = all.len() as u32;
+            all.extend_from_slice(b.raw_words());
+            for &o in b.type_offsets() {
+                let kind = (all[(o + w0) as usize + 1] >> 24) & 0x1f;
+                nodes[id] = Node { map: id as u32, hypot: UNPROCESSED, off: o + w0, kind };
+                id += 1;
+            }
+        }
+        let shift = all.len() as u32;
+        all.extend_from_slice(&own);
+        (Cow::Owned(all), shift)
+    };
+    let offs = btf.type_offsets();
+    let w: &[u32] = &words;
+    const CHUNK: usize = 1 << 15;
+    nodes.par_extend(offs
+        .par_iter()
+        .enumerate()
+        .with_min_len(CHUNK)
+        .map(|(i, &o)| {
+            let off = o + shift;
+            let kind = (w[off as usize + 1] >> 24) & 0x1f;
+            let map = if kind == VAR || kind == DATASEC { (start + i) as u32 } else { UNPROCESSED };
+            Node { map, hypot: UNPROCESSED, off, kind }
+        }));
+    debug_assert_eq!(nodes.len(), end);
+    (words, nodes)
 }
 
 /// libbpf marks strings as already deduplicated when the own string section
@@ -391,11 +496,22 @@ fn dedup_strings(btf: &Btf) -> (Vec<u32>, StrTab) {
     (words, tab)
 }
 
+/// Whether word `pos` of a record of kind `k` is a type id that libbpf's
+/// reference pass rewrites to its canonical id.
+#[inline]
+fn is_ref_pos(k: u32, pos: usize) -> bool {
+    match k {
+        ARRAY => pos == 3 || pos == 4,
+        FUNC_PROTO => pos == 2 || (pos >= 4 && pos % 2 == 0),
+        _ => pos == 2,
+    }
+}
+
 impl Dedup<'_> {
     #[inline]
     fn resolve(&self, mut id: u32) -> u32 {
         loop {
-            let m = self.map[id as usize];
+            let m = self.nodes[id as usize].map;
             if !is_mapped(m) || m == id {
                 return id;
             }
@@ -403,34 +519,28 @@ impl Dedup<'_> {
         }
     }
 
+    #[inline]
+    fn kind_of(&self, id: u32) -> u32 {
+        self.nodes[id as usize].kind
+    }
+
     /// A FWD whose chain ends in a non-FWD type resolves to it.
+    #[inline]
     fn resolve_fwd(&self, id: u32) -> u32 {
-        if kind(self.t.rec(id)) != FWD {
+        if self.kind_of(id) != FWD {
             return id;
         }
         let r = self.resolve(id);
-        if kind(self.t.rec(r)) != FWD { r } else { id }
+        if self.kind_of(r) != FWD { r } else { id }
     }
 
-    fn init_map(&mut self) {
-        let n = self.end as usize;
-        let mut map = vec![UNPROCESSED; n];
-        map[0] = 0;
-        for id in 1..self.t.start {
-            map[id as usize] = id;
-        }
-        for id in self.t.start..self.end {
-            let k = kind(self.t.rec(id));
-            if k == VAR || k == DATASEC {
-                map[id as usize] = id;
-            }
-        }
-        self.map = map;
+    fn set_map(&mut self, id: u32, to: u32) {
+        self.nodes[id as usize].map = to;
     }
 
     fn prep(&mut self) -> Result<(), DedupError> {
-        for id in 1..self.t.start {
-            let w = self.t.rec(id);
+        for id in 1..self.start {
+            let w = rec!(self, id);
             let h = match kind(w) {
                 VAR | DATASEC => continue,
                 CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => hash_common(w),
@@ -447,25 +557,45 @@ impl Dedup<'_> {
     }
 
     fn prim_types(&mut self) -> Result<(), DedupError> {
-        for id in self.t.start..self.end {
-            let w = self.t.rec(id);
-            let (h, mut new) = match kind(w) {
+        for id in self.start..self.end {
+            let (h, new) = match self.kind_of(id) {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC | FUNC_PROTO | VAR
                 | DATASEC | DECL_TAG | TYPE_TAG => continue,
                 INT => {
+                    let w = rec!(self, id);
                     let h = hash_int_tag(w);
                     (h, self.first_match(h, |c| equal_int_tag(w, c)))
                 }
                 FWD | FLOAT => {
+                    let w = rec!(self, id);
                     let h = hash_common(w);
                     (h, self.first_match(h, |c| equal_common(w, c)))
                 }
-                ENUM | ENUM64 => {
+                ENUM | ENUM64 if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) => {
+                    // Fast path, same result: no enum fwd shares the name, so
+                    // the walk could only stop at an equal candidate, and
+                    // without a base canonical enums are pairwise unequal —
+                    // there is at most one, found here by content.
+                    let w = rec!(self, id);
                     let h = hash_enum(w);
+                    let ch = content_hash(w);
+                    let (words, nodes) = (&self.words, &self.nodes);
+                    let found = self.enums.find(ch, |&e| rec_of(words, nodes, e) == w).copied();
+                    if found.is_none() {
+                        self.enums.insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
+                    }
+                    (h, found)
+                }
+                ENUM | ENUM64 => {
+                    let w = rec!(self, id);
+                    let h = hash_enum(w);
+                    if vlen(w) == 0 {
+                        self.enum_fwds.insert(w[0]);
+                    }
                     let mut found = None;
                     let mut cur = self.table.first(h);
                     while let Some((cand, c)) = cur {
-                        let cw = self.t.rec(cand);
+                        let cw = rec!(self, cand);
                         if equal_enum(w, cw) {
                             found = Some(cand);
                             break;
@@ -476,17 +606,22 @@ impl Dedup<'_> {
                                 break;
                             }
                             // a full enum re-points a canonical enum fwd and keeps looking
-                            self.map[cand as usize] = id;
+                            self.nodes[cand as usize].map = id;
                         }
                         cur = self.table.next(c);
+                    }
+                    if found.is_none() && vlen(w) > 0 && self.start == 1 {
+                        let ch = content_hash(w);
+                        let (words, nodes) = (&self.words, &self.nodes);
+                        self.enums.insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
                     }
                     (h, found)
                 }
                 _ => return Err(DedupError::Invalid { id, what: "unknown kind" }),
             };
-            let target = new.get_or_insert(id);
-            self.map[id as usize] = *target;
-            if *target == id {
+            let target = new.unwrap_or(id);
+            self.set_map(id, target);
+            if target == id {
                 self.table.insert(h, id);
             }
         }
@@ -498,7 +633,7 @@ impl Dedup<'_> {
     fn first_match(&self, h: u64, eq: impl Fn(&[u32]) -> bool) -> Option<u32> {
         let mut cur = self.table.first(h);
         while let Some((cand, c)) = cur {
-            if eq(self.t.rec(cand)) {
+            if eq(rec!(self, cand)) {
                 return Some(cand);
             }
             cur = self.table.next(c);
@@ -507,12 +642,12 @@ impl Dedup<'_> {
     }
 
     fn identical_arrays(&self, a: u32, b: u32) -> bool {
-        let (x, y) = (self.t.rec(a), self.t.rec(b));
+        let (x, y) = (rec!(self, a), rec!(self, b));
         kind(x) == ARRAY && kind(y) == ARRAY && equal_array(x, y)
     }
 
     fn identical_ptrs(&self, a: u32, b: u32) -> bool {
-        let (x, y) = (self.t.rec(a), self.t.rec(b));
+        let (x, y) = (rec!(self, a), rec!(self, b));
         kind(x) == PTR && kind(y) == PTR && x[2] == y[2]
     }
 
@@ -521,7 +656,7 @@ impl Dedup<'_> {
         if depth > MAX_EMBED_DEPTH {
             return Err(DedupError::TooDeep { id: a, depth: MAX_EMBED_DEPTH });
         }
-        let (x, y) = (self.t.rec(a), self.t.rec(b));
+        let (x, y) = (rec!(self, a), rec!(self, b));
         if !is_composite(kind(x)) || kind(x) != kind(y) || !shallow_equal_struct(x, y) {
             return Ok(false);
         }
@@ -538,7 +673,7 @@ impl Dedup<'_> {
 
     fn clear_hypot(&mut self) {
         for &k in &self.hypot_list {
-            self.hypot[k as usize] = UNPROCESSED;
+            self.nodes[k as usize].hypot = UNPROCESSED;
         }
         self.hypot_list.clear();
         self.adjust_canon = false;
@@ -550,6 +685,11 @@ impl Dedup<'_> {
         self.eq_stack.clear();
         self.eq_stack.push((cand, canon));
         while let Some((c, k)) = self.eq_stack.pop() {
+            if let Some(&(c2, k2)) = self.eq_stack.last() {
+                let w = self.words.as_ptr();
+                prefetch(w.wrapping_add(self.nodes[c2 as usize].off as usize));
+                prefetch(w.wrapping_add(self.nodes[k2 as usize].off as usize));
+            }
             if !self.equiv_step(c, k)? {
                 return Ok(false);
             }
@@ -559,23 +699,24 @@ impl Dedup<'_> {
 
     /// One node of the walk: `false` ends the check as "not equivalent";
     /// children to compare are pushed onto `eq_stack`.
+    #[inline]
     fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
         if self.resolve(c) == self.resolve(k) {
             return Ok(true);
         }
         let k = self.resolve_fwd(k);
-        let h = self.hypot[k as usize];
+        let h = self.nodes[k as usize].hypot;
         if is_mapped(h) {
             if h == c {
                 return Ok(true);
             }
             return Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c));
         }
-        self.hypot[k as usize] = c;
+        self.nodes[k as usize].hypot = c;
         self.hypot_list.push(k);
 
-        let cw = self.t.rec(c);
-        let kw = self.t.rec(k);
+        let cw = rec!(self, c);
+        let kw = rec!(self, k);
         if cw[0] != kw[0] {
             return Ok(false);
         }
@@ -586,7 +727,7 @@ impl Dedup<'_> {
                 (kk, fwd_kind(cw))
             } else {
                 let fwd = fwd_kind(kw);
-                if fwd == ck && k < self.t.start {
+                if fwd == ck && k < self.start {
                     // equivalence would need the immutable base FWD resolved
                     self.adjust_canon = true;
                 }
@@ -622,8 +763,11 @@ impl Dedup<'_> {
                 if !shallow_equal_struct(cw, kw) {
                     return Ok(false);
                 }
+                let nodes = self.nodes.as_ptr();
                 for (m1, m2) in cw[3..].chunks_exact(3).zip(kw[3..].chunks_exact(3)).rev() {
                     st.push((m1[1], m2[1]));
+                    prefetch(nodes.wrapping_add(m1[1] as usize));
+                    prefetch(nodes.wrapping_add(m2[1] as usize));
                 }
                 Ok(true)
             }
@@ -631,8 +775,11 @@ impl Dedup<'_> {
                 if !compat_fnproto(cw, kw) {
                     return Ok(false);
                 }
+                let nodes = self.nodes.as_ptr();
                 for (p1, p2) in cw[3..].chunks_exact(2).zip(kw[3..].chunks_exact(2)).rev() {
                     st.push((p1[1], p2[1]));
+                    prefetch(nodes.wrapping_add(p1[1] as usize));
+                    prefetch(nodes.wrapping_add(p2[1] as usize));
                 }
                 st.push((cw[2], kw[2]));
                 Ok(true)
@@ -644,46 +791,42 @@ impl Dedup<'_> {
     fn merge_hypot(&mut self) {
         for i in 0..self.hypot_list.len() {
             let k = self.hypot_list[i];
-            let c = self.hypot[k as usize];
+            let c = self.nodes[k as usize].hypot;
             let t_id = self.resolve(c);
             let c_id = self.resolve(k);
-            let t_kind = kind(self.t.rec(t_id));
-            let c_kind = kind(self.t.rec(c_id));
+            let t_kind = self.kind_of(t_id);
+            let c_kind = self.kind_of(c_id);
             if t_kind != FWD && c_kind == FWD {
-                self.map[c_id as usize] = t_id;
+                self.set_map(c_id, t_id);
             }
             if self.adjust_canon {
                 continue;
             }
             if t_kind == FWD && c_kind != FWD {
-                self.map[t_id as usize] = c_id;
+                self.set_map(t_id, c_id);
             }
             if is_composite(t_kind)
                 && c_kind != FWD
-                && is_mapped(self.map[c_id as usize])
-                && !is_mapped(self.map[t_id as usize])
+                && is_mapped(self.nodes[c_id as usize].map)
+                && !is_mapped(self.nodes[t_id as usize].map)
             {
-                self.map[t_id as usize] = c_id;
+                self.set_map(t_id, c_id);
             }
         }
     }
 
     fn struct_types(&mut self) -> Result<(), DedupError> {
-        for id in self.t.start..self.end {
-            if is_mapped(self.map[id as usize]) {
+        for id in self.start..self.end {
+            if !is_composite(self.kind_of(id)) || is_mapped(self.nodes[id as usize].map) {
                 continue;
             }
-            let w = self.t.rec(id);
-            if !is_composite(kind(w)) {
-                continue;
-            }
-            let h = hash_struct(w);
+            let h = hash_struct(rec!(self, id));
             let mut new = id;
             let mut cur = self.table.first(h);
             while let Some((cand, c)) = cur {
                 cur = self.table.next(c);
                 // guards against a colliding FWD, which is_equiv would accept
-                if !shallow_equal_struct(self.t.rec(id), self.t.rec(cand)) {
+                if !shallow_equal_struct(rec!(self, id), rec!(self, cand)) {
                     continue;
                 }
                 self.clear_hypot();
@@ -697,7 +840,7 @@ impl Dedup<'_> {
                 new = cand;
                 break;
             }
-            self.map[id as usize] = new;
+            self.set_map(id, new);
             if new == id {
                 self.table.insert(h, id);
             }
@@ -709,49 +852,47 @@ impl Dedup<'_> {
         // name_off -> the only canonical struct/union with it, or 0 if several
         let mut names: hashbrown::HashMap<u32, u32> = hashbrown::HashMap::new();
         for id in 1..self.end {
-            let w = self.t.rec(id);
-            if !is_composite(kind(w)) || self.map[id as usize] != id {
+            if !is_composite(self.kind_of(id)) || self.nodes[id as usize].map != id {
                 continue;
             }
-            names.entry(w[0]).and_modify(|v| *v = 0).or_insert(id);
+            names.entry(rec!(self, id)[0]).and_modify(|v| *v = 0).or_insert(id);
         }
-        for id in self.t.start..self.end {
-            let w = self.t.rec(id);
-            if kind(w) != FWD || self.map[id as usize] != id {
+        for id in self.start..self.end {
+            if self.kind_of(id) != FWD || self.nodes[id as usize].map != id {
                 continue;
             }
+            let w = rec!(self, id);
             let Some(&cand) = names.get(&w[0]) else { continue };
             if cand == 0 {
                 continue;
             }
-            let ck = kind(self.t.rec(cand));
+            let ck = self.kind_of(cand);
             let union = kflag(w);
             if (ck == STRUCT && union) || (ck == UNION && !union) {
                 continue;
             }
-            self.map[id as usize] = cand;
+            self.set_map(id, cand);
         }
     }
 
     fn ref_types(&mut self) -> Result<(), DedupError> {
-        for id in self.t.start..self.end {
-            self.dedup_ref(id)?;
+        for id in self.start..self.end {
+            if !is_mapped(self.nodes[id as usize].map) {
+                self.dedup_ref(id)?;
+            } else if self.nodes[id as usize].map == IN_PROGRESS {
+                return Err(DedupError::Loop { id });
+            }
         }
         Ok(())
     }
 
     /// libbpf's `btf_dedup_ref_type` as a post-order walk with explicit frames.
     fn dedup_ref(&mut self, root: u32) -> Result<(), DedupError> {
-        match self.map[root as usize] {
-            IN_PROGRESS => return Err(DedupError::Loop { id: root }),
-            m if is_mapped(m) => return Ok(()),
-            _ => {}
-        }
-        self.map[root as usize] = IN_PROGRESS;
+        self.set_map(root, IN_PROGRESS);
         self.ref_stack.clear();
         self.ref_stack.push((root, 0));
         while let Some(&(id, ci)) = self.ref_stack.last() {
-            let w = self.t.rec(id);
+            let w = rec!(self, id);
             let child = match kind(w) {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => {
                     if ci == 0 { Some(w[2]) } else { None }
@@ -770,11 +911,11 @@ impl Dedup<'_> {
             };
             if let Some(child) = child {
                 self.ref_stack.last_mut().unwrap().1 += 1;
-                match self.map[child as usize] {
+                match self.nodes[child as usize].map {
                     IN_PROGRESS => return Err(DedupError::Loop { id: child }),
                     m if is_mapped(m) => {}
                     _ => {
-                        self.map[child as usize] = IN_PROGRESS;
+                        self.set_map(child, IN_PROGRESS);
                         self.ref_stack.push((child, 0));
                     }
                 }
@@ -786,102 +927,83 @@ impl Dedup<'_> {
         Ok(())
     }
 
+    /// Word `pos` of record `w` (type `id`) as libbpf's reference pass sees it
+    /// once `id` has been processed: referenced ids canonical. Base records
+    /// are never rewritten.
+    #[inline]
+    fn canon_word(&self, id: u32, w: &[u32], pos: usize) -> u32 {
+        if id >= self.start && is_ref_pos(kind(w), pos) { self.resolve(w[pos]) } else { w[pos] }
+    }
+
     /// All referenced ids of `id` are canonical now: look it up by content.
     fn finish_ref(&mut self, id: u32) {
-        let mut s = std::mem::take(&mut self.scratch);
-        let mut s2 = std::mem::take(&mut self.scratch2);
-        self.canonical_words(id, &mut s);
-        let h = match kind(&s) {
-            DECL_TAG => hash_int_tag(&s),
-            ARRAY => hash_array(&s),
-            FUNC_PROTO => hash_fnproto(&s),
-            _ => hash_common(&s),
-        };
+        let w = rec!(self, id);
+        let k = kind(w);
+        let mut h = hash_common(&[w[0], w[1], self.canon_word(id, w, 2)]);
+        match k {
+            DECL_TAG => h = hc(h, w[3]),
+            ARRAY => h = hc(hc(hc(h, self.canon_word(id, w, 3)), self.canon_word(id, w, 4)), w[5]),
+            FUNC_PROTO => {
+                for i in 0..vlen(w) {
+                    let p = 3 + 2 * i;
+                    h = hc(hc(h, w[p]), self.canon_word(id, w, p + 1));
+                }
+            }
+            _ => {}
+        }
         let mut new = id;
         let mut cur = self.table.first(h);
         while let Some((cand, c)) = cur {
             cur = self.table.next(c);
-            let cw = self.t.rec(cand);
-            if cw[1] != s[1] || cw.len() != s.len() {
+            let cw = rec!(self, cand);
+            // equal info means equal kind and length
+            if cw[1] != w[1] || cw[0] != w[0] {
                 continue;
             }
-            let eq = if cand < self.t.start {
-                // base records are never rewritten
-                cw == &s[..]
-            } else {
-                self.canonical_words(cand, &mut s2);
-                s2 == s
-            };
-            if eq {
+            if (2..w.len()).all(|p| self.canon_word(cand, cw, p) == self.canon_word(id, w, p)) {
                 new = cand;
                 break;
             }
         }
-        self.map[id as usize] = new;
+        self.set_map(id, new);
         if new == id {
             self.table.insert(h, id);
-        }
-        self.scratch = s;
-        self.scratch2 = s2;
-    }
-
-    /// The record of own type `id` with the fields libbpf's reference pass
-    /// rewrites replaced by their canonical ids.
-    fn canonical_words(&self, id: u32, out: &mut Vec<u32>) {
-        let w = self.t.rec(id);
-        out.clear();
-        out.extend_from_slice(w);
-        match kind(w) {
-            ARRAY => {
-                out[3] = self.resolve(w[3]);
-                out[4] = self.resolve(w[4]);
-            }
-            FUNC_PROTO => {
-                out[2] = self.resolve(w[2]);
-                for i in 0..vlen(w) {
-                    out[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
-                }
-            }
-            _ => out[2] = self.resolve(w[2]),
         }
     }
 
     fn compact_and_remap(&mut self) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
         // hypot becomes old id -> new id, as in libbpf
-        let start = self.t.start;
-        let new_id = &mut self.hypot;
-        new_id[0] = 0;
+        let (start, end) = (self.start, self.end);
+        self.nodes[0].hypot = 0;
         for id in 1..start {
-            new_id[id as usize] = id;
+            self.nodes[id as usize].hypot = id;
         }
         let mut next = start;
         let mut nwords = 0usize;
-        for id in start..self.end {
-            if self.map[id as usize] == id {
-                new_id[id as usize] = next;
+        for id in start..end {
+            let n = &mut self.nodes[id as usize];
+            if n.map == id {
+                n.hypot = next;
                 next += 1;
-                nwords += self.t.rec(id).len();
+                nwords += rec_len(self.words[n.off as usize + 1]);
             } else {
-                new_id[id as usize] = UNPROCESSED;
+                n.hypot = UNPROCESSED;
             }
         }
         let mut words = Vec::with_capacity(nwords);
         let mut offs = Vec::with_capacity((next - start) as usize);
-        for id in start..self.end {
-            if self.map[id as usize] != id {
+        for id in start..end {
+            if self.nodes[id as usize].map != id {
                 continue;
             }
-            let w = self.t.rec(id);
+            let w = rec!(self, id);
             let at = words.len();
             offs.push(at as u32);
             words.extend_from_slice(w);
             let mut bad = false;
             for_each_id_pos(w, |p| {
-                let r = self.resolve(w[p]);
-                let n = self.hypot[r as usize];
-                if n > MAX_ID {
-                    bad = true;
-                }
+                let n = self.nodes[self.resolve(w[p]) as usize].hypot;
+                bad |= n > MAX_ID;
                 words[at + p] = n;
             });
             if bad {
@@ -892,25 +1014,36 @@ impl Dedup<'_> {
     }
 }
 
-/// Phase timings on stderr, for `--timings` and the benchmark.
+/// Phase timings on stderr (wall clock and process CPU time: the machine is
+/// shared, so CPU time is the steadier figure), for `--timings` and the benchmark.
 struct Timer {
     on: bool,
-    t0: Instant,
-    last: std::cell::Cell<Instant>,
+    t0: (Instant, f64),
+    last: std::cell::Cell<(Instant, f64)>,
+}
+
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 impl Timer {
     fn new(on: bool) -> Timer {
-        let now = Instant::now();
+        let now = (Instant::now(), if on { cpu_seconds() } else { 0.0 });
         Timer { on, t0: now, last: std::cell::Cell::new(now) }
     }
     fn lap(&self, what: &str) {
         if self.on {
-            let now = Instant::now();
+            let now = (Instant::now(), cpu_seconds());
+            let last = self.last.get();
             eprintln!(
-                "dedup: {what:<14} {:8.1} ms (total {:8.1} ms)",
-                (now - self.last.get()).as_secs_f64() * 1e3,
-                (now - self.t0).as_secs_f64() * 1e3
+                "dedup: {what:<14} wall {:7.1} ms  cpu {:7.1} ms   (total wall {:7.1} ms, cpu {:7.1} ms)",
+                (now.0 - last.0).as_secs_f64() * 1e3,
+                (now.1 - last.1) * 1e3,
+                (now.0 - self.t0.0).as_secs_f64() * 1e3,
+                (now.1 - self.t0.1) * 1e3,
             );
             self.last.set(now);
         }
