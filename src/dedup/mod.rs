@@ -507,16 +507,32 @@ fn is_ref_pos(k: u32, pos: usize) -> bool {
     }
 }
 
+/// Follows canonical links to the end of the chain.
+#[inline]
+fn resolve_in(nodes: &[Node], mut id: u32) -> u32 {
+    loop {
+        let m = nodes[id as usize].map;
+        if !is_mapped(m) || m == id {
+            return id;
+        }
+        id = m;
+    }
+}
+
+/// Queues a pair for the equivalence walk, unless it is settled already:
+/// `map` does not change during one walk, so a pair whose ends resolve to the
+/// same type would return "equivalent" without side effects when popped.
+#[inline]
+fn push_pair(st: &mut Vec<(u32, u32)>, nodes: &[Node], c: u32, k: u32) {
+    if resolve_in(nodes, c) != resolve_in(nodes, k) {
+        st.push((c, k));
+    }
+}
+
 impl Dedup<'_> {
     #[inline]
-    fn resolve(&self, mut id: u32) -> u32 {
-        loop {
-            let m = self.nodes[id as usize].map;
-            if !is_mapped(m) || m == id {
-                return id;
-            }
-            id = m;
-        }
+    fn resolve(&self, id: u32) -> u32 {
+        resolve_in(&self.nodes, id)
     }
 
     #[inline]
@@ -739,6 +755,7 @@ impl Dedup<'_> {
             return Ok(false);
         }
         let st = &mut self.eq_stack;
+        let nodes = &self.nodes[..];
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
             ENUM | ENUM64 => Ok(compat_enum(cw, kw)),
@@ -755,19 +772,16 @@ impl Dedup<'_> {
                     return Ok(false);
                 }
                 // index type first, then element type
-                st.push((cw[3], kw[3]));
-                st.push((cw[4], kw[4]));
+                push_pair(st, nodes, cw[3], kw[3]);
+                push_pair(st, nodes, cw[4], kw[4]);
                 Ok(true)
             }
             STRUCT | UNION => {
                 if !shallow_equal_struct(cw, kw) {
                     return Ok(false);
                 }
-                let nodes = self.nodes.as_ptr();
                 for (m1, m2) in cw[3..].chunks_exact(3).zip(kw[3..].chunks_exact(3)).rev() {
-                    st.push((m1[1], m2[1]));
-                    prefetch(nodes.wrapping_add(m1[1] as usize));
-                    prefetch(nodes.wrapping_add(m2[1] as usize));
+                    push_pair(st, nodes, m1[1], m2[1]);
                 }
                 Ok(true)
             }
@@ -775,13 +789,10 @@ impl Dedup<'_> {
                 if !compat_fnproto(cw, kw) {
                     return Ok(false);
                 }
-                let nodes = self.nodes.as_ptr();
                 for (p1, p2) in cw[3..].chunks_exact(2).zip(kw[3..].chunks_exact(2)).rev() {
-                    st.push((p1[1], p2[1]));
-                    prefetch(nodes.wrapping_add(p1[1] as usize));
-                    prefetch(nodes.wrapping_add(p2[1] as usize));
+                    push_pair(st, nodes, p1[1], p2[1]);
                 }
-                st.push((cw[2], kw[2]));
+                push_pair(st, nodes, cw[2], kw[2]);
                 Ok(true)
             }
             _ => Err(DedupError::Invalid { id: c, what: "struct equivalence reached a VAR, DATASEC or DECL_TAG" }),
