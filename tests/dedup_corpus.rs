@@ -66,10 +66,8 @@ fn fixtures_and_modules_match_reference() {
             bases.entry(b.clone()).or_insert_with(|| Arc::new(read::parse(&common::read_corpus(b)).expect("base")));
         }
     }
-    let fails: Vec<String> = all
-        .par_iter()
-        .filter_map(|c| check(c, c.base.as_ref().map(|b| bases[b].clone())).err())
-        .collect();
+    let fails: Vec<String> =
+        all.par_iter().filter_map(|c| check(c, c.base.as_ref().map(|b| bases[b].clone())).err()).collect();
     assert!(fails.is_empty(), "{} of {} cases differ:\n{}", fails.len(), all.len(), fails.join("\n"));
 }
 

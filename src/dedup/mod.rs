@@ -248,9 +248,7 @@ fn equal_array(a: &[u32], b: &[u32]) -> bool {
     equal_common(a, b) && a[3] == b[3] && a[4] == b[4] && a[5] == b[5]
 }
 fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
-    a[0] == b[0]
-        && a[1] == b[1]
-        && a[3..].chunks_exact(2).zip(b[3..].chunks_exact(2)).all(|(x, y)| x[0] == y[0])
+    a[0] == b[0] && a[1] == b[1] && a[3..].chunks_exact(2).zip(b[3..].chunks_exact(2)).all(|(x, y)| x[0] == y[0])
 }
 
 /// Positions of the type-id words of a record, in libbpf's field-iterator order
@@ -451,16 +449,12 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
     let offs = btf.type_offsets();
     let w: &[u32] = &words;
     const CHUNK: usize = 1 << 15;
-    nodes.par_extend(offs
-        .par_iter()
-        .enumerate()
-        .with_min_len(CHUNK)
-        .map(|(i, &o)| {
-            let off = o + shift;
-            let kind = (w[off as usize + 1] >> 24) & 0x1f;
-            let map = if kind == VAR || kind == DATASEC { (start + i) as u32 } else { UNPROCESSED };
-            Node { map, hypot: UNPROCESSED, off, kind }
-        }));
+    nodes.par_extend(offs.par_iter().enumerate().with_min_len(CHUNK).map(|(i, &o)| {
+        let off = o + shift;
+        let kind = (w[off as usize + 1] >> 24) & 0x1f;
+        let map = if kind == VAR || kind == DATASEC { (start + i) as u32 } else { UNPROCESSED };
+        Node { map, hypot: UNPROCESSED, off, kind }
+    }));
     debug_assert_eq!(nodes.len(), end);
     (words, nodes)
 }
@@ -565,7 +559,9 @@ impl Dedup<'_> {
                 STRUCT | UNION => hash_struct(w),
                 ARRAY => hash_array(w),
                 FUNC_PROTO => hash_fnproto(w),
-                _ => return Err(DedupError::Invalid { id, what: "unknown kind in the base" }),
+                _ => {
+                    return Err(DedupError::Invalid { id, what: "unknown kind in the base" });
+                }
             };
             self.table.insert(h, id);
         }
@@ -587,7 +583,9 @@ impl Dedup<'_> {
                     let h = hash_common(w);
                     (h, self.first_match(h, |c| equal_common(w, c)))
                 }
-                ENUM | ENUM64 if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) => {
+                ENUM | ENUM64
+                    if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
+                {
                     // Fast path, same result: no enum fwd shares the name, so
                     // the walk could only stop at an equal candidate, and
                     // without a base canonical enums are pairwise unequal —
@@ -633,7 +631,9 @@ impl Dedup<'_> {
                     }
                     (h, found)
                 }
-                _ => return Err(DedupError::Invalid { id, what: "unknown kind" }),
+                _ => {
+                    return Err(DedupError::Invalid { id, what: "unknown kind" });
+                }
             };
             let target = new.unwrap_or(id);
             self.set_map(id, target);
@@ -873,7 +873,9 @@ impl Dedup<'_> {
                 continue;
             }
             let w = rec!(self, id);
-            let Some(&cand) = names.get(&w[0]) else { continue };
+            let Some(&cand) = names.get(&w[0]) else {
+                continue;
+            };
             if cand == 0 {
                 continue;
             }
@@ -906,7 +908,11 @@ impl Dedup<'_> {
             let w = rec!(self, id);
             let child = match kind(w) {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => {
-                    if ci == 0 { Some(w[2]) } else { None }
+                    if ci == 0 {
+                        Some(w[2])
+                    } else {
+                        None
+                    }
                 }
                 ARRAY => match ci {
                     0 => Some(w[3]),
@@ -918,7 +924,9 @@ impl Dedup<'_> {
                     i if i <= vlen(w) => Some(w[3 + 2 * (i - 1) + 1]),
                     _ => None,
                 },
-                _ => return Err(DedupError::Invalid { id, what: "reference pass reached an unexpected kind" }),
+                _ => {
+                    return Err(DedupError::Invalid { id, what: "reference pass reached an unexpected kind" });
+                }
             };
             if let Some(child) = child {
                 self.ref_stack.last_mut().unwrap().1 += 1;
@@ -1058,5 +1066,221 @@ impl Timer {
             );
             self.last.set(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::btf::{Endian, Kind, TypeId, dump};
+
+    fn run(b: &Btf) -> Btf {
+        dedup(b, &Options::default()).expect("dedup")
+    }
+
+    fn lines(b: &Btf) -> Vec<String> {
+        dump::raw_string(b).lines().filter(|l| l.starts_with('[')).map(String::from).collect()
+    }
+
+    fn int(b: &mut Btf) -> TypeId {
+        b.add_int(b"int", 4, crate::btf::INT_SIGNED)
+    }
+
+    #[test]
+    fn identical_structs_collapse_and_strings_stay() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_str(b"unused");
+        for _ in 0..2 {
+            let i = int(&mut b);
+            b.begin(Kind::Struct, b"s", 8, false);
+            b.push_member(b"a", i, 0, 0);
+            b.push_member(b"b", i, 32, 0);
+        }
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 2);
+        assert_eq!(out.raw_strings(), b.raw_strings(), "keep mode leaves strings byte-identical");
+        assert_eq!(lines(&out)[1], "[2] STRUCT 's' size=8 vlen=2");
+    }
+
+    #[test]
+    fn lone_fwd_resolves_to_unique_struct_before_reference_pass() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        let s = b.begin(Kind::Struct, b"foo", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.add_ref(Kind::Ptr, s);
+        let f = b.add_fwd(b"foo", false);
+        b.add_ref(Kind::Ptr, f);
+        let out = run(&b);
+        assert_eq!(
+            lines(&out),
+            [
+                "[1] INT 'int' size=4 bits_offset=0 nr_bits=32 encoding=SIGNED",
+                "[2] STRUCT 'foo' size=4 vlen=1",
+                "[3] PTR '(anon)' type_id=2"
+            ]
+        );
+    }
+
+    #[test]
+    fn fwd_name_shared_by_struct_and_union_stays() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        b.begin(Kind::Struct, b"n", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.begin(Kind::Union, b"n", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.add_fwd(b"n", true);
+        assert_eq!(run(&b).own_type_count(), 4);
+    }
+
+    #[test]
+    fn self_referential_structs_close_their_cycle() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b); // 1
+        b.begin(Kind::Struct, b"list", 16, false); // 2
+        b.push_member(b"next", TypeId(3), 0, 0);
+        b.push_member(b"val", i, 64, 0);
+        b.add_ref(Kind::Ptr, TypeId(2)); // 3
+        let i2 = int(&mut b); // 4
+        b.add_ref(Kind::Ptr, TypeId(6)); // 5
+        b.begin(Kind::Struct, b"list", 16, false); // 6
+        b.push_member(b"next", TypeId(5), 0, 0);
+        b.push_member(b"val", i2, 64, 0);
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 3);
+        assert_eq!(lines(&out)[2], "[3] PTR '(anon)' type_id=2");
+    }
+
+    #[test]
+    fn candidate_side_fwd_is_resolved_by_merge() {
+        // E4: the earlier 'holder' sees 'node' only as a FWD and survives, completed
+        let mut b = Btf::new(Endian::Little);
+        let f = b.add_fwd(b"node", false); // 1
+        let p = b.add_ref(Kind::Ptr, f); // 2
+        b.begin(Kind::Struct, b"holder", 8, false); // 3
+        b.push_member(b"n", p, 0, 0);
+        let i = int(&mut b); // 4
+        let n = b.begin(Kind::Struct, b"node", 4, false); // 5
+        b.push_member(b"v", i, 0, 0);
+        let p2 = b.add_ref(Kind::Ptr, n); // 6
+        b.begin(Kind::Struct, b"holder", 8, false); // 7
+        b.push_member(b"n", p2, 0, 0);
+        let out = run(&b);
+        assert_eq!(
+            lines(&out),
+            [
+                "[1] PTR '(anon)' type_id=4",
+                "[2] STRUCT 'holder' size=8 vlen=1",
+                "[3] INT 'int' size=4 bits_offset=0 nr_bits=32 encoding=SIGNED",
+                "[4] STRUCT 'node' size=4 vlen=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn func_linkage_and_param_names_are_identity() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        for (param, linkage) in [(&b"x"[..], 1), (b"x", 1), (b"y", 1), (b"x", 0)] {
+            let p = b.begin(Kind::FuncProto, b"", i.0, false);
+            b.push_param(param, i);
+            b.add_func(b"f", p, linkage);
+        }
+        // protos: (x) three times, merged, and (y); funcs: global f -> (x) twice,
+        // merged; global f -> (y); static f -> (x)
+        assert_eq!(run(&b).own_type_count(), 1 + 2 + 3);
+    }
+
+    #[test]
+    fn enum_fwd_takes_a_full_enum_and_full_enum_repoints_fwd() {
+        let mut b = Btf::new(Endian::Little);
+        b.begin(Kind::Enum, b"e", 4, false); // 1: fwd
+        let full = b.begin(Kind::Enum, b"e", 4, false); // 2
+        b.push_enum_value(b"A", 0);
+        b.add_typedef(b"t", TypeId(1)); // 3 -> fwd, re-pointed to 2
+        b.begin(Kind::Enum, b"e", 8, false); // 4: fwd of another size, takes 2
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 2);
+        assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.0 - 1));
+    }
+
+    #[test]
+    fn recursive_typedef_is_eloop() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_typedef(b"t", TypeId(1));
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert_eq!(e.errno(), -40);
+    }
+
+    #[test]
+    fn equivalence_reaching_a_var_is_einval() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        for _ in 0..2 {
+            let v = b.add_var(b"v", i, 0);
+            b.begin(Kind::Struct, b"s", 4, false);
+            b.push_member(b"m", v, 0, 0);
+        }
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert_eq!(e.errno(), -22);
+    }
+
+    #[test]
+    fn structs_embedding_each_other_stop_instead_of_overflowing() {
+        let mut b = Btf::new(Endian::Little);
+        // canonical side: x { w }, w { x }, k { x a; x b }
+        b.begin(Kind::Struct, b"x", 4, false); // 1
+        b.push_member(b"w", TypeId(2), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 2
+        b.push_member(b"x", TypeId(1), 0, 0);
+        b.begin(Kind::Struct, b"k", 8, false); // 3
+        b.push_member(b"a", TypeId(1), 0, 0);
+        b.push_member(b"b", TypeId(1), 32, 0);
+        // candidate: k { x1 a; x2 b } with x1 != x2, each in its own cycle
+        b.begin(Kind::Struct, b"k", 8, false); // 4
+        b.push_member(b"a", TypeId(5), 0, 0);
+        b.push_member(b"b", TypeId(6), 32, 0);
+        b.begin(Kind::Struct, b"x", 4, false); // 5
+        b.push_member(b"w", TypeId(7), 0, 0);
+        b.begin(Kind::Struct, b"x", 4, false); // 6
+        b.push_member(b"w", TypeId(8), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 7
+        b.push_member(b"x", TypeId(5), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 8
+        b.push_member(b"x", TypeId(6), 0, 0);
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert!(matches!(e, DedupError::TooDeep { .. }), "{e}");
+    }
+
+    #[test]
+    fn string_pass_keeps_referenced_strings_in_first_reference_order() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_str(b"unused");
+        b.add_str(b"zzz");
+        let i = int(&mut b);
+        b.begin(Kind::Struct, b"s", 4, false);
+        b.push_member(b"zzz", i, 0, 0);
+        let parsed = crate::btf::read::parse(&crate::btf::write::to_bytes(&b)).unwrap();
+        let out = dedup(&parsed, &Options { strings: StringMode::Dedup, ..Default::default() }).unwrap();
+        assert_eq!(out.raw_strings(), b"\0int\0s\0zzz\0");
+        assert_eq!(lines(&out)[1], "[2] STRUCT 's' size=4 vlen=1");
+    }
+
+    #[test]
+    fn split_types_map_onto_base_and_base_stays() {
+        let mut base = Btf::new(Endian::Little);
+        let i = int(&mut base);
+        base.add_ref(Kind::Ptr, i);
+        let base = Arc::new(base);
+        let mut s = Btf::new_split(base.clone());
+        let i2 = int(&mut s); // 3 -> base 1
+        let p = s.add_ref(Kind::Ptr, i2); // 4 -> base 2
+        s.add_typedef(b"pint", p); // 5 survives as [3]
+        let out = run(&s);
+        assert_eq!(out.start_id(), 3);
+        assert_eq!(lines(&out), ["[3] TYPEDEF 'pint' type_id=2"]);
     }
 }

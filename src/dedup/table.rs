@@ -99,7 +99,11 @@ impl CandTable {
     #[inline]
     pub fn first(&self, key: u64) -> Option<(u32, Cursor)> {
         let slot = self.slots.find(mix(key), |s| s.key == key)?;
-        let c = if !self.odd { Cursor { entry: slot.front, forward: true } } else { Cursor { entry: slot.back, forward: false } };
+        let c = if !self.odd {
+            Cursor { entry: slot.front, forward: true }
+        } else {
+            Cursor { entry: slot.back, forward: false }
+        };
         Some((self.ids[c.entry as usize], c))
     }
 
