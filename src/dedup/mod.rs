@@ -780,8 +780,16 @@ impl Dedup<'_> {
                 if !shallow_equal_struct(cw, kw) {
                     return Ok(false);
                 }
-                for (m1, m2) in cw[3..].chunks_exact(3).zip(kw[3..].chunks_exact(3)).rev() {
-                    push_pair(st, nodes, m1[1], m2[1]);
+                // A member pair equal to the one before it would be popped
+                // after that one's whole walk and answer "equivalent" from
+                // the hypothetical map without side effects: skip it.
+                let n = vlen(cw);
+                for j in (0..n).rev() {
+                    let (c, k) = (cw[3 + 3 * j + 1], kw[3 + 3 * j + 1]);
+                    if j > 0 && c == cw[3 + 3 * j - 2] && k == kw[3 + 3 * j - 2] {
+                        continue;
+                    }
+                    push_pair(st, nodes, c, k);
                 }
                 Ok(true)
             }
@@ -789,8 +797,15 @@ impl Dedup<'_> {
                 if !compat_fnproto(cw, kw) {
                     return Ok(false);
                 }
-                for (p1, p2) in cw[3..].chunks_exact(2).zip(kw[3..].chunks_exact(2)).rev() {
-                    push_pair(st, nodes, p1[1], p2[1]);
+                // as for struct members, a repeat of the previous pair is settled
+                let n = vlen(cw);
+                for j in (0..n).rev() {
+                    let (c, k) = (cw[3 + 2 * j + 1], kw[3 + 2 * j + 1]);
+                    let (pc, pk) = if j > 0 { (cw[3 + 2 * j - 1], kw[3 + 2 * j - 1]) } else { (cw[2], kw[2]) };
+                    if c == pc && k == pk {
+                        continue;
+                    }
+                    push_pair(st, nodes, c, k);
                 }
                 push_pair(st, nodes, cw[2], kw[2]);
                 Ok(true)
