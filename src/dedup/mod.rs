@@ -310,18 +310,7 @@ struct Node {
     kind: u32,
 }
 
-/// Asks for the cache line of `p` ahead of use (graph walks are bound by the
-/// latency of scattered loads; the stack tells us what comes next).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults, even on a bad address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+
 
 /// The record of `id` (ids of the whole space; 0 is void).
 #[inline]
@@ -699,13 +688,8 @@ impl Dedup<'_> {
     /// the recursion's pre-order.
     fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
         self.eq_stack.clear();
-        self.eq_stack.push((cand, canon));
+        push_pair(&mut self.eq_stack, &self.nodes, cand, canon);
         while let Some((c, k)) = self.eq_stack.pop() {
-            if let Some(&(c2, k2)) = self.eq_stack.last() {
-                let w = self.words.as_ptr();
-                prefetch(w.wrapping_add(self.nodes[c2 as usize].off as usize));
-                prefetch(w.wrapping_add(self.nodes[k2 as usize].off as usize));
-            }
             if !self.equiv_step(c, k)? {
                 return Ok(false);
             }
@@ -714,12 +698,11 @@ impl Dedup<'_> {
     }
 
     /// One node of the walk: `false` ends the check as "not equivalent";
-    /// children to compare are pushed onto `eq_stack`.
+    /// children to compare are pushed onto `eq_stack`. Every pair on the stack
+    /// went through [`push_pair`], so libbpf's first test (both ends resolve
+    /// to the same type) is known to fail here.
     #[inline]
     fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
-        if self.resolve(c) == self.resolve(k) {
-            return Ok(true);
-        }
         let k = self.resolve_fwd(k);
         let h = self.nodes[k as usize].hypot;
         if is_mapped(h) {
@@ -764,7 +747,7 @@ impl Dedup<'_> {
                 if cw[1] != kw[1] {
                     return Ok(false);
                 }
-                st.push((cw[2], kw[2]));
+                push_pair(st, nodes, cw[2], kw[2]);
                 Ok(true)
             }
             ARRAY => {
@@ -961,29 +944,33 @@ impl Dedup<'_> {
         Ok(())
     }
 
-    /// Word `pos` of record `w` (type `id`) as libbpf's reference pass sees it
-    /// once `id` has been processed: referenced ids canonical. Base records
-    /// are never rewritten.
-    #[inline]
-    fn canon_word(&self, id: u32, w: &[u32], pos: usize) -> u32 {
-        if id >= self.start && is_ref_pos(kind(w), pos) { self.resolve(w[pos]) } else { w[pos] }
-    }
-
     /// All referenced ids of `id` are canonical now: look it up by content.
     fn finish_ref(&mut self, id: u32) {
         let w = rec!(self, id);
         let k = kind(w);
-        let mut h = hash_common(&[w[0], w[1], self.canon_word(id, w, 2)]);
+        // the record as libbpf has rewritten it by now
+        let mut cw_own: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::from_slice(w);
+        let mut h;
         match k {
-            DECL_TAG => h = hc(h, w[3]),
-            ARRAY => h = hc(hc(hc(h, self.canon_word(id, w, 3)), self.canon_word(id, w, 4)), w[5]),
+            ARRAY => {
+                cw_own[3] = self.resolve(w[3]);
+                cw_own[4] = self.resolve(w[4]);
+                h = hash_array(&cw_own);
+            }
             FUNC_PROTO => {
+                cw_own[2] = self.resolve(w[2]);
                 for i in 0..vlen(w) {
-                    let p = 3 + 2 * i;
-                    h = hc(hc(h, w[p]), self.canon_word(id, w, p + 1));
+                    cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
+                }
+                h = hash_fnproto(&cw_own);
+            }
+            _ => {
+                cw_own[2] = self.resolve(w[2]);
+                h = hash_common(&cw_own);
+                if k == DECL_TAG {
+                    h = hc(h, w[3]);
                 }
             }
-            _ => {}
         }
         let mut new = id;
         let mut cur = self.table.first(h);
@@ -994,7 +981,16 @@ impl Dedup<'_> {
             if cw[1] != w[1] || cw[0] != w[0] {
                 continue;
             }
-            if (2..w.len()).all(|p| self.canon_word(cand, cw, p) == self.canon_word(id, w, p)) {
+            let eq = if cand < self.start {
+                // base records are never rewritten
+                cw == &cw_own[..]
+            } else {
+                (2..w.len()).all(|p| {
+                    let x = if is_ref_pos(k, p) { self.resolve(cw[p]) } else { cw[p] };
+                    x == cw_own[p]
+                })
+            };
+            if eq {
                 new = cand;
                 break;
             }
