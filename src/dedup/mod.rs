@@ -53,6 +53,27 @@
 //!   part. The struct pass's "identical duplicate" tolerances read raw ids,
 //!   which at that point are still the input ids in libbpf too.
 //!
+//! # Where we do less work than libbpf, with the same result
+//!
+//! * **Settled pairs are not queued.** libbpf's first test in a graph walk is
+//!   "both ends resolve to the same type". `map` never changes during one
+//!   walk, so that test gives the same answer when a pair is queued as when
+//!   it is popped, and such a pair has no side effect: it is dropped at once.
+//!   A struct member (or parameter) pair equal to the previous one is dropped
+//!   too: it pops after the first one's whole walk, by which time the
+//!   hypothetical map answers "equivalent" for it, again without side effects.
+//! * **Anonymous enums.** All of them share libbpf's hash key (the name
+//!   offset, 0), so each one walked every canonical anonymous enum. Without a
+//!   base, and when no enum forward declaration of that name has been seen,
+//!   the walk can only end at an *equal* candidate, and canonical enums are
+//!   pairwise unequal, so there is at most one: a content index finds it.
+//!   The candidate table is still updated exactly as libbpf does, since its
+//!   growth points decide later candidate orders.
+//! * **Layout.** Per-id state (canonical link, hypothetical link, record
+//!   offset, kind) lives in one 16-byte node, built in parallel; the records
+//!   are read in place, never copied (except with a base, whose records are
+//!   prepended so one slice covers the id space).
+//!
 //! # Invariants
 //!
 //! * `map[id]` is UNPROCESSED, IN_PROGRESS or an id; every write points one
