@@ -423,6 +423,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
 /// Builds the id-indexed state: record offsets, kinds and the initial map
 /// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
 /// Own types are laid out in parallel; the result does not depend on it.
+#[inline(never)]
 fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) {
     use rayon::prelude::*;
     let mut chain = Vec::new();
@@ -558,6 +559,7 @@ impl Dedup<'_> {
         self.nodes[id as usize].map = to;
     }
 
+    #[inline(never)]
     fn prep(&mut self) -> Result<(), DedupError> {
         for id in 1..self.start {
             let w = rec!(self, id);
@@ -578,6 +580,7 @@ impl Dedup<'_> {
         Ok(())
     }
 
+    #[inline(never)]
     fn prim_types(&mut self) -> Result<(), DedupError> {
         for id in self.start..self.end {
             let (h, new) = match self.kind_of(id) {
@@ -707,6 +710,7 @@ impl Dedup<'_> {
 
     /// libbpf's `btf_dedup_is_equiv`, walking pairs from an explicit stack in
     /// the recursion's pre-order.
+    #[inline(never)]
     fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
         self.eq_stack.clear();
         push_pair(&mut self.eq_stack, &self.nodes, cand, canon);
@@ -818,6 +822,7 @@ impl Dedup<'_> {
         }
     }
 
+    #[inline(never)]
     fn merge_hypot(&mut self) {
         for i in 0..self.hypot_list.len() {
             let k = self.hypot_list[i];
@@ -845,6 +850,7 @@ impl Dedup<'_> {
         }
     }
 
+    #[inline(never)]
     fn struct_types(&mut self) -> Result<(), DedupError> {
         for id in self.start..self.end {
             if !is_composite(self.kind_of(id)) || is_mapped(self.nodes[id as usize].map) {
@@ -878,6 +884,7 @@ impl Dedup<'_> {
         Ok(())
     }
 
+    #[inline(never)]
     fn resolve_fwds(&mut self) {
         // name_off -> the only canonical struct/union with it, or 0 if several
         let mut names: hashbrown::HashMap<u32, u32> = hashbrown::HashMap::new();
@@ -907,97 +914,117 @@ impl Dedup<'_> {
         }
     }
 
+    #[inline(never)]
     fn ref_types(&mut self) -> Result<(), DedupError> {
         for id in self.start..self.end {
             if !is_mapped(self.nodes[id as usize].map) {
                 self.dedup_ref(id)?;
-            } else if self.nodes[id as usize].map == IN_PROGRESS {
-                return Err(DedupError::Loop { id });
             }
         }
         Ok(())
     }
 
-    /// libbpf's `btf_dedup_ref_type` as a post-order walk with explicit frames.
+    /// libbpf's `btf_dedup_ref_type` as a post-order walk on an explicit
+    /// stack. Entering a type queues "finish it" and then its referenced ids
+    /// in reverse, so they are examined in libbpf's order (ARRAY element
+    /// before index, FUNC_PROTO return before parameters), each one only when
+    /// the previous one's whole walk is done — exactly when the recursion
+    /// would look at it. A type on the stack in IN_PROGRESS state is an
+    /// ancestor of the current one: meeting it again is libbpf's -ELOOP.
+    #[inline(never)]
     fn dedup_ref(&mut self, root: u32) -> Result<(), DedupError> {
-        self.set_map(root, IN_PROGRESS);
+        const ENTER: u32 = 0;
+        const FINISH: u32 = 1;
         self.ref_stack.clear();
-        self.ref_stack.push((root, 0));
-        while let Some(&(id, ci)) = self.ref_stack.last() {
-            let w = rec!(self, id);
-            let child = match kind(w) {
-                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => {
-                    if ci == 0 {
-                        Some(w[2])
-                    } else {
-                        None
-                    }
-                }
-                ARRAY => match ci {
-                    0 => Some(w[3]),
-                    1 => Some(w[4]),
-                    _ => None,
-                },
-                FUNC_PROTO => match ci as usize {
-                    0 => Some(w[2]),
-                    i if i <= vlen(w) => Some(w[3 + 2 * (i - 1) + 1]),
-                    _ => None,
-                },
-                _ => {
-                    return Err(DedupError::Invalid { id, what: "reference pass reached an unexpected kind" });
-                }
-            };
-            if let Some(child) = child {
-                self.ref_stack.last_mut().unwrap().1 += 1;
-                match self.nodes[child as usize].map {
-                    IN_PROGRESS => return Err(DedupError::Loop { id: child }),
-                    m if is_mapped(m) => {}
-                    _ => {
-                        self.set_map(child, IN_PROGRESS);
-                        self.ref_stack.push((child, 0));
-                    }
-                }
+        self.ref_stack.push((root, ENTER));
+        while let Some((id, ev)) = self.ref_stack.pop() {
+            if ev == FINISH {
+                self.finish_ref(id);
                 continue;
             }
-            self.ref_stack.pop();
-            self.finish_ref(id);
+            match self.nodes[id as usize].map {
+                IN_PROGRESS => return Err(DedupError::Loop { id }),
+                m if is_mapped(m) => continue,
+                _ => {}
+            }
+            self.nodes[id as usize].map = IN_PROGRESS;
+            self.ref_stack.push((id, FINISH));
+            let w = rec_of(&self.words, &self.nodes, id);
+            let (st, nodes) = (&mut self.ref_stack, &self.nodes);
+            // a referenced type that is mapped now stays mapped: not queued
+            let mut visit = |t: u32| {
+                if !is_mapped(nodes[t as usize].map) {
+                    st.push((t, ENTER));
+                }
+            };
+            match kind(w) {
+                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => visit(w[2]),
+                ARRAY => {
+                    visit(w[4]);
+                    visit(w[3]);
+                }
+                FUNC_PROTO => {
+                    for p in w[3..].chunks_exact(2).rev() {
+                        visit(p[1]);
+                    }
+                    visit(w[2]);
+                }
+                _ => return Err(DedupError::Invalid { id, what: "reference pass reached an unexpected kind" }),
+            }
         }
         Ok(())
     }
 
     /// All referenced ids of `id` are canonical now: look it up by content.
     fn finish_ref(&mut self, id: u32) {
-        let w = rec!(self, id);
+        let w = rec_of(&self.words, &self.nodes, id);
         let k = kind(w);
+        if k != ARRAY && k != FUNC_PROTO {
+            // PTR, CONST, VOLATILE, RESTRICT, TYPEDEF, FUNC, TYPE_TAG, DECL_TAG:
+            // only the third word is an id
+            let t = self.resolve(w[2]);
+            let mut h = hc(hc(hc(0, w[0]), w[1]), t);
+            if k == DECL_TAG {
+                h = hc(h, w[3]);
+            }
+            let mut new = id;
+            let mut cur = self.table.first(h);
+            while let Some((cand, c)) = cur {
+                cur = self.table.next(c);
+                let cw = rec_of(&self.words, &self.nodes, cand);
+                if cw[0] == w[0]
+                    && cw[1] == w[1]
+                    && (k != DECL_TAG || cw[3] == w[3])
+                    && (if cand < self.start { cw[2] } else { self.resolve(cw[2]) }) == t
+                {
+                    new = cand;
+                    break;
+                }
+            }
+            self.set_map(id, new);
+            if new == id {
+                self.table.insert(h, id);
+            }
+            return;
+        }
         // the record as libbpf has rewritten it by now
         let mut cw_own: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::from_slice(w);
-        let mut h;
-        match k {
-            ARRAY => {
-                cw_own[3] = self.resolve(w[3]);
-                cw_own[4] = self.resolve(w[4]);
-                h = hash_array(&cw_own);
+        let h = if k == ARRAY {
+            cw_own[3] = self.resolve(w[3]);
+            cw_own[4] = self.resolve(w[4]);
+            hash_array(&cw_own)
+        } else {
+            cw_own[2] = self.resolve(w[2]);
+            for i in 0..vlen(w) {
+                cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
             }
-            FUNC_PROTO => {
-                cw_own[2] = self.resolve(w[2]);
-                for i in 0..vlen(w) {
-                    cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
-                }
-                h = hash_fnproto(&cw_own);
-            }
-            _ => {
-                cw_own[2] = self.resolve(w[2]);
-                h = hash_common(&cw_own);
-                if k == DECL_TAG {
-                    h = hc(h, w[3]);
-                }
-            }
-        }
+            hash_fnproto(&cw_own)
+        };
         let mut new = id;
         let mut cur = self.table.first(h);
         while let Some((cand, c)) = cur {
             cur = self.table.next(c);
-            let cw = rec!(self, cand);
+            let cw = rec_of(&self.words, &self.nodes, cand);
             // equal info means equal kind and length
             if cw[1] != w[1] || cw[0] != w[0] {
                 continue;
@@ -1022,6 +1049,7 @@ impl Dedup<'_> {
         }
     }
 
+    #[inline(never)]
     fn compact_and_remap(&mut self) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
         // hypot becomes old id -> new id, as in libbpf
         let (start, end) = (self.start, self.end);
