@@ -785,19 +785,26 @@ impl Dedup<'_> {
                 Ok(true)
             }
             STRUCT | UNION => {
-                if !shallow_equal_struct(cw, kw) {
+                // libbpf's shallow comparison (common part, then member names
+                // and offsets) fused with queuing the member pairs: on a
+                // mismatch the walk ends and whatever was queued is dropped.
+                if !equal_common(cw, kw) {
                     return Ok(false);
                 }
                 // A member pair equal to the one before it would be popped
                 // after that one's whole walk and answer "equivalent" from
                 // the hypothetical map without side effects: skip it.
+                let (cm, km) = (&cw[3..], &kw[3..]);
                 let n = vlen(cw);
                 for j in (0..n).rev() {
-                    let (c, k) = (cw[3 + 3 * j + 1], kw[3 + 3 * j + 1]);
-                    if j > 0 && c == cw[3 + 3 * j - 2] && k == kw[3 + 3 * j - 2] {
+                    let (a, b) = (&cm[3 * j..3 * j + 3], &km[3 * j..3 * j + 3]);
+                    if a[0] != b[0] || a[2] != b[2] {
+                        return Ok(false);
+                    }
+                    if j > 0 && a[1] == cm[3 * j - 2] && b[1] == km[3 * j - 2] {
                         continue;
                     }
-                    push_pair(st, nodes, c, k);
+                    push_pair(st, nodes, a[1], b[1]);
                 }
                 Ok(true)
             }
