@@ -328,7 +328,8 @@ struct Node {
     map: u32,
     hypot: u32,
     off: u32,
-    kind: u32,
+    /// `kind | record_len << 8` (a record is at most 3 + 3 * 65535 words).
+    kind_len: u32,
 }
 
 
@@ -339,8 +340,9 @@ fn rec_of<'w>(words: &'w [u32], nodes: &[Node], id: u32) -> &'w [u32] {
     if id == 0 {
         return &VOID;
     }
-    let s = nodes[id as usize].off as usize;
-    &words[s..s + rec_len(words[s + 1])]
+    let n = &nodes[id as usize];
+    let s = n.off as usize;
+    &words[s..s + (n.kind_len >> 8) as usize]
 }
 
 struct Dedup<'a> {
@@ -435,7 +437,7 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
     chain.reverse();
     let start = btf.start_id() as usize;
     let end = btf.type_count() as usize + 1;
-    let unprocessed = Node { map: UNPROCESSED, hypot: UNPROCESSED, off: 0, kind: 0 };
+    let unprocessed = Node { map: UNPROCESSED, hypot: UNPROCESSED, off: 0, kind_len: 0 };
     let mut nodes: Vec<Node> = Vec::with_capacity(end);
     nodes.resize(start, unprocessed);
     nodes[0].map = 0;
@@ -448,8 +450,9 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
             let w0 = all.len() as u32;
             all.extend_from_slice(b.raw_words());
             for &o in b.type_offsets() {
-                let kind = (all[(o + w0) as usize + 1] >> 24) & 0x1f;
-                nodes[id] = Node { map: id as u32, hypot: UNPROCESSED, off: o + w0, kind };
+                let info = all[(o + w0) as usize + 1];
+                let kind_len = (info >> 24) & 0x1f | (rec_len(info) as u32) << 8;
+                nodes[id] = Node { map: id as u32, hypot: UNPROCESSED, off: o + w0, kind_len };
                 id += 1;
             }
         }
@@ -462,9 +465,10 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
     const CHUNK: usize = 1 << 15;
     nodes.par_extend(offs.par_iter().enumerate().with_min_len(CHUNK).map(|(i, &o)| {
         let off = o + shift;
-        let kind = (w[off as usize + 1] >> 24) & 0x1f;
+        let info = w[off as usize + 1];
+        let kind = (info >> 24) & 0x1f;
         let map = if kind == VAR || kind == DATASEC { (start + i) as u32 } else { UNPROCESSED };
-        Node { map, hypot: UNPROCESSED, off, kind }
+        Node { map, hypot: UNPROCESSED, off, kind_len: kind | (rec_len(info) as u32) << 8 }
     }));
     debug_assert_eq!(nodes.len(), end);
     (words, nodes)
@@ -542,7 +546,7 @@ impl Dedup<'_> {
 
     #[inline]
     fn kind_of(&self, id: u32) -> u32 {
-        self.nodes[id as usize].kind
+        self.nodes[id as usize].kind_len & 0xff
     }
 
     /// A FWD whose chain ends in a non-FWD type resolves to it.
