@@ -350,6 +350,9 @@ struct Dedup<'a> {
     /// no base and the string pass did not run).
     words: Cow<'a, [u32]>,
     nodes: Vec<Node>,
+    /// `map` as `resolve` reads it: the link if mapped, else the id itself —
+    /// one dense array and one test per hop on the hottest path.
+    link: Vec<u32>,
     /// First own id; one past the last id.
     start: u32,
     end: u32,
@@ -393,9 +396,14 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     clock.lap("strings");
 
     let (words, nodes) = layout(btf, own);
+    let link = {
+        use rayon::prelude::*;
+        (0..end).into_par_iter().collect()
+    };
     let mut d = Dedup {
         words,
         nodes,
+        link,
         start,
         end,
         hypot_list: Vec::new(),
@@ -518,10 +526,10 @@ fn is_ref_pos(k: u32, pos: usize) -> bool {
 
 /// Follows canonical links to the end of the chain.
 #[inline]
-fn resolve_in(nodes: &[Node], mut id: u32) -> u32 {
+fn resolve_in(link: &[u32], mut id: u32) -> u32 {
     loop {
-        let m = nodes[id as usize].map;
-        if !is_mapped(m) || m == id {
+        let m = link[id as usize];
+        if m == id {
             return id;
         }
         id = m;
@@ -532,8 +540,8 @@ fn resolve_in(nodes: &[Node], mut id: u32) -> u32 {
 /// `map` does not change during one walk, so a pair whose ends resolve to the
 /// same type would return "equivalent" without side effects when popped.
 #[inline]
-fn push_pair(st: &mut Vec<(u32, u32)>, nodes: &[Node], c: u32, k: u32) {
-    if resolve_in(nodes, c) != resolve_in(nodes, k) {
+fn push_pair(st: &mut Vec<(u32, u32)>, link: &[u32], c: u32, k: u32) {
+    if resolve_in(link, c) != resolve_in(link, k) {
         st.push((c, k));
     }
 }
@@ -541,7 +549,7 @@ fn push_pair(st: &mut Vec<(u32, u32)>, nodes: &[Node], c: u32, k: u32) {
 impl Dedup<'_> {
     #[inline]
     fn resolve(&self, id: u32) -> u32 {
-        resolve_in(&self.nodes, id)
+        resolve_in(&self.link, id)
     }
 
     #[inline]
@@ -561,6 +569,7 @@ impl Dedup<'_> {
 
     fn set_map(&mut self, id: u32, to: u32) {
         self.nodes[id as usize].map = to;
+        self.link[id as usize] = if is_mapped(to) { to } else { id };
     }
 
     #[inline(never)]
@@ -638,6 +647,7 @@ impl Dedup<'_> {
                             }
                             // a full enum re-points a canonical enum fwd and keeps looking
                             self.nodes[cand as usize].map = id;
+                            self.link[cand as usize] = id;
                         }
                         cur = self.table.next(c);
                     }
@@ -717,7 +727,7 @@ impl Dedup<'_> {
     #[inline(never)]
     fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
         self.eq_stack.clear();
-        push_pair(&mut self.eq_stack, &self.nodes, cand, canon);
+        push_pair(&mut self.eq_stack, &self.link, cand, canon);
         while let Some((c, k)) = self.eq_stack.pop() {
             if !self.equiv_step(c, k)? {
                 return Ok(false);
@@ -767,7 +777,7 @@ impl Dedup<'_> {
             return Ok(false);
         }
         let st = &mut self.eq_stack;
-        let nodes = &self.nodes[..];
+        let link = &self.link[..];
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
             ENUM | ENUM64 => Ok(compat_enum(cw, kw)),
@@ -776,7 +786,7 @@ impl Dedup<'_> {
                 if cw[1] != kw[1] {
                     return Ok(false);
                 }
-                push_pair(st, nodes, cw[2], kw[2]);
+                push_pair(st, link, cw[2], kw[2]);
                 Ok(true)
             }
             ARRAY => {
@@ -784,8 +794,8 @@ impl Dedup<'_> {
                     return Ok(false);
                 }
                 // index type first, then element type
-                push_pair(st, nodes, cw[3], kw[3]);
-                push_pair(st, nodes, cw[4], kw[4]);
+                push_pair(st, link, cw[3], kw[3]);
+                push_pair(st, link, cw[4], kw[4]);
                 Ok(true)
             }
             STRUCT | UNION => {
@@ -808,7 +818,7 @@ impl Dedup<'_> {
                     if j > 0 && a[1] == cm[3 * j - 2] && b[1] == km[3 * j - 2] {
                         continue;
                     }
-                    push_pair(st, nodes, a[1], b[1]);
+                    push_pair(st, link, a[1], b[1]);
                 }
                 Ok(true)
             }
@@ -824,9 +834,9 @@ impl Dedup<'_> {
                     if c == pc && k == pk {
                         continue;
                     }
-                    push_pair(st, nodes, c, k);
+                    push_pair(st, link, c, k);
                 }
-                push_pair(st, nodes, cw[2], kw[2]);
+                push_pair(st, link, cw[2], kw[2]);
                 Ok(true)
             }
             _ => Err(DedupError::Invalid { id: c, what: "struct equivalence reached a VAR, DATASEC or DECL_TAG" }),
