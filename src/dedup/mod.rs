@@ -938,7 +938,17 @@ impl Dedup<'_> {
     #[inline(never)]
     fn ref_types(&mut self) -> Result<(), DedupError> {
         for id in self.start..self.end {
-            if !is_mapped(self.nodes[id as usize].map) {
+            if is_mapped(self.nodes[id as usize].map) {
+                continue;
+            }
+            // The common case, a single reference to an already mapped type,
+            // needs no walk: libbpf would just resolve it and look it up.
+            let w = rec_of(&self.words, &self.nodes, id);
+            let leaf = matches!(kind(w), CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG)
+                && is_mapped(self.nodes[w[2] as usize].map);
+            if leaf {
+                self.finish_ref(id);
+            } else {
                 self.dedup_ref(id)?;
             }
         }
