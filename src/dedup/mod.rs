@@ -69,10 +69,15 @@
 //!   pairwise unequal, so there is at most one: a content index finds it.
 //!   The candidate table is still updated exactly as libbpf does, since its
 //!   growth points decide later candidate orders.
+//! * **Reference pass.** A reference to an already mapped type is looked up
+//!   directly (libbpf's recursion would return at once for its child); other
+//!   types queue their ids in one go, which examines them in the recursion's
+//!   order and at the same moments (see [`Dedup::dedup_ref`]).
 //! * **Layout.** Per-id state (canonical link, hypothetical link, record
-//!   offset, kind) lives in one 16-byte node, built in parallel; the records
-//!   are read in place, never copied (except with a base, whose records are
-//!   prepended so one slice covers the id space).
+//!   offset, kind and length) lives in one 16-byte node, built in parallel;
+//!   `resolve` follows a separate dense array holding the link, or the id
+//!   itself while unmapped. Records are read in place, never copied (except
+//!   with a base, whose records are prepended so one slice covers the ids).
 //!
 //! # Invariants
 //!
@@ -211,7 +216,7 @@ fn hash_enum(w: &[u32]) -> u64 {
 fn content_hash(w: &[u32]) -> u64 {
     let mut h: u64 = 0;
     for &x in w {
-        h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x51_7cc1_b727_220a_95);
+        h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
     h ^ (h >> 32)
 }
@@ -519,7 +524,7 @@ fn dedup_strings(btf: &Btf) -> (Vec<u32>, StrTab) {
 fn is_ref_pos(k: u32, pos: usize) -> bool {
     match k {
         ARRAY => pos == 3 || pos == 4,
-        FUNC_PROTO => pos == 2 || (pos >= 4 && pos % 2 == 0),
+        FUNC_PROTO => pos == 2 || (pos >= 4 && pos.is_multiple_of(2)),
         _ => pos == 2,
     }
 }
