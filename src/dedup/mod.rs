@@ -400,7 +400,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     };
     clock.lap("strings");
 
-    let (words, nodes) = layout(btf, own);
+    let (words, nodes) = layout(btf, own)?;
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
@@ -439,7 +439,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
 /// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
 /// Own types are laid out in parallel; the result does not depend on it.
 #[inline(never)]
-fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) {
+fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> Result<(Cow<'a, [u32]>, Vec<Node>), DedupError> {
     use rayon::prelude::*;
     let mut chain = Vec::new();
     let mut b = btf.base();
@@ -463,8 +463,11 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
             let w0 = all.len() as u32;
             all.extend_from_slice(b.raw_words());
             for &o in b.type_offsets() {
+                let Some(len) = check_record(&all, (o + w0) as usize, end as u32) else {
+                    return Err(bad_record(id as u32));
+                };
                 let info = all[(o + w0) as usize + 1];
-                let kind_len = (info >> 24) & 0x1f | (rec_len(info) as u32) << 8;
+                let kind_len = (info >> 24) & 0x1f | (len as u32) << 8;
                 nodes[id] = Node { map: id as u32, hypot: UNPROCESSED, off: o + w0, kind_len };
                 id += 1;
             }
@@ -476,15 +479,40 @@ fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>) -> (Cow<'a, [u32]>, Vec<Node>) 
     let offs = btf.type_offsets();
     let w: &[u32] = &words;
     const CHUNK: usize = 1 << 15;
+    // the lowest id of a malformed record, if any (deterministic at any thread count)
+    let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
     nodes.par_extend(offs.par_iter().enumerate().with_min_len(CHUNK).map(|(i, &o)| {
         let off = o + shift;
-        let info = w[off as usize + 1];
-        let kind = (info >> 24) & 0x1f;
-        let map = if kind == VAR || kind == DATASEC { (start + i) as u32 } else { UNPROCESSED };
-        Node { map, hypot: UNPROCESSED, off, kind_len: kind | (rec_len(info) as u32) << 8 }
+        let id = (start + i) as u32;
+        let Some(len) = check_record(w, off as usize, end as u32) else {
+            bad.fetch_min(id, std::sync::atomic::Ordering::Relaxed);
+            return unprocessed;
+        };
+        let kind = (w[off as usize + 1] >> 24) & 0x1f;
+        let map = if kind == VAR || kind == DATASEC { id } else { UNPROCESSED };
+        Node { map, hypot: UNPROCESSED, off, kind_len: kind | (len as u32) << 8 }
     }));
-    debug_assert_eq!(nodes.len(), end);
-    (words, nodes)
+    match bad.into_inner() {
+        u32::MAX => Ok((words, nodes)),
+        id => Err(bad_record(id)),
+    }
+}
+
+fn bad_record(id: u32) -> DedupError {
+    DedupError::Invalid { id, what: "record runs past the type data or references an id past the last type" }
+}
+
+/// The length of the record at `off` if it lies inside `w` and every type id
+/// it holds is below `end`. The reader guarantees both for parsed BTF; this
+/// keeps BTF built through the API from making dedup index out of bounds.
+#[inline]
+fn check_record(w: &[u32], off: usize, end: u32) -> Option<usize> {
+    let info = *w.get(off + 1)?;
+    let len = rec_len(info);
+    let r = w.get(off..off + len)?;
+    let mut ok = true;
+    for_each_id_pos(r, |p| ok &= r[p] < end);
+    ok.then_some(len)
 }
 
 /// libbpf marks strings as already deduplicated when the own string section
@@ -1301,6 +1329,15 @@ mod tests {
         let out = run(&b);
         assert_eq!(out.own_type_count(), 2);
         assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.0 - 1));
+    }
+
+    #[test]
+    fn out_of_range_id_is_an_error_not_a_panic() {
+        let mut b = Btf::new(Endian::Little);
+        int(&mut b);
+        b.add_ref(Kind::Ptr, TypeId(99));
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
     }
 
     #[test]
