@@ -44,6 +44,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Strings::Dedup => StringMode::Dedup,
         },
         timings: a.timings,
+        // load_btf parsed it: ids are known to be in range
+        ids_checked: true,
     };
     let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
     let bytes = btfkit::btf::write::to_bytes(&out);
