@@ -887,6 +887,15 @@ impl Dedup<'_> {
         for i in 0..self.hypot_list.len() {
             let k = self.hypot_list[i];
             let c = self.nodes[k as usize].hypot;
+            // Only called after a successful walk, where every recorded pair
+            // passed its kind test: equal kinds, or a FWD against a struct or
+            // union. A pair whose candidate side is neither FWD nor composite
+            // therefore has a reference type (never mapped during this pass)
+            // or a primitive on both sides, and none of the rules below fires.
+            let ck = self.kind_of(c);
+            if ck != FWD && !is_composite(ck) {
+                continue;
+            }
             let t_id = self.resolve(c);
             let c_id = self.resolve(k);
             let t_kind = self.kind_of(t_id);
