@@ -55,13 +55,16 @@
 //!
 //! # Where we do less work than libbpf, with the same result
 //!
-//! * **Settled pairs are not queued.** libbpf's first test in a graph walk is
-//!   "both ends resolve to the same type". `map` never changes during one
+//! * **Settled pairs are not queued.** libbpf's first test at each node of a
+//!   graph walk is "both ends resolve to the same type". `map` never changes during one
 //!   walk, so that test gives the same answer when a pair is queued as when
 //!   it is popped, and such a pair has no side effect: it is dropped at once.
 //!   A struct member (or parameter) pair equal to the previous one is dropped
 //!   too: it pops after the first one's whole walk, by which time the
 //!   hypothetical map answers "equivalent" for it, again without side effects.
+//! * **Merging.** After a successful walk every recorded pair passed its
+//!   kind test, so a pair whose candidate side is neither a FWD nor a struct
+//!   or union can neither resolve a FWD nor map a struct: it is not looked at.
 //! * **Anonymous enums.** All of them share libbpf's hash key (the name
 //!   offset, 0), so each one walked every canonical anonymous enum. Without a
 //!   base, and when no enum forward declaration of that name has been seen,
@@ -81,9 +84,11 @@
 //!
 //! # Invariants
 //!
-//! * `map[id]` is UNPROCESSED, IN_PROGRESS or an id; every write points one
-//!   chain end at another chain end (or at a type being processed), so the
-//!   links form a forest and `resolve` terminates.
+//! * `map[id]` is UNPROCESSED, IN_PROGRESS or an id. Every write makes an
+//!   entry point at a type that is, at that moment, the end of its own chain
+//!   (a `resolve` result, a canonical candidate, or the type being processed),
+//!   which can never close a cycle: the links form a forest and `resolve`
+//!   terminates. The `link` array mirrors `map` for `resolve`.
 //! * A type is inserted into the candidate table only when it becomes
 //!   canonical (plus every base type in prep); nothing is ever removed.
 //! * Base types are never renumbered and never emitted; survivors keep their
