@@ -7,6 +7,7 @@
 pub mod btf;
 pub mod corpus;
 pub mod diff;
+pub mod dedup;
 pub mod elf;
 pub mod error;
 pub mod funcs;

@@ -4,6 +4,7 @@
 mod conformance;
 mod diff;
 mod encode;
+mod dedup;
 mod inspect;
 mod pahole;
 
@@ -41,6 +42,8 @@ enum Cmd {
     Conformance(conformance::Args),
     /// Compare two BTF files semantically (ids, order and string layout ignored); exit 1 if they differ.
     Diff(diff::Args),
+    /// Deduplicate a BTF file exactly as libbpf's btf__dedup does.
+    Dedup(dedup::Args),
 }
 
 /// Prints an error in the one-line form every subcommand uses.
@@ -73,6 +76,7 @@ pub fn run() -> i32 {
         Cmd::Diff(a) => diff::run(a),
         Cmd::Encode(a) => encode::run(a),
         Cmd::Pahole(a) => pahole::run(a),
+        Cmd::Dedup(a) => dedup::run(a),
     };
     match res {
         Ok(code) => code,

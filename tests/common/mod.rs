@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use btfkit::corpus::corpus_dir;
 
@@ -64,4 +64,25 @@ pub fn scratch(name: &str) -> PathBuf {
 
 pub fn s(p: &std::path::Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+pub fn read_corpus(rel: &str) -> Vec<u8> {
+    let p = corpus_file(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// One TSV manifest as rows of column name -> value.
+pub fn read_manifest(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().expect("empty manifest").split('\t').map(String::from).collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| header.iter().cloned().zip(l.split('\t').map(String::from)).collect())
+        .collect()
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    assert!(s.len() % 2 == 0, "odd hex length");
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit")).collect()
 }

@@ -1,0 +1,54 @@
+//! `btfkit dedup IN -o OUT [--base BASE] [--strings=keep|dedup]`: libbpf's
+//! `btf__dedup` on a BTF file.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use btfkit::dedup::{self, Options, StringMode};
+
+use super::{EXIT_OK, load_base};
+
+#[derive(clap::ValueEnum, Clone, Copy, Default)]
+pub enum Strings {
+    /// Leave the string section byte-identical (BTF built by an encoder, as pahole does).
+    #[default]
+    Keep,
+    /// libbpf's string pass for BTF parsed from bytes: only referenced strings, first-reference order.
+    Dedup,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Raw BTF file, or an ELF file with a .BTF section.
+    pub input: PathBuf,
+    /// Output raw BTF file (split BTF when --base is given).
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// Base BTF (raw or ELF) when INPUT is split BTF.
+    #[arg(long, short = 'B')]
+    pub base: Option<PathBuf>,
+    /// What happens to the string section.
+    #[arg(long, value_enum, default_value_t)]
+    pub strings: Strings,
+    /// Print phase timings to stderr.
+    #[arg(long)]
+    pub timings: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    let base = load_base(&a.base)?;
+    let btf = btfkit::elf::load_btf(&a.input, base)?;
+    let opts = Options {
+        strings: match a.strings {
+            Strings::Keep => StringMode::Keep,
+            Strings::Dedup => StringMode::Dedup,
+        },
+        timings: a.timings,
+        // load_btf parsed it: ids are known to be in range
+        ids_checked: true,
+    };
+    let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
+    let bytes = btfkit::btf::write::to_bytes(&out);
+    btfkit::output::write_atomic(&a.output, &bytes)?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,1439 @@
+//! BTF deduplication with exactly the result of libbpf 374f7807's `btf__dedup`.
+//!
+//! # What the reference does
+//!
+//! pahole concatenates the BTF of every compilation unit into one blob and lets
+//! libbpf collapse the copies. Each type gets a *canonical representative*
+//! (`map[id]`, followed transitively by `resolve`); survivors are the types
+//! that represent themselves, kept in input order and renumbered densely. The
+//! passes run in this order (spec `btf-format-dedup.md` §4):
+//!
+//! 1. **prep** (split BTF): every base type represents itself and — except
+//!    VAR/DATASEC — goes into the candidate table, duplicates included;
+//! 2. **strings** (only for BTF parsed from bytes, [`StringMode::Dedup`]):
+//!    a fresh table of the referenced strings in first-reference order;
+//! 3. **primitives** (INT, FLOAT, FWD, ENUM, ENUM64): first equal candidate,
+//!    with the enum forward-declaration rules;
+//! 4. **structs/unions**: for each candidate with the same shallow shape, a
+//!    side-by-side walk of both type graphs (`is_equiv`) that records a
+//!    hypothetical canonical→candidate map; on success that map is merged
+//!    (resolving FWDs and mapping inner structs early);
+//! 5. **unambiguous FWDs**: a FWD nobody resolved goes to the only canonical
+//!    struct or union of its name;
+//! 6. **reference types**: post-order, each reference type's referenced ids
+//!    become canonical first, then it is looked up by exact content;
+//! 7. **compaction** and 8. **id remapping**.
+//!
+//! # Why our result is the reference's
+//!
+//! Everything observable depends on three things, and each is reproduced
+//! rather than approximated:
+//!
+//! * **Visiting order.** Every pass walks ids in ascending order, and within a
+//!   graph walk the children in libbpf's order (ARRAY index before element,
+//!   FUNC_PROTO return before parameters). The graph walks use explicit stacks
+//!   instead of recursion, but push children in reverse so they pop in the
+//!   same pre-order (struct equivalence) or post-order (reference types); a
+//!   failing comparison anywhere ends a struct check in both, so the
+//!   hypothetical map holds the same entries in the same order.
+//! * **Candidate order.** Several lookups take the *first* acceptable
+//!   candidate; libbpf's chained hash map makes that "newest first, reversed
+//!   at every growth". [`table::CandTable`] keys entries by libbpf's own
+//!   64-bit hash values (so even its hash collisions share a list as they do
+//!   there) and replays the growth rule with a parity bit.
+//! * **State seen by each comparison.** libbpf rewrites a reference type's
+//!   fields to canonical ids when it processes it and compares records with
+//!   those rewritten fields. We never write into the input: a processed
+//!   type's rewritten field is `resolve(original)`, and that value is a fixed
+//!   point from the moment it is computed (only unprocessed reference types
+//!   change their map entry during the reference pass), so recomputing it on
+//!   demand gives the same words. Base types are the exception — libbpf
+//!   never rewrites them — so base candidates are compared by their stored
+//!   words even when a base FWD has since been re-pointed into the split
+//!   part. The struct pass's "identical duplicate" tolerances read raw ids,
+//!   which at that point are still the input ids in libbpf too.
+//!
+//! # Where we do less work than libbpf, with the same result
+//!
+//! * **Settled pairs are not queued.** libbpf's first test at each node of a
+//!   graph walk is "both ends resolve to the same type". `map` never changes during one
+//!   walk, so that test gives the same answer when a pair is queued as when
+//!   it is popped, and such a pair has no side effect: it is dropped at once.
+//!   A struct member (or parameter) pair equal to the previous one is dropped
+//!   too: it pops after the first one's whole walk, by which time the
+//!   hypothetical map answers "equivalent" for it, again without side effects.
+//! * **Merging.** After a successful walk every recorded pair passed its
+//!   kind test, so a pair whose candidate side is neither a FWD nor a struct
+//!   or union can neither resolve a FWD nor map a struct: it is not looked at.
+//! * **Anonymous enums.** All of them share libbpf's hash key (the name
+//!   offset, 0), so each one walked every canonical anonymous enum. Without a
+//!   base, and when no enum forward declaration of that name has been seen,
+//!   the walk can only end at an *equal* candidate, and canonical enums are
+//!   pairwise unequal, so there is at most one: a content index finds it.
+//!   The candidate table is still updated exactly as libbpf does, since its
+//!   growth points decide later candidate orders.
+//! * **Reference pass.** A reference to an already mapped type is looked up
+//!   directly (libbpf's recursion would return at once for its child); other
+//!   types queue their ids in one go, which examines them in the recursion's
+//!   order and at the same moments (see [`Dedup::dedup_ref`]).
+//! * **Layout.** Per-id state (canonical link, hypothetical link, record
+//!   offset, kind and length) lives in one 16-byte node, built in parallel;
+//!   `resolve` follows a separate dense array holding the link, or the id
+//!   itself while unmapped. Records are read in place, never copied (except
+//!   with a base, whose records are prepended so one slice covers the ids).
+//!
+//! # Invariants
+//!
+//! * `map[id]` is UNPROCESSED, IN_PROGRESS or an id. Every write makes an
+//!   entry point at a type that is, at that moment, the end of its own chain
+//!   (a `resolve` result, a canonical candidate, or the type being processed),
+//!   which can never close a cycle: the links form a forest and `resolve`
+//!   terminates. The `link` array mirrors `map` for `resolve`.
+//! * A type is inserted into the candidate table only when it becomes
+//!   canonical (plus every base type in prep); nothing is ever removed.
+//! * Base types are never renumbered and never emitted; survivors keep their
+//!   relative order.
+//!
+//! Errors are libbpf's: a reference cycle that does not pass through a struct
+//! (`-ELOOP`), a graph walk reaching VAR/DATASEC/DECL_TAG or an unknown kind
+//! (`-EINVAL`). One case is ours: structs that embed each other (by value) in
+//! a cycle make libbpf's recursive "identical structs" check overflow its
+//! stack; we stop at a fixed depth and report it.
+
+pub mod table;
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use thiserror::Error;
+
+use crate::btf::{Btf, StrTab};
+use table::CandTable;
+
+/// What happens to the string section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StringMode {
+    /// Leave it byte-identical (BTF built with libbpf's add API: pahole's case).
+    #[default]
+    Keep,
+    /// libbpf's string pass for BTF parsed from bytes: keep only referenced
+    /// strings, in first-reference order.
+    Dedup,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub strings: StringMode,
+    /// The BTF comes from [`crate::btf::read`], which already rejected type
+    /// ids past the last type: skip checking them again (a full pass over
+    /// every member of every struct, ~100 ms on a vmlinux). Record extents
+    /// are always checked.
+    pub ids_checked: bool,
+    /// Print phase timings to stderr.
+    pub timings: bool,
+}
+
+/// Why dedup failed; the input is never modified.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum DedupError {
+    #[error("type [{id}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)")]
+    Loop { id: u32 },
+    #[error("type [{id}]: {what} (libbpf: -EINVAL)")]
+    Invalid { id: u32, what: &'static str },
+    #[error("type [{id}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)")]
+    TooDeep { id: u32, depth: u32 },
+}
+
+impl DedupError {
+    /// The negative errno libbpf returns for the same input.
+    pub fn errno(&self) -> i32 {
+        match self {
+            DedupError::Loop { .. } => -40,
+            DedupError::Invalid { .. } | DedupError::TooDeep { .. } => -22,
+        }
+    }
+}
+
+const UNPROCESSED: u32 = u32::MAX;
+const IN_PROGRESS: u32 = u32::MAX - 1;
+const MAX_ID: u32 = 0x7fff_ffff;
+const MAX_EMBED_DEPTH: u32 = 4096;
+
+const INT: u32 = 1;
+const PTR: u32 = 2;
+const ARRAY: u32 = 3;
+const STRUCT: u32 = 4;
+const UNION: u32 = 5;
+const ENUM: u32 = 6;
+const FWD: u32 = 7;
+const TYPEDEF: u32 = 8;
+const VOLATILE: u32 = 9;
+const CONST: u32 = 10;
+const RESTRICT: u32 = 11;
+const FUNC: u32 = 12;
+const FUNC_PROTO: u32 = 13;
+const VAR: u32 = 14;
+const DATASEC: u32 = 15;
+const FLOAT: u32 = 16;
+const DECL_TAG: u32 = 17;
+const TYPE_TAG: u32 = 18;
+const ENUM64: u32 = 19;
+
+#[inline]
+fn kind(w: &[u32]) -> u32 {
+    (w[1] >> 24) & 0x1f
+}
+#[inline]
+fn vlen(w: &[u32]) -> usize {
+    (w[1] & 0xffff) as usize
+}
+#[inline]
+fn kflag(w: &[u32]) -> bool {
+    w[1] >> 31 != 0
+}
+#[inline]
+fn is_composite(k: u32) -> bool {
+    k == STRUCT || k == UNION
+}
+#[inline]
+fn is_any_enum(k: u32) -> bool {
+    k == ENUM || k == ENUM64
+}
+#[inline]
+fn is_mapped(m: u32) -> bool {
+    m <= MAX_ID
+}
+
+// ---- libbpf's type signature hashes: h = h * 31 + value ----
+
+#[inline]
+fn hc(h: u64, v: u32) -> u64 {
+    h.wrapping_mul(31).wrapping_add(v as u64)
+}
+#[inline]
+fn hash_common(w: &[u32]) -> u64 {
+    hc(hc(hc(0, w[0]), w[1]), w[2])
+}
+#[inline]
+fn hash_int_tag(w: &[u32]) -> u64 {
+    hc(hash_common(w), w[3])
+}
+#[inline]
+fn hash_enum(w: &[u32]) -> u64 {
+    hc(0, w[0])
+}
+/// A hash of a whole record (for exact-content side indexes).
+fn content_hash(w: &[u32]) -> u64 {
+    let mut h: u64 = 0;
+    for &x in w {
+        h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h ^ (h >> 32)
+}
+
+fn hash_struct(w: &[u32]) -> u64 {
+    let mut h = hash_common(w);
+    for m in w[3..].chunks_exact(3) {
+        h = hc(hc(h, m[0]), m[2]);
+    }
+    h
+}
+#[inline]
+fn hash_array(w: &[u32]) -> u64 {
+    hc(hc(hc(hash_common(w), w[3]), w[4]), w[5])
+}
+fn hash_fnproto(w: &[u32]) -> u64 {
+    let mut h = hash_common(w);
+    for p in w[3..].chunks_exact(2) {
+        h = hc(hc(h, p[0]), p[1]);
+    }
+    h
+}
+
+// ---- libbpf's equality tests on raw words ----
+
+#[inline]
+fn equal_common(a: &[u32], b: &[u32]) -> bool {
+    a[0] == b[0] && a[1] == b[1] && a[2] == b[2]
+}
+#[inline]
+fn equal_int_tag(a: &[u32], b: &[u32]) -> bool {
+    equal_common(a, b) && a[3] == b[3]
+}
+fn equal_enum(a: &[u32], b: &[u32]) -> bool {
+    // equal info implies equal kind and vlen, hence equal length
+    equal_common(a, b) && a[3..] == b[3..]
+}
+#[inline]
+fn is_enum_fwd(w: &[u32]) -> bool {
+    is_any_enum(kind(w)) && vlen(w) == 0
+}
+fn compat_enum(a: &[u32], b: &[u32]) -> bool {
+    if !is_enum_fwd(a) && !is_enum_fwd(b) {
+        return equal_enum(a, b);
+    }
+    a[0] == b[0] && is_any_enum(kind(a)) && is_any_enum(kind(b))
+}
+fn shallow_equal_struct(a: &[u32], b: &[u32]) -> bool {
+    if !equal_common(a, b) {
+        return false;
+    }
+    a[3..].chunks_exact(3).zip(b[3..].chunks_exact(3)).all(|(x, y)| x[0] == y[0] && x[2] == y[2])
+}
+fn equal_array(a: &[u32], b: &[u32]) -> bool {
+    equal_common(a, b) && a[3] == b[3] && a[4] == b[4] && a[5] == b[5]
+}
+fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
+    a[0] == b[0] && a[1] == b[1] && a[3..].chunks_exact(2).zip(b[3..].chunks_exact(2)).all(|(x, y)| x[0] == y[0])
+}
+
+/// Positions of the type-id words of a record, in libbpf's field-iterator order
+/// (`BTF_FIELD_ITER_IDS`; note FWD's size/type word counts).
+fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
+    match kind(w) {
+        FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => f(2),
+        ARRAY => {
+            f(3);
+            f(4);
+        }
+        STRUCT | UNION => (0..vlen(w)).for_each(|i| f(3 + 3 * i + 1)),
+        FUNC_PROTO => {
+            f(2);
+            (0..vlen(w)).for_each(|i| f(3 + 2 * i + 1));
+        }
+        DATASEC => (0..vlen(w)).for_each(|i| f(3 + 3 * i)),
+        _ => {}
+    }
+}
+
+static VOID: [u32; 3] = [0, 0, 0];
+
+/// Trailing words of a record: `FIXED[kind] + PER_ENTRY[kind] * vlen`.
+const FIXED: [u8; 32] = {
+    let mut t = [0u8; 32];
+    t[INT as usize] = 1;
+    t[VAR as usize] = 1;
+    t[DECL_TAG as usize] = 1;
+    t[ARRAY as usize] = 3;
+    t
+};
+const PER_ENTRY: [u8; 32] = {
+    let mut t = [0u8; 32];
+    t[STRUCT as usize] = 3;
+    t[UNION as usize] = 3;
+    t[DATASEC as usize] = 3;
+    t[ENUM64 as usize] = 3;
+    t[ENUM as usize] = 2;
+    t[FUNC_PROTO as usize] = 2;
+    t
+};
+
+#[inline]
+fn rec_len(info: u32) -> usize {
+    let k = ((info >> 24) & 0x1f) as usize;
+    3 + FIXED[k] as usize + PER_ENTRY[k] as usize * (info & 0xffff) as usize
+}
+
+/// Per-id state, interleaved so that one cache line serves a graph step:
+/// the canonical link, the hypothetical link of the current equivalence
+/// check (reused as old → new id by compaction), and where the record starts.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Node {
+    map: u32,
+    hypot: u32,
+    off: u32,
+    /// `kind | record_len << 8` (a record is at most 3 + 3 * 65535 words).
+    kind_len: u32,
+}
+
+/// The record of `id` (ids of the whole space; 0 is void).
+#[inline]
+fn rec_of<'w>(words: &'w [u32], nodes: &[Node], id: u32) -> &'w [u32] {
+    if id == 0 {
+        return &VOID;
+    }
+    let n = &nodes[id as usize];
+    let s = n.off as usize;
+    &words[s..s + (n.kind_len >> 8) as usize]
+}
+
+struct Dedup<'a> {
+    /// Records of every id: base and own in one slice (borrowed when there is
+    /// no base and the string pass did not run).
+    words: Cow<'a, [u32]>,
+    nodes: Vec<Node>,
+    /// `map` as `resolve` reads it: the link if mapped, else the id itself —
+    /// one dense array and one test per hop on the hottest path.
+    link: Vec<u32>,
+    /// First own id; one past the last id.
+    start: u32,
+    end: u32,
+    hypot_list: Vec<u32>,
+    adjust_canon: bool,
+    table: CandTable,
+    /// Pending (candidate, canonical) pairs of one graph-equivalence check.
+    eq_stack: Vec<(u32, u32)>,
+    /// (type, next child) frames of the reference pass.
+    ref_stack: Vec<(u32, u32)>,
+    /// Names of enum forward declarations seen (primitive pass fast path).
+    enum_fwds: hashbrown::HashSet<u32>,
+    /// Canonical full enums by content (primitive pass fast path).
+    enums: hashbrown::HashTable<u32>,
+}
+
+macro_rules! rec {
+    ($d:expr, $id:expr) => {
+        rec_of(&$d.words, &$d.nodes, $id)
+    };
+}
+
+/// Deduplicates `btf` (over its base, if split) as libbpf's `btf__dedup` does.
+pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
+    let clock = Timer::new(opts.timings);
+    let start = btf.start_id();
+    let end = btf.type_count() + 1;
+
+    // Strings first: the pass only rewrites name offsets, and doing it before
+    // prep (as libbpf does) changes nothing the prep pass looks at.
+    let (own, strtab) = match opts.strings {
+        StringMode::Dedup if !strings_already_unique(btf) => {
+            let (w, s) = dedup_strings(btf);
+            (Cow::Owned(w), s)
+        }
+        _ => (
+            Cow::Borrowed(btf.raw_words()),
+            StrTab::from_bytes(btf.start_str_off(), btf.raw_strings().to_vec(), btf.base().cloned()),
+        ),
+    };
+    clock.lap("strings");
+
+    let (words, nodes) = layout(btf, own, !opts.ids_checked)?;
+    let link = {
+        use rayon::prelude::*;
+        (0..end).into_par_iter().collect()
+    };
+    let mut d = Dedup {
+        words,
+        nodes,
+        link,
+        start,
+        end,
+        hypot_list: Vec::new(),
+        adjust_canon: false,
+        table: CandTable::with_capacity(1 << 16),
+        eq_stack: Vec::new(),
+        ref_stack: Vec::new(),
+        enum_fwds: Default::default(),
+        enums: Default::default(),
+    };
+    clock.lap("layout");
+    d.prep()?;
+    clock.lap("prep");
+    d.prim_types()?;
+    clock.lap("primitives");
+    d.struct_types()?;
+    clock.lap("structs");
+    d.resolve_fwds();
+    clock.lap("fwds");
+    d.ref_types()?;
+    clock.lap("refs");
+    let (words, offs) = d.compact_and_remap()?;
+    clock.lap("compact+remap");
+    Ok(Btf::from_parts(words, offs, strtab, btf.endian(), btf.base().cloned()))
+}
+
+/// Builds the id-indexed state: record offsets, kinds and the initial map
+/// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
+/// Own types are laid out in parallel; the result does not depend on it.
+#[inline(never)]
+fn layout<'a>(btf: &'a Btf, own: Cow<'a, [u32]>, check_ids: bool) -> Result<(Cow<'a, [u32]>, Vec<Node>), DedupError> {
+    use rayon::prelude::*;
+    let mut chain = Vec::new();
+    let mut b = btf.base();
+    while let Some(x) = b {
+        chain.push(&**x);
+        b = x.base();
+    }
+    chain.reverse();
+    let start = btf.start_id() as usize;
+    let end = btf.type_count() as usize + 1;
+    let unprocessed = Node { map: UNPROCESSED, hypot: UNPROCESSED, off: 0, kind_len: 0 };
+    let mut nodes: Vec<Node> = Vec::with_capacity(end);
+    nodes.resize(start, unprocessed);
+    nodes[0].map = 0;
+    let (words, shift) = if chain.is_empty() {
+        (own, 0u32)
+    } else {
+        let mut all = Vec::with_capacity(chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len());
+        let mut id = 1usize;
+        for b in &chain {
+            let w0 = all.len() as u32;
+            all.extend_from_slice(b.raw_words());
+            for &o in b.type_offsets() {
+                let Some(len) = check_record(&all, (o + w0) as usize, end as u32, check_ids) else {
+                    return Err(bad_record(id as u32));
+                };
+                let info = all[(o + w0) as usize + 1];
+                let kind_len = (info >> 24) & 0x1f | (len as u32) << 8;
+                nodes[id] = Node { map: id as u32, hypot: UNPROCESSED, off: o + w0, kind_len };
+                id += 1;
+            }
+        }
+        let shift = all.len() as u32;
+        all.extend_from_slice(&own);
+        (Cow::Owned(all), shift)
+    };
+    let offs = btf.type_offsets();
+    let w: &[u32] = &words;
+    const CHUNK: usize = 1 << 15;
+    // the lowest id of a malformed record, if any (deterministic at any thread count)
+    let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
+    nodes.par_extend(offs.par_iter().enumerate().with_min_len(CHUNK).map(|(i, &o)| {
+        let off = o + shift;
+        let id = (start + i) as u32;
+        let Some(len) = check_record(w, off as usize, end as u32, check_ids) else {
+            bad.fetch_min(id, std::sync::atomic::Ordering::Relaxed);
+            return unprocessed;
+        };
+        let kind = (w[off as usize + 1] >> 24) & 0x1f;
+        let map = if kind == VAR || kind == DATASEC { id } else { UNPROCESSED };
+        Node { map, hypot: UNPROCESSED, off, kind_len: kind | (len as u32) << 8 }
+    }));
+    match bad.into_inner() {
+        u32::MAX => Ok((words, nodes)),
+        id => Err(bad_record(id)),
+    }
+}
+
+fn bad_record(id: u32) -> DedupError {
+    DedupError::Invalid { id, what: "record runs past the type data or references an id past the last type" }
+}
+
+/// The length of the record at `off` if it lies inside `w` and (with
+/// `check_ids`) every type id it holds is below `end`. The reader guarantees
+/// both for parsed BTF; this keeps BTF built through the API from making
+/// dedup index out of bounds.
+#[inline]
+fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> Option<usize> {
+    let info = *w.get(off + 1)?;
+    let len = rec_len(info);
+    let r = w.get(off..off + len)?;
+    let mut ok = true;
+    if check_ids {
+        for_each_id_pos(r, |p| ok &= r[p] < end);
+    }
+    ok.then_some(len)
+}
+
+/// libbpf marks strings as already deduplicated when the own string section
+/// is empty (split) or just the empty string (standalone) on first change.
+fn strings_already_unique(btf: &Btf) -> bool {
+    let n = btf.raw_strings().len();
+    n == 0 || (btf.base().is_none() && n == 1)
+}
+
+/// The string pass: a new table with `""` (standalone only) and then every
+/// referenced string in id order, record order; base strings keep base offsets.
+fn dedup_strings(btf: &Btf) -> (Vec<u32>, StrTab) {
+    let mut words = btf.raw_words().to_vec();
+    let start_str = btf.start_str_off();
+    let mut tab = match btf.base() {
+        Some(b) => StrTab::new_split(start_str, b.clone()),
+        None => StrTab::new_base(),
+    };
+    let offs = btf.type_offsets();
+    for (i, &s) in offs.iter().enumerate() {
+        let e = offs.get(i + 1).map(|&e| e as usize).unwrap_or(words.len());
+        Btf::for_each_str_ref_mut(&mut words[s as usize..e], |off| {
+            if *off == 0 || *off < start_str {
+                return;
+            }
+            let s = btf.str_at(crate::btf::StrOff(*off)).unwrap_or(b"");
+            // `intern` looks in the base first, then the new table: libbpf's order.
+            *off = tab.intern(s);
+        });
+    }
+    (words, tab)
+}
+
+/// Whether word `pos` of a record of kind `k` is a type id that libbpf's
+/// reference pass rewrites to its canonical id.
+#[inline]
+fn is_ref_pos(k: u32, pos: usize) -> bool {
+    match k {
+        ARRAY => pos == 3 || pos == 4,
+        FUNC_PROTO => pos == 2 || (pos >= 4 && pos.is_multiple_of(2)),
+        _ => pos == 2,
+    }
+}
+
+/// Follows canonical links to the end of the chain.
+#[inline]
+fn resolve_in(link: &[u32], mut id: u32) -> u32 {
+    loop {
+        let m = link[id as usize];
+        if m == id {
+            return id;
+        }
+        id = m;
+    }
+}
+
+/// Queues a pair for the equivalence walk, unless it is settled already:
+/// `map` does not change during one walk, so a pair whose ends resolve to the
+/// same type would return "equivalent" without side effects when popped.
+#[inline]
+fn push_pair(st: &mut Vec<(u32, u32)>, link: &[u32], c: u32, k: u32) {
+    if resolve_in(link, c) != resolve_in(link, k) {
+        st.push((c, k));
+    }
+}
+
+impl Dedup<'_> {
+    #[inline]
+    fn resolve(&self, id: u32) -> u32 {
+        resolve_in(&self.link, id)
+    }
+
+    #[inline]
+    fn kind_of(&self, id: u32) -> u32 {
+        self.nodes[id as usize].kind_len & 0xff
+    }
+
+    /// A FWD whose chain ends in a non-FWD type resolves to it.
+    #[inline]
+    fn resolve_fwd(&self, id: u32) -> u32 {
+        if self.kind_of(id) != FWD {
+            return id;
+        }
+        let r = self.resolve(id);
+        if self.kind_of(r) != FWD { r } else { id }
+    }
+
+    fn set_map(&mut self, id: u32, to: u32) {
+        self.nodes[id as usize].map = to;
+        self.link[id as usize] = if is_mapped(to) { to } else { id };
+    }
+
+    #[inline(never)]
+    fn prep(&mut self) -> Result<(), DedupError> {
+        for id in 1..self.start {
+            let w = rec!(self, id);
+            let h = match kind(w) {
+                VAR | DATASEC => continue,
+                CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => hash_common(w),
+                INT | DECL_TAG => hash_int_tag(w),
+                ENUM | ENUM64 => hash_enum(w),
+                STRUCT | UNION => hash_struct(w),
+                ARRAY => hash_array(w),
+                FUNC_PROTO => hash_fnproto(w),
+                _ => {
+                    return Err(DedupError::Invalid { id, what: "unknown kind in the base" });
+                }
+            };
+            self.table.insert(h, id);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn prim_types(&mut self) -> Result<(), DedupError> {
+        for id in self.start..self.end {
+            let (h, new) = match self.kind_of(id) {
+                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC | FUNC_PROTO | VAR
+                | DATASEC | DECL_TAG | TYPE_TAG => continue,
+                INT => {
+                    let w = rec!(self, id);
+                    let h = hash_int_tag(w);
+                    (h, self.first_match(h, |c| equal_int_tag(w, c)))
+                }
+                FWD | FLOAT => {
+                    let w = rec!(self, id);
+                    let h = hash_common(w);
+                    (h, self.first_match(h, |c| equal_common(w, c)))
+                }
+                ENUM | ENUM64
+                    if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
+                {
+                    // Fast path, same result: no enum fwd shares the name, so
+                    // the walk could only stop at an equal candidate, and
+                    // without a base canonical enums are pairwise unequal —
+                    // there is at most one, found here by content.
+                    let w = rec!(self, id);
+                    let h = hash_enum(w);
+                    let ch = content_hash(w);
+                    let (words, nodes) = (&self.words, &self.nodes);
+                    let found = self.enums.find(ch, |&e| rec_of(words, nodes, e) == w).copied();
+                    if found.is_none() {
+                        self.enums.insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
+                    }
+                    (h, found)
+                }
+                ENUM | ENUM64 => {
+                    let w = rec!(self, id);
+                    let h = hash_enum(w);
+                    if vlen(w) == 0 {
+                        self.enum_fwds.insert(w[0]);
+                    }
+                    let mut found = None;
+                    let mut cur = self.table.first(h);
+                    while let Some((cand, c)) = cur {
+                        let cw = rec!(self, cand);
+                        if equal_enum(w, cw) {
+                            found = Some(cand);
+                            break;
+                        }
+                        if compat_enum(w, cw) {
+                            if is_enum_fwd(w) {
+                                found = Some(cand);
+                                break;
+                            }
+                            // a full enum re-points a canonical enum fwd and keeps looking
+                            self.nodes[cand as usize].map = id;
+                            self.link[cand as usize] = id;
+                        }
+                        cur = self.table.next(c);
+                    }
+                    if found.is_none() && vlen(w) > 0 && self.start == 1 {
+                        let ch = content_hash(w);
+                        let (words, nodes) = (&self.words, &self.nodes);
+                        self.enums.insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
+                    }
+                    (h, found)
+                }
+                _ => {
+                    return Err(DedupError::Invalid { id, what: "unknown kind" });
+                }
+            };
+            let target = new.unwrap_or(id);
+            self.set_map(id, target);
+            if target == id {
+                self.table.insert(h, id);
+            }
+        }
+        Ok(())
+    }
+
+    /// First candidate under `h`, in table order, that `eq` accepts.
+    #[inline]
+    fn first_match(&self, h: u64, eq: impl Fn(&[u32]) -> bool) -> Option<u32> {
+        let mut cur = self.table.first(h);
+        while let Some((cand, c)) = cur {
+            if eq(rec!(self, cand)) {
+                return Some(cand);
+            }
+            cur = self.table.next(c);
+        }
+        None
+    }
+
+    fn identical_arrays(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (rec!(self, a), rec!(self, b));
+        kind(x) == ARRAY && kind(y) == ARRAY && equal_array(x, y)
+    }
+
+    fn identical_ptrs(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (rec!(self, a), rec!(self, b));
+        kind(x) == PTR && kind(y) == PTR && x[2] == y[2]
+    }
+
+    /// Structs equal down to raw member ids (or identical arrays/structs there).
+    fn identical_structs(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
+        if depth > MAX_EMBED_DEPTH {
+            return Err(DedupError::TooDeep { id: a, depth: MAX_EMBED_DEPTH });
+        }
+        let (x, y) = (rec!(self, a), rec!(self, b));
+        if !is_composite(kind(x)) || kind(x) != kind(y) || !shallow_equal_struct(x, y) {
+            return Ok(false);
+        }
+        for (m1, m2) in x[3..].chunks_exact(3).zip(y[3..].chunks_exact(3)) {
+            if m1[1] != m2[1]
+                && !self.identical_arrays(m1[1], m2[1])
+                && !self.identical_structs(m1[1], m2[1], depth + 1)?
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn clear_hypot(&mut self) {
+        for &k in &self.hypot_list {
+            self.nodes[k as usize].hypot = UNPROCESSED;
+        }
+        self.hypot_list.clear();
+        self.adjust_canon = false;
+    }
+
+    /// libbpf's `btf_dedup_is_equiv`, walking pairs from an explicit stack in
+    /// the recursion's pre-order.
+    #[inline(never)]
+    fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
+        self.eq_stack.clear();
+        push_pair(&mut self.eq_stack, &self.link, cand, canon);
+        while let Some((c, k)) = self.eq_stack.pop() {
+            if !self.equiv_step(c, k)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// One node of the walk: `false` ends the check as "not equivalent";
+    /// children to compare are pushed onto `eq_stack`. Every pair on the stack
+    /// went through [`push_pair`], so libbpf's first test (both ends resolve
+    /// to the same type) is known to fail here.
+    #[inline]
+    fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
+        let k = self.resolve_fwd(k);
+        let h = self.nodes[k as usize].hypot;
+        if is_mapped(h) {
+            if h == c {
+                return Ok(true);
+            }
+            return Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c));
+        }
+        self.nodes[k as usize].hypot = c;
+        self.hypot_list.push(k);
+
+        let cw = rec!(self, c);
+        let kw = rec!(self, k);
+        if cw[0] != kw[0] {
+            return Ok(false);
+        }
+        let (ck, kk) = (kind(cw), kind(kw));
+        if (ck == FWD || kk == FWD) && ck != kk {
+            let fwd_kind = |w: &[u32]| if kflag(w) { UNION } else { STRUCT };
+            let (real, fwd) = if ck == FWD {
+                (kk, fwd_kind(cw))
+            } else {
+                let fwd = fwd_kind(kw);
+                if fwd == ck && k < self.start {
+                    // equivalence would need the immutable base FWD resolved
+                    self.adjust_canon = true;
+                }
+                (ck, fwd)
+            };
+            return Ok(fwd == real);
+        }
+        if ck != kk {
+            return Ok(false);
+        }
+        let st = &mut self.eq_stack;
+        let link = &self.link[..];
+        match ck {
+            INT => Ok(equal_int_tag(cw, kw)),
+            ENUM | ENUM64 => Ok(compat_enum(cw, kw)),
+            FWD | FLOAT => Ok(equal_common(cw, kw)),
+            CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG => {
+                if cw[1] != kw[1] {
+                    return Ok(false);
+                }
+                push_pair(st, link, cw[2], kw[2]);
+                Ok(true)
+            }
+            ARRAY => {
+                if !(equal_common(cw, kw) && cw[5] == kw[5]) {
+                    return Ok(false);
+                }
+                // index type first, then element type
+                push_pair(st, link, cw[3], kw[3]);
+                push_pair(st, link, cw[4], kw[4]);
+                Ok(true)
+            }
+            STRUCT | UNION => {
+                // libbpf's shallow comparison (common part, then member names
+                // and offsets) fused with queuing the member pairs: on a
+                // mismatch the walk ends and whatever was queued is dropped.
+                if !equal_common(cw, kw) {
+                    return Ok(false);
+                }
+                // A member pair equal to the one before it would be popped
+                // after that one's whole walk and answer "equivalent" from
+                // the hypothetical map without side effects: skip it.
+                let (cm, km) = (&cw[3..], &kw[3..]);
+                let n = vlen(cw);
+                for j in (0..n).rev() {
+                    let (a, b) = (&cm[3 * j..3 * j + 3], &km[3 * j..3 * j + 3]);
+                    if a[0] != b[0] || a[2] != b[2] {
+                        return Ok(false);
+                    }
+                    if j > 0 && a[1] == cm[3 * j - 2] && b[1] == km[3 * j - 2] {
+                        continue;
+                    }
+                    push_pair(st, link, a[1], b[1]);
+                }
+                Ok(true)
+            }
+            FUNC_PROTO => {
+                if !compat_fnproto(cw, kw) {
+                    return Ok(false);
+                }
+                // as for struct members, a repeat of the previous pair is settled
+                let n = vlen(cw);
+                for j in (0..n).rev() {
+                    let (c, k) = (cw[3 + 2 * j + 1], kw[3 + 2 * j + 1]);
+                    let (pc, pk) = if j > 0 { (cw[3 + 2 * j - 1], kw[3 + 2 * j - 1]) } else { (cw[2], kw[2]) };
+                    if c == pc && k == pk {
+                        continue;
+                    }
+                    push_pair(st, link, c, k);
+                }
+                push_pair(st, link, cw[2], kw[2]);
+                Ok(true)
+            }
+            _ => Err(DedupError::Invalid { id: c, what: "struct equivalence reached a VAR, DATASEC or DECL_TAG" }),
+        }
+    }
+
+    #[inline(never)]
+    fn merge_hypot(&mut self) {
+        for i in 0..self.hypot_list.len() {
+            let k = self.hypot_list[i];
+            let c = self.nodes[k as usize].hypot;
+            // Only called after a successful walk, where every recorded pair
+            // passed its kind test: equal kinds, or a FWD against a struct or
+            // union. A pair whose candidate side is neither FWD nor composite
+            // therefore has a reference type (never mapped during this pass)
+            // or a primitive on both sides, and none of the rules below fires.
+            let ck = self.kind_of(c);
+            if ck != FWD && !is_composite(ck) {
+                continue;
+            }
+            let t_id = self.resolve(c);
+            let c_id = self.resolve(k);
+            let t_kind = self.kind_of(t_id);
+            let c_kind = self.kind_of(c_id);
+            if t_kind != FWD && c_kind == FWD {
+                self.set_map(c_id, t_id);
+            }
+            if self.adjust_canon {
+                continue;
+            }
+            if t_kind == FWD && c_kind != FWD {
+                self.set_map(t_id, c_id);
+            }
+            if is_composite(t_kind)
+                && c_kind != FWD
+                && is_mapped(self.nodes[c_id as usize].map)
+                && !is_mapped(self.nodes[t_id as usize].map)
+            {
+                self.set_map(t_id, c_id);
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn struct_types(&mut self) -> Result<(), DedupError> {
+        for id in self.start..self.end {
+            if !is_composite(self.kind_of(id)) || is_mapped(self.nodes[id as usize].map) {
+                continue;
+            }
+            let h = hash_struct(rec!(self, id));
+            let mut new = id;
+            let mut cur = self.table.first(h);
+            while let Some((cand, c)) = cur {
+                cur = self.table.next(c);
+                // guards against a colliding FWD, which is_equiv would accept
+                if !shallow_equal_struct(rec!(self, id), rec!(self, cand)) {
+                    continue;
+                }
+                self.clear_hypot();
+                if !self.is_equiv(id, cand)? {
+                    continue;
+                }
+                self.merge_hypot();
+                if self.adjust_canon {
+                    continue;
+                }
+                new = cand;
+                break;
+            }
+            self.set_map(id, new);
+            if new == id {
+                self.table.insert(h, id);
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn resolve_fwds(&mut self) {
+        // name_off -> the only canonical struct/union with it, or 0 if several
+        let mut names: hashbrown::HashMap<u32, u32> = hashbrown::HashMap::new();
+        for id in 1..self.end {
+            if !is_composite(self.kind_of(id)) || self.nodes[id as usize].map != id {
+                continue;
+            }
+            names.entry(rec!(self, id)[0]).and_modify(|v| *v = 0).or_insert(id);
+        }
+        for id in self.start..self.end {
+            if self.kind_of(id) != FWD || self.nodes[id as usize].map != id {
+                continue;
+            }
+            let w = rec!(self, id);
+            let Some(&cand) = names.get(&w[0]) else {
+                continue;
+            };
+            if cand == 0 {
+                continue;
+            }
+            let ck = self.kind_of(cand);
+            let union = kflag(w);
+            if (ck == STRUCT && union) || (ck == UNION && !union) {
+                continue;
+            }
+            self.set_map(id, cand);
+        }
+    }
+
+    #[inline(never)]
+    fn ref_types(&mut self) -> Result<(), DedupError> {
+        for id in self.start..self.end {
+            if is_mapped(self.nodes[id as usize].map) {
+                continue;
+            }
+            // The common case, a single reference to an already mapped type,
+            // needs no walk: libbpf would just resolve it and look it up.
+            let w = rec_of(&self.words, &self.nodes, id);
+            let leaf = matches!(kind(w), CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG)
+                && is_mapped(self.nodes[w[2] as usize].map);
+            if leaf {
+                self.finish_ref(id);
+            } else {
+                self.dedup_ref(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// libbpf's `btf_dedup_ref_type` as a post-order walk on an explicit
+    /// stack. Entering a type queues "finish it" and then its referenced ids
+    /// in reverse, so they are examined in libbpf's order (ARRAY element
+    /// before index, FUNC_PROTO return before parameters), each one only when
+    /// the previous one's whole walk is done — exactly when the recursion
+    /// would look at it. A type on the stack in IN_PROGRESS state is an
+    /// ancestor of the current one: meeting it again is libbpf's -ELOOP.
+    #[inline(never)]
+    fn dedup_ref(&mut self, root: u32) -> Result<(), DedupError> {
+        const ENTER: u32 = 0;
+        const FINISH: u32 = 1;
+        self.ref_stack.clear();
+        self.ref_stack.push((root, ENTER));
+        while let Some((id, ev)) = self.ref_stack.pop() {
+            if ev == FINISH {
+                self.finish_ref(id);
+                continue;
+            }
+            match self.nodes[id as usize].map {
+                IN_PROGRESS => return Err(DedupError::Loop { id }),
+                m if is_mapped(m) => continue,
+                _ => {}
+            }
+            self.nodes[id as usize].map = IN_PROGRESS;
+            self.ref_stack.push((id, FINISH));
+            let w = rec_of(&self.words, &self.nodes, id);
+            let (st, nodes) = (&mut self.ref_stack, &self.nodes);
+            // a referenced type that is mapped now stays mapped: not queued
+            let mut visit = |t: u32| {
+                if !is_mapped(nodes[t as usize].map) {
+                    st.push((t, ENTER));
+                }
+            };
+            match kind(w) {
+                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => visit(w[2]),
+                ARRAY => {
+                    visit(w[4]);
+                    visit(w[3]);
+                }
+                FUNC_PROTO => {
+                    for p in w[3..].chunks_exact(2).rev() {
+                        visit(p[1]);
+                    }
+                    visit(w[2]);
+                }
+                _ => return Err(DedupError::Invalid { id, what: "reference pass reached an unexpected kind" }),
+            }
+        }
+        Ok(())
+    }
+
+    /// All referenced ids of `id` are canonical now: look it up by content.
+    fn finish_ref(&mut self, id: u32) {
+        let w = rec_of(&self.words, &self.nodes, id);
+        let k = kind(w);
+        if k != ARRAY && k != FUNC_PROTO {
+            // PTR, CONST, VOLATILE, RESTRICT, TYPEDEF, FUNC, TYPE_TAG, DECL_TAG:
+            // only the third word is an id
+            let t = self.resolve(w[2]);
+            let mut h = hc(hc(hc(0, w[0]), w[1]), t);
+            if k == DECL_TAG {
+                h = hc(h, w[3]);
+            }
+            let mut new = id;
+            let mut cur = self.table.first(h);
+            while let Some((cand, c)) = cur {
+                cur = self.table.next(c);
+                let cw = rec_of(&self.words, &self.nodes, cand);
+                if cw[0] == w[0]
+                    && cw[1] == w[1]
+                    && (k != DECL_TAG || cw[3] == w[3])
+                    && (if cand < self.start { cw[2] } else { self.resolve(cw[2]) }) == t
+                {
+                    new = cand;
+                    break;
+                }
+            }
+            self.set_map(id, new);
+            if new == id {
+                self.table.insert(h, id);
+            }
+            return;
+        }
+        // the record as libbpf has rewritten it by now
+        let mut cw_own: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::from_slice(w);
+        let h = if k == ARRAY {
+            cw_own[3] = self.resolve(w[3]);
+            cw_own[4] = self.resolve(w[4]);
+            hash_array(&cw_own)
+        } else {
+            cw_own[2] = self.resolve(w[2]);
+            for i in 0..vlen(w) {
+                cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
+            }
+            hash_fnproto(&cw_own)
+        };
+        let mut new = id;
+        let mut cur = self.table.first(h);
+        while let Some((cand, c)) = cur {
+            cur = self.table.next(c);
+            let cw = rec_of(&self.words, &self.nodes, cand);
+            // equal info means equal kind and length
+            if cw[1] != w[1] || cw[0] != w[0] {
+                continue;
+            }
+            let eq = if cand < self.start {
+                // base records are never rewritten
+                cw == &cw_own[..]
+            } else {
+                (2..w.len()).all(|p| {
+                    let x = if is_ref_pos(k, p) { self.resolve(cw[p]) } else { cw[p] };
+                    x == cw_own[p]
+                })
+            };
+            if eq {
+                new = cand;
+                break;
+            }
+        }
+        self.set_map(id, new);
+        if new == id {
+            self.table.insert(h, id);
+        }
+    }
+
+    #[inline(never)]
+    fn compact_and_remap(&mut self) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+        // hypot becomes old id -> new id, as in libbpf
+        let (start, end) = (self.start, self.end);
+        self.nodes[0].hypot = 0;
+        for id in 1..start {
+            self.nodes[id as usize].hypot = id;
+        }
+        let mut next = start;
+        let mut nwords = 0usize;
+        for id in start..end {
+            let n = &mut self.nodes[id as usize];
+            if n.map == id {
+                n.hypot = next;
+                next += 1;
+                nwords += rec_len(self.words[n.off as usize + 1]);
+            } else {
+                n.hypot = UNPROCESSED;
+            }
+        }
+        let mut words = Vec::with_capacity(nwords);
+        let mut offs = Vec::with_capacity((next - start) as usize);
+        for id in start..end {
+            if self.nodes[id as usize].map != id {
+                continue;
+            }
+            let w = rec!(self, id);
+            let at = words.len();
+            offs.push(at as u32);
+            words.extend_from_slice(w);
+            let mut bad = false;
+            for_each_id_pos(w, |p| {
+                let n = self.nodes[self.resolve(w[p]) as usize].hypot;
+                bad |= n > MAX_ID;
+                words[at + p] = n;
+            });
+            if bad {
+                return Err(DedupError::Invalid { id, what: "a referenced type has no surviving representative" });
+            }
+        }
+        Ok((words, offs))
+    }
+}
+
+/// Phase timings on stderr (wall clock and process CPU time: the machine is
+/// shared, so CPU time is the steadier figure), for `--timings` and the benchmark.
+struct Timer {
+    on: bool,
+    t0: (Instant, f64),
+    last: std::cell::Cell<(Instant, f64)>,
+}
+
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+impl Timer {
+    fn new(on: bool) -> Timer {
+        let now = (Instant::now(), if on { cpu_seconds() } else { 0.0 });
+        Timer { on, t0: now, last: std::cell::Cell::new(now) }
+    }
+    fn lap(&self, what: &str) {
+        if self.on {
+            let now = (Instant::now(), cpu_seconds());
+            let last = self.last.get();
+            eprintln!(
+                "dedup: {what:<14} wall {:7.1} ms  cpu {:7.1} ms   (total wall {:7.1} ms, cpu {:7.1} ms)",
+                (now.0 - last.0).as_secs_f64() * 1e3,
+                (now.1 - last.1) * 1e3,
+                (now.0 - self.t0.0).as_secs_f64() * 1e3,
+                (now.1 - self.t0.1) * 1e3,
+            );
+            self.last.set(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::btf::{Endian, Kind, TypeId, dump};
+
+    fn run(b: &Btf) -> Btf {
+        dedup(b, &Options::default()).expect("dedup")
+    }
+
+    fn lines(b: &Btf) -> Vec<String> {
+        dump::raw_string(b).lines().filter(|l| l.starts_with('[')).map(String::from).collect()
+    }
+
+    fn int(b: &mut Btf) -> TypeId {
+        b.add_int(b"int", 4, crate::btf::INT_SIGNED)
+    }
+
+    #[test]
+    fn identical_structs_collapse_and_strings_stay() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_str(b"unused");
+        for _ in 0..2 {
+            let i = int(&mut b);
+            b.begin(Kind::Struct, b"s", 8, false);
+            b.push_member(b"a", i, 0, 0);
+            b.push_member(b"b", i, 32, 0);
+        }
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 2);
+        assert_eq!(out.raw_strings(), b.raw_strings(), "keep mode leaves strings byte-identical");
+        assert_eq!(lines(&out)[1], "[2] STRUCT 's' size=8 vlen=2");
+    }
+
+    #[test]
+    fn lone_fwd_resolves_to_unique_struct_before_reference_pass() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        let s = b.begin(Kind::Struct, b"foo", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.add_ref(Kind::Ptr, s);
+        let f = b.add_fwd(b"foo", false);
+        b.add_ref(Kind::Ptr, f);
+        let out = run(&b);
+        assert_eq!(
+            lines(&out),
+            [
+                "[1] INT 'int' size=4 bits_offset=0 nr_bits=32 encoding=SIGNED",
+                "[2] STRUCT 'foo' size=4 vlen=1",
+                "[3] PTR '(anon)' type_id=2"
+            ]
+        );
+    }
+
+    #[test]
+    fn fwd_name_shared_by_struct_and_union_stays() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        b.begin(Kind::Struct, b"n", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.begin(Kind::Union, b"n", 4, false);
+        b.push_member(b"x", i, 0, 0);
+        b.add_fwd(b"n", true);
+        assert_eq!(run(&b).own_type_count(), 4);
+    }
+
+    #[test]
+    fn self_referential_structs_close_their_cycle() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b); // 1
+        b.begin(Kind::Struct, b"list", 16, false); // 2
+        b.push_member(b"next", TypeId(3), 0, 0);
+        b.push_member(b"val", i, 64, 0);
+        b.add_ref(Kind::Ptr, TypeId(2)); // 3
+        let i2 = int(&mut b); // 4
+        b.add_ref(Kind::Ptr, TypeId(6)); // 5
+        b.begin(Kind::Struct, b"list", 16, false); // 6
+        b.push_member(b"next", TypeId(5), 0, 0);
+        b.push_member(b"val", i2, 64, 0);
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 3);
+        assert_eq!(lines(&out)[2], "[3] PTR '(anon)' type_id=2");
+    }
+
+    #[test]
+    fn candidate_side_fwd_is_resolved_by_merge() {
+        // E4: the earlier 'holder' sees 'node' only as a FWD and survives, completed
+        let mut b = Btf::new(Endian::Little);
+        let f = b.add_fwd(b"node", false); // 1
+        let p = b.add_ref(Kind::Ptr, f); // 2
+        b.begin(Kind::Struct, b"holder", 8, false); // 3
+        b.push_member(b"n", p, 0, 0);
+        let i = int(&mut b); // 4
+        let n = b.begin(Kind::Struct, b"node", 4, false); // 5
+        b.push_member(b"v", i, 0, 0);
+        let p2 = b.add_ref(Kind::Ptr, n); // 6
+        b.begin(Kind::Struct, b"holder", 8, false); // 7
+        b.push_member(b"n", p2, 0, 0);
+        let out = run(&b);
+        assert_eq!(
+            lines(&out),
+            [
+                "[1] PTR '(anon)' type_id=4",
+                "[2] STRUCT 'holder' size=8 vlen=1",
+                "[3] INT 'int' size=4 bits_offset=0 nr_bits=32 encoding=SIGNED",
+                "[4] STRUCT 'node' size=4 vlen=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn func_linkage_and_param_names_are_identity() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        for (param, linkage) in [(&b"x"[..], 1), (b"x", 1), (b"y", 1), (b"x", 0)] {
+            let p = b.begin(Kind::FuncProto, b"", i.0, false);
+            b.push_param(param, i);
+            b.add_func(b"f", p, linkage);
+        }
+        // protos: (x) three times, merged, and (y); funcs: global f -> (x) twice,
+        // merged; global f -> (y); static f -> (x)
+        assert_eq!(run(&b).own_type_count(), 1 + 2 + 3);
+    }
+
+    #[test]
+    fn enum_fwd_takes_a_full_enum_and_full_enum_repoints_fwd() {
+        let mut b = Btf::new(Endian::Little);
+        b.begin(Kind::Enum, b"e", 4, false); // 1: fwd
+        let full = b.begin(Kind::Enum, b"e", 4, false); // 2
+        b.push_enum_value(b"A", 0);
+        b.add_typedef(b"t", TypeId(1)); // 3 -> fwd, re-pointed to 2
+        b.begin(Kind::Enum, b"e", 8, false); // 4: fwd of another size, takes 2
+        let out = run(&b);
+        assert_eq!(out.own_type_count(), 2);
+        assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.0 - 1));
+    }
+
+    #[test]
+    fn out_of_range_id_is_an_error_not_a_panic() {
+        let mut b = Btf::new(Endian::Little);
+        int(&mut b);
+        b.add_ref(Kind::Ptr, TypeId(99));
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn recursive_typedef_is_eloop() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_typedef(b"t", TypeId(1));
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert_eq!(e.errno(), -40);
+    }
+
+    #[test]
+    fn equivalence_reaching_a_var_is_einval() {
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        for _ in 0..2 {
+            let v = b.add_var(b"v", i, 0);
+            b.begin(Kind::Struct, b"s", 4, false);
+            b.push_member(b"m", v, 0, 0);
+        }
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert_eq!(e.errno(), -22);
+    }
+
+    #[test]
+    fn structs_embedding_each_other_stop_instead_of_overflowing() {
+        let mut b = Btf::new(Endian::Little);
+        // canonical side: x { w }, w { x }, k { x a; x b }
+        b.begin(Kind::Struct, b"x", 4, false); // 1
+        b.push_member(b"w", TypeId(2), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 2
+        b.push_member(b"x", TypeId(1), 0, 0);
+        b.begin(Kind::Struct, b"k", 8, false); // 3
+        b.push_member(b"a", TypeId(1), 0, 0);
+        b.push_member(b"b", TypeId(1), 32, 0);
+        // candidate: k { x1 a; x2 b } with x1 != x2, each in its own cycle
+        b.begin(Kind::Struct, b"k", 8, false); // 4
+        b.push_member(b"a", TypeId(5), 0, 0);
+        b.push_member(b"b", TypeId(6), 32, 0);
+        b.begin(Kind::Struct, b"x", 4, false); // 5
+        b.push_member(b"w", TypeId(7), 0, 0);
+        b.begin(Kind::Struct, b"x", 4, false); // 6
+        b.push_member(b"w", TypeId(8), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 7
+        b.push_member(b"x", TypeId(5), 0, 0);
+        b.begin(Kind::Struct, b"w", 4, false); // 8
+        b.push_member(b"x", TypeId(6), 0, 0);
+        let e = dedup(&b, &Options::default()).unwrap_err();
+        assert!(matches!(e, DedupError::TooDeep { .. }), "{e}");
+    }
+
+    #[test]
+    fn string_pass_keeps_referenced_strings_in_first_reference_order() {
+        let mut b = Btf::new(Endian::Little);
+        b.add_str(b"unused");
+        b.add_str(b"zzz");
+        let i = int(&mut b);
+        b.begin(Kind::Struct, b"s", 4, false);
+        b.push_member(b"zzz", i, 0, 0);
+        let parsed = crate::btf::read::parse(&crate::btf::write::to_bytes(&b)).unwrap();
+        let out = dedup(&parsed, &Options { strings: StringMode::Dedup, ..Default::default() }).unwrap();
+        assert_eq!(out.raw_strings(), b"\0int\0s\0zzz\0");
+        assert_eq!(lines(&out)[1], "[2] STRUCT 's' size=4 vlen=1");
+    }
+
+    #[test]
+    fn split_types_map_onto_base_and_base_stays() {
+        let mut base = Btf::new(Endian::Little);
+        let i = int(&mut base);
+        base.add_ref(Kind::Ptr, i);
+        let base = Arc::new(base);
+        let mut s = Btf::new_split(base.clone());
+        let i2 = int(&mut s); // 3 -> base 1
+        let p = s.add_ref(Kind::Ptr, i2); // 4 -> base 2
+        s.add_typedef(b"pint", p); // 5 survives as [3]
+        let out = run(&s);
+        assert_eq!(out.start_id(), 3);
+        assert_eq!(lines(&out), ["[3] TYPEDEF 'pint' type_id=2"]);
+    }
+}
