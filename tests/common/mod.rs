@@ -13,11 +13,15 @@ pub fn crate_dir() -> PathBuf {
 
 /// The corpus folder: $BTFKIT_CORPUS, else ../shared/corpus beside the crate.
 pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("BTFKIT_CORPUS").map(PathBuf::from).unwrap_or_else(|| crate_dir().join("../shared/corpus"))
+    std::env::var_os("BTFKIT_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate_dir().join("../shared/corpus"))
 }
 
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("BTFKIT_CACHE").map(PathBuf::from).unwrap_or_else(|| crate_dir().join("target/corpus-cache"))
+    std::env::var_os("BTFKIT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate_dir().join("target/corpus-cache"))
 }
 
 /// A readable path for corpus file `rel` (its decompressed name).
@@ -53,7 +57,9 @@ pub fn run(args: &[&str]) -> Output {
 
 /// A fresh scratch folder for one test.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = cache_dir().join("test-scratch").join(format!("{name}.{}", std::process::id()));
+    let d = cache_dir()
+        .join("test-scratch")
+        .join(format!("{name}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
