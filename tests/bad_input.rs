@@ -38,7 +38,12 @@ fn expect_failure(name: &str, bytes: &[u8], must_mention: &[&str]) {
         &s(&input),
     ]);
     let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(2), "{name}: exit {:?}, stderr: {stderr}", r.status.code());
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "{name}: exit {:?}, stderr: {stderr}",
+        r.status.code()
+    );
     assert!(!stderr.contains("panicked"), "{name}: panic: {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: not one line: {stderr}");
     assert!(stderr.contains(&s(&input)), "{name}: file not named: {stderr}");
@@ -66,7 +71,9 @@ fn first_cu_layout(data: &[u8]) -> (Vec<usize>, usize) {
     let mut type_ref = None;
     while !entries.is_empty() {
         let at = entries.next_offset().0;
-        let Some(ab) = entries.read_abbreviation().unwrap() else { continue };
+        let Some(ab) = entries.read_abbreviation().unwrap() else {
+            continue;
+        };
         dies.push(at);
         for spec in ab.attributes() {
             let pos = entries.next_offset().0;
@@ -148,7 +155,14 @@ fn object_without_debug_info() {
 fn output_is_never_half_written() {
     // A good input into a folder that does not exist: error, and nothing left behind.
     let input = corpus_file(FIXTURE);
-    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--btf_encode_detached=/nonexistent-dir/x.btf", &s(&input)]);
+    let r = run(&[
+        "pahole",
+        "--no-dedup",
+        "--no-funcs",
+        "-J",
+        "--btf_encode_detached=/nonexistent-dir/x.btf",
+        &s(&input),
+    ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(!Path::new("/nonexistent-dir/x.btf").exists());
 }
@@ -158,7 +172,10 @@ fn cross_unit_references_are_refused_not_misencoded() {
     let mut data = fixture();
     let (off, size, _) = section_range(&data, ".debug_abbrev");
     // The first (DW_AT_type, DW_FORM_ref4) becomes (DW_AT_type, DW_FORM_ref_addr): same size.
-    let pos = data[off..off + size].windows(2).position(|w| w == [0x49, 0x13]).unwrap();
+    let pos = data[off..off + size]
+        .windows(2)
+        .position(|w| w == [0x49, 0x13])
+        .unwrap();
     data[off + pos + 1] = 0x10;
     expect_failure("ref-addr.o", &data, &["DW_FORM_ref_addr", "not implemented"]);
 }

@@ -22,7 +22,10 @@ fn encode_writes_pre_dedup_btf_atomically() {
     let bytes = std::fs::read(&out).unwrap();
     let btf = btfkit::btf::read::parse(&bytes).unwrap();
     assert!(btf.own_type_count() > 200);
-    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names.len(), 1, "temporary file left behind: {names:?}");
 }
 
@@ -33,7 +36,13 @@ fn final_output_is_refused_until_dedup_and_functions_exist() {
     let r = run(&["encode", "-o", &s(&out)]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("dedup not available yet"));
-    let r = run(&["pahole", "-J", "--no-dedup", &format!("--btf_encode_detached={}", s(&out)), "data/x.o"]);
+    let r = run(&[
+        "pahole",
+        "-J",
+        "--no-dedup",
+        &format!("--btf_encode_detached={}", s(&out)),
+        "data/x.o",
+    ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("function emission not implemented yet"));
     assert!(!out.exists());
@@ -65,7 +74,15 @@ fn rust_only_object_under_lang_exclude_writes_nothing() {
     let dir = scratch("cli-rust");
     let out = dir.join("x.btf");
     let input = corpus_file("fixtures/bin/rust_lib.rustc.o");
-    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--lang_exclude=rust", &format!("--btf_encode_detached={}", s(&out)), &s(&input)]);
+    let r = run(&[
+        "pahole",
+        "--no-dedup",
+        "--no-funcs",
+        "-J",
+        "--lang_exclude=rust",
+        &format!("--btf_encode_detached={}", s(&out)),
+        &s(&input),
+    ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to encode"));
     assert!(!out.exists());
@@ -80,12 +97,29 @@ fn cu_exclude_skips_cus_by_name_prefix() {
     let all = run(&["pahole", "--no-dedup", "--no-funcs", "-J", &det, &input]);
     assert!(all.status.success());
     let full = std::fs::read(&out).unwrap();
-    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "-X", "src/ints", &det, &input]);
+    let r = run(&[
+        "pahole",
+        "--no-dedup",
+        "--no-funcs",
+        "-J",
+        "-X",
+        "src/ints",
+        &det,
+        &input,
+    ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let fewer = std::fs::read(&out).unwrap();
     assert!(fewer.len() < full.len());
     let _ = std::fs::remove_file(&out);
-    let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", "--cu_exclude=src/", &det, &input]);
+    let r = run(&[
+        "pahole",
+        "--no-dedup",
+        "--no-funcs",
+        "-J",
+        "--cu_exclude=src/",
+        &det,
+        &input,
+    ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(!out.exists());
 }

@@ -16,7 +16,11 @@ fn replay(extra: &[&str]) {
     args.extend(extra);
     let out = run(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "conformance regressed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "conformance regressed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("0 regressed"), "{stdout}");
 }
 

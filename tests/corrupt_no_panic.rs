@@ -12,7 +12,13 @@ fn flipped_debug_bytes_give_errors_not_panics() {
     let data = std::fs::read(corpus_file("fixtures/bin/multi_types.gcc-O2.ld-r.o")).unwrap();
     let obj = object::File::parse(&*data).unwrap();
     let mut ranges = Vec::new();
-    for name in [".debug_info", ".debug_abbrev", ".debug_str", ".symtab", ".rela.debug_info"] {
+    for name in [
+        ".debug_info",
+        ".debug_abbrev",
+        ".debug_str",
+        ".symtab",
+        ".rela.debug_info",
+    ] {
         if let Some(s) = obj.section_by_name(name) {
             ranges.push(s.file_range().unwrap());
         }
@@ -34,7 +40,14 @@ fn flipped_debug_bytes_give_errors_not_panics() {
         }
         let input = dir.join(format!("c{round}.o"));
         std::fs::write(&input, &d).unwrap();
-        let r = run(&["pahole", "--no-dedup", "--no-funcs", "-J", &format!("--btf_encode_detached={}", s(&out)), &s(&input)]);
+        let r = run(&[
+            "pahole",
+            "--no-dedup",
+            "--no-funcs",
+            "-J",
+            &format!("--btf_encode_detached={}", s(&out)),
+            &s(&input),
+        ]);
         let stderr = String::from_utf8_lossy(&r.stderr);
         assert!(!stderr.contains("panicked"), "round {round}: {stderr}");
         match r.status.code() {

@@ -6,7 +6,13 @@ use common::*;
 
 fn encode_at(input: &str, base: Option<&str>, jobs: &str, dir: &std::path::Path) -> Vec<u8> {
     let out = dir.join(format!("out.j{jobs}.btf"));
-    let mut args = vec!["pahole".to_string(), "--no-dedup".into(), "--no-funcs".into(), "-J".into(), format!("-j{jobs}")];
+    let mut args = vec![
+        "pahole".to_string(),
+        "--no-dedup".into(),
+        "--no-funcs".into(),
+        "-J".into(),
+        format!("-j{jobs}"),
+    ];
     args.push("--btf_features=+reproducible_build".into());
     if let Some(b) = base {
         args.push(format!("--btf_base={b}"));
@@ -60,12 +66,19 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
         let mut cmd = btfkit();
         cmd.args(["pahole", "--no-dedup", "--no-funcs"]);
         for a in args.split(' ') {
-            let a = if a.starts_with("-j") { j.to_string() } else { a.to_string() };
+            let a = if a.starts_with("-j") {
+                j.to_string()
+            } else {
+                a.to_string()
+            };
             cmd.arg(a.replace("{input}", &input).replace("{output}", &s(&out)));
         }
         let r = cmd.output().unwrap();
         assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
-        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(got, sha, "{j}");
     }
     let _ = std::fs::remove_dir_all(&dir);

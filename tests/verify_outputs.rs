@@ -25,7 +25,11 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
     for line in manifest.lines().skip(1) {
         let f: Vec<&str> = line.split('\t').collect();
         let (case, variant, input, base, args, expected) = (f[0], f[1], f[2], f[4], f[5], f[6]);
-        if variant != "nofuncs" || input.contains("s390x") || input.contains("powerpc64") || case.starts_with("vmlinux/") {
+        if variant != "nofuncs"
+            || input.contains("s390x")
+            || input.contains("powerpc64")
+            || case.starts_with("vmlinux/")
+        {
             continue;
         }
         if rejects.contains(expected) {
@@ -39,7 +43,11 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
         let mut cmd = btfkit();
         cmd.args(["pahole", "--no-dedup", "--no-funcs"]);
         for a in args.split(' ') {
-            cmd.arg(a.replace("{input}", &input_p).replace("{output}", &s(&out)).replace("{base}", base_p.as_deref().unwrap_or("")));
+            cmd.arg(
+                a.replace("{input}", &input_p)
+                    .replace("{output}", &s(&out))
+                    .replace("{base}", base_p.as_deref().unwrap_or("")),
+            );
         }
         let r = cmd.output().unwrap();
         assert!(r.status.success(), "{case}: {}", String::from_utf8_lossy(&r.stderr));
@@ -60,7 +68,10 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
         );
         checked += 1;
     }
-    eprintln!("verified {checked} outputs; skipped {} listed in kernel-rejects.tsv: {skipped_rejects:?}", skipped_rejects.len());
+    eprintln!(
+        "verified {checked} outputs; skipped {} listed in kernel-rejects.tsv: {skipped_rejects:?}",
+        skipped_rejects.len()
+    );
     assert!(checked > 250, "only {checked} outputs verified");
     let _ = std::fs::remove_dir_all(&dir);
 }

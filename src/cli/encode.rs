@@ -68,7 +68,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         bail!("function emission not implemented yet: pass --no-funcs (functions are issue 4)");
     }
     let base: Option<Arc<Btf>> = match &plan.base {
-        Some(p) => Some(Arc::new(btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?)),
+        Some(p) => Some(Arc::new(
+            btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?,
+        )),
         None => None,
     };
     let t0 = std::time::Instant::now();
@@ -104,7 +106,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     for f in &a.btf_features {
         let unknown = features.apply_list(f);
         if !unknown.is_empty() {
-            bail!("unknown BTF feature(s): {} (known: default, {})", unknown.join(", "), encode::features::FEATURE_NAMES.join(", "));
+            bail!(
+                "unknown BTF feature(s): {} (known: default, {})",
+                unknown.join(", "),
+                encode::features::FEATURE_NAMES.join(", ")
+            );
         }
     }
     let lang = match &a.lang_exclude {
@@ -119,7 +125,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         base: a.base,
         dedup: !a.no_dedup,
         funcs: !a.no_funcs,
-        opts: Options { features, lang, cu_exclude: None, jobs: a.jobs.unwrap_or_else(default_jobs), no_funcs: a.no_funcs },
+        opts: Options {
+            features,
+            lang,
+            cu_exclude: None,
+            jobs: a.jobs.unwrap_or_else(default_jobs),
+            no_funcs: a.no_funcs,
+        },
         print_summary: true,
     };
     let _ = sample;

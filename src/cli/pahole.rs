@@ -57,7 +57,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         let mut value = || -> anyhow::Result<String> {
             match &inline {
                 Some(v) => Ok(v.clone()),
-                None => it.next().ok_or_else(|| anyhow::anyhow!("pahole option {name} needs a value")),
+                None => it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("pahole option {name} needs a value")),
             }
         };
         match name.as_str() {
@@ -76,7 +78,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 let unknown = features.apply_list(&v);
                 if !unknown.is_empty() {
                     eprintln!("{}", encode::features::FEATURE_NAMES.join(","));
-                    bail!("unknown BTF feature(s) with --btf_features_strict: {}", unknown.join(", "));
+                    bail!(
+                        "unknown BTF feature(s) with --btf_features_strict: {}",
+                        unknown.join(", ")
+                    );
                 }
             }
             "--supported_btf_features" => {
@@ -116,7 +121,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
             n if n.starts_with("-j") => {
                 let rest = &n[2..];
-                jobs = if rest.is_empty() { default_jobs() } else { parse_jobs(rest)? };
+                jobs = if rest.is_empty() {
+                    default_jobs()
+                } else {
+                    parse_jobs(rest)?
+                };
             }
             n if WITH_VALUE.contains(&n) => bail!("pahole option {n} is not supported by btfkit yet"),
             n => {
@@ -150,7 +159,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         base,
         dedup: !no_dedup,
         funcs: !no_funcs,
-        opts: Options { features, lang, cu_exclude, jobs, no_funcs },
+        opts: Options {
+            features,
+            lang,
+            cu_exclude,
+            jobs,
+            no_funcs,
+        },
         print_summary: false,
     })
 }

@@ -198,7 +198,11 @@ impl<'a> Cu<'a> {
     }
     #[inline]
     pub fn slot(&self, core: u32) -> Option<&Slot<'a>> {
-        if core == 0 { None } else { self.slots.get(core as usize - 1) }
+        if core == 0 {
+            None
+        } else {
+            self.slots.get(core as usize - 1)
+        }
     }
 }
 
@@ -221,8 +225,14 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
     d.debug_line_str = gimli::DebugLineStr::from(r(&s.line_str));
     d.debug_str_offsets = gimli::DebugStrOffsets::from(r(&s.str_offsets));
     d.debug_addr = gimli::DebugAddr::from(r(&s.addr));
-    d.locations = gimli::LocationLists::new(gimli::DebugLoc::from(r(&s.loc)), gimli::DebugLocLists::from(r(&s.loclists)));
-    d.ranges = gimli::RangeLists::new(gimli::DebugRanges::from(r(&s.ranges)), gimli::DebugRngLists::from(r(&s.rnglists)));
+    d.locations = gimli::LocationLists::new(
+        gimli::DebugLoc::from(r(&s.loc)),
+        gimli::DebugLocLists::from(r(&s.loclists)),
+    );
+    d.ranges = gimli::RangeLists::new(
+        gimli::DebugRanges::from(r(&s.ranges)),
+        gimli::DebugRngLists::from(r(&s.rnglists)),
+    );
     d
 }
 
@@ -376,7 +386,12 @@ pub struct Decoder<'a, 'd> {
 
 impl<'a, 'd> Decoder<'a, 'd> {
     fn err(&self, cu: u64, die: Option<u64>, msg: impl Into<String>) -> DecodeError {
-        DecodeError { cu, die, msg: msg.into(), kind: DecodeErrorKind::Damaged }
+        DecodeError {
+            cu,
+            die,
+            msg: msg.into(),
+            kind: DecodeErrorKind::Damaged,
+        }
     }
 
     fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> &'a [u8] {
@@ -398,7 +413,11 @@ impl<'a, 'd> Decoder<'a, 'd> {
     }
 
     /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.
-    pub fn decode(&self, header: gimli::UnitHeader<R<'a>>, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Option<Cu<'a>>, DecodeError> {
+    pub fn decode(
+        &self,
+        header: gimli::UnitHeader<R<'a>>,
+        keep: &dyn Fn(u16, &[u8]) -> bool,
+    ) -> Result<Option<Cu<'a>>, DecodeError> {
         let cu_off = header.offset().0 as u64;
         let unit = self
             .dwarf
@@ -425,7 +444,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
             index: Vec::with_capacity(unit_end as usize / 48),
             has_nested_unspecified: false,
         };
-        let mut entries = unit.entries_raw(None).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
+        let mut entries = unit
+            .entries_raw(None)
+            .map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
         // Scratch columns (stack discipline: a frame owns [start..] until it ends).
         let mut s_members: Vec<Member<'a>> = Vec::new();
         let mut s_enums: Vec<Enumerator<'a>> = Vec::new();
@@ -457,7 +478,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
             // Close finished frames.
             while stack.last().is_some_and(|f| f.depth >= depth) {
                 let f = stack.pop().unwrap();
-                self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                self.finish(
+                    f,
+                    &mut cu,
+                    &mut s_members,
+                    &mut s_enums,
+                    &mut s_params,
+                    &mut s_annots,
+                    &mut s_fparams,
+                    &stack,
+                );
             }
             let tag = abbrev.tag();
             if first {
@@ -515,10 +545,24 @@ impl<'a, 'd> Decoder<'a, 'd> {
                         }
                     }
                 }
-                Role::Type | Role::Member | Role::Enumerator | Role::Subrange | Role::Param | Role::FParam
-                | Role::Annotation | Role::Func | Role::Var | Role::Namespace => {
+                Role::Type
+                | Role::Member
+                | Role::Enumerator
+                | Role::Subrange
+                | Role::Param
+                | Role::FParam
+                | Role::Annotation
+                | Role::Func
+                | Role::Var
+                | Role::Namespace => {
                     self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
-                    let bad_ref = |o: u64| self.err(cu_off, Some(die), format!("reference to unit offset {o:#x} outside its unit"));
+                    let bad_ref = |o: u64| {
+                        self.err(
+                            cu_off,
+                            Some(die),
+                            format!("reference to unit offset {o:#x} outside its unit"),
+                        )
+                    };
                     let ty = uref(&attrs.ty).map_err(bad_ref)?;
                     match role {
                         Role::Type => {
@@ -577,7 +621,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 if abbrev.has_children() {
                                     stack.push(f);
                                 } else {
-                                    self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                                    self.finish(
+                                        f,
+                                        &mut cu,
+                                        &mut s_members,
+                                        &mut s_enums,
+                                        &mut s_params,
+                                        &mut s_annots,
+                                        &mut s_fparams,
+                                        &stack,
+                                    );
                                 }
                                 continue;
                             }
@@ -609,7 +662,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
                         }
                         Role::Enumerator => {
                             let value = attrs.const_value.as_ref().and_then(udata).unwrap_or(0);
-                            s_enums.push(Enumerator { name: attrs.name, value });
+                            s_enums.push(Enumerator {
+                                name: attrs.name,
+                                value,
+                            });
                         }
                         Role::Subrange => {
                             let f = stack.last_mut().unwrap();
@@ -686,7 +742,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             if abbrev.has_children() {
                                 stack.push(f);
                             } else {
-                                self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                                self.finish(
+                                    f,
+                                    &mut cu,
+                                    &mut s_members,
+                                    &mut s_enums,
+                                    &mut s_params,
+                                    &mut s_annots,
+                                    &mut s_fparams,
+                                    &stack,
+                                );
                             }
                             continue;
                         }
@@ -717,7 +782,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 if abbrev.has_children() {
                                     stack.push(f);
                                 } else {
-                                    self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+                                    self.finish(
+                                        f,
+                                        &mut cu,
+                                        &mut s_members,
+                                        &mut s_enums,
+                                        &mut s_params,
+                                        &mut s_annots,
+                                        &mut s_fparams,
+                                        &stack,
+                                    );
                                 }
                                 continue;
                             }
@@ -732,7 +806,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
             }
         }
         while let Some(f) = stack.pop() {
-            self.finish(f, &mut cu, &mut s_members, &mut s_enums, &mut s_params, &mut s_annots, &mut s_fparams, &stack);
+            self.finish(
+                f,
+                &mut cu,
+                &mut s_members,
+                &mut s_enums,
+                &mut s_params,
+                &mut s_annots,
+                &mut s_fparams,
+                &stack,
+            );
         }
         cu.index.sort_unstable_by_key(|e| e.0);
         Ok(Some(cu))
@@ -779,13 +862,19 @@ impl<'a, 'd> Decoder<'a, 'd> {
             }
             Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var => {
                 if self.opts.decl_tag && name == b"btf_decl_tag" {
-                    s_annots.push(Annot { value: value(), component: -1 });
+                    s_annots.push(Annot {
+                        value: value(),
+                        component: -1,
+                    });
                 }
             }
             Ctx::Member | Ctx::FParam => {
                 if self.opts.decl_tag && name == b"btf_decl_tag" {
                     let comp = stack.last().unwrap().component;
-                    s_annots.push(Annot { value: value(), component: comp });
+                    s_annots.push(Annot {
+                        value: value(),
+                        component: comp,
+                    });
                 }
             }
             _ => {}
@@ -1144,7 +1233,11 @@ mod tests {
 
     /// Builds a one-unit DWARF 4 file with `build`, decodes it.
     fn decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Cu<'static> {
-        let encoding = gimli::Encoding { format: gimli::Format::Dwarf32, version: 4, address_size: 8 };
+        let encoding = gimli::Encoding {
+            format: gimli::Format::Dwarf32,
+            version: 4,
+            address_size: 8,
+        };
         let mut dw = write::Dwarf::new();
         let id = dw.units.add(write::Unit::new(encoding, LineProgram::none()));
         let unit = dw.units.get_mut(id);
@@ -1164,7 +1257,14 @@ mod tests {
         }));
         let d: &'static Dwarf<'static> = Box::leak(Box::new(dwarf(secs, RunTimeEndian::Little)));
         let headers = unit_headers(d, Path::new("t.o")).unwrap();
-        let dec = Decoder { dwarf: d, opts: DecodeOpts { type_tag: true, decl_tag: true }, endian: RunTimeEndian::Little };
+        let dec = Decoder {
+            dwarf: d,
+            opts: DecodeOpts {
+                type_tag: true,
+                decl_tag: true,
+            },
+            endian: RunTimeEndian::Little,
+        };
         dec.decode(headers[0], &|_, _| true).unwrap().unwrap()
     }
 
@@ -1175,7 +1275,10 @@ mod tests {
         u.get_mut(e).set(gimli::DW_AT_type, W::UnitRef(t));
     }
     fn tags(cu: &Cu<'_>) -> Vec<(DwTag, String)> {
-        cu.slots.iter().map(|s| (s.tag, String::from_utf8_lossy(nm(s.name)).into_owned())).collect()
+        cu.slots
+            .iter()
+            .map(|s| (s.tag, String::from_utf8_lossy(nm(s.name)).into_owned()))
+            .collect()
     }
 
     #[test]
@@ -1198,7 +1301,8 @@ mod tests {
             for v in ["t1", "t2"] {
                 let an = u.add(p, DW_TAG_LLVM_ANNOTATION);
                 name(u, an, "btf_type_tag");
-                u.get_mut(an).set(gimli::DW_AT_const_value, W::String(v.as_bytes().to_vec()));
+                u.get_mut(an)
+                    .set(gimli::DW_AT_const_value, W::String(v.as_bytes().to_vec()));
             }
             let other = u.add(p, DW_TAG_LLVM_ANNOTATION);
             name(u, other, "not_a_tag");

@@ -85,7 +85,12 @@ impl<'a> FuncTable<'a> {
                 t.syms.push((recs[i].1, recs[i].2));
                 i += 1;
             }
-            t.entries.push(FuncEntry { key, first, count: t.syms.len() as u32 - first, ambiguous: false });
+            t.entries.push(FuncEntry {
+                key,
+                first,
+                count: t.syms.len() as u32 - first,
+                ambiguous: false,
+            });
         }
         t.index = t.entries.iter().enumerate().map(|(i, e)| (e.key, i as u32)).collect();
         // The reference never marks the last entry; address 0 counts as unset.
@@ -120,7 +125,11 @@ pub fn func_key(name: &[u8]) -> Option<&[u8]> {
         None => Some(name),
         Some(dot) => {
             let tail = &name[dot..];
-            if contains(tail, b".cold") || contains(tail, b".part") { None } else { Some(&name[..dot]) }
+            if contains(tail, b".cold") || contains(tail, b".part") {
+                None
+            } else {
+                Some(&name[..dot])
+            }
         }
     }
 }
@@ -156,8 +165,10 @@ impl<'a> ElfInfo<'a> {
     /// NOBITS section whose range contains it.
     pub fn section_of(&self, addr: u64) -> Option<u32> {
         self.sections.iter().enumerate().skip(1).find_map(|(i, s)| {
-            ((s.sh_type == SHT_PROGBITS || s.sh_type == SHT_NOBITS) && s.addr <= addr && addr < s.addr.wrapping_add(s.size))
-                .then_some(i as u32)
+            ((s.sh_type == SHT_PROGBITS || s.sh_type == SHT_NOBITS)
+                && s.addr <= addr
+                && addr < s.addr.wrapping_add(s.size))
+            .then_some(i as u32)
         })
     }
 
@@ -165,8 +176,12 @@ impl<'a> ElfInfo<'a> {
         if data.len() < 16 || !data.starts_with(b"\x7fELF") {
             return Err(Error::elf(path, "not an ELF file (no \\x7fELF magic)"));
         }
-        let file = object::File::parse(data)
-            .map_err(|e| Error::elf(path, format!("not a readable ELF file (truncated or damaged headers): {e}")))?;
+        let file = object::File::parse(data).map_err(|e| {
+            Error::elf(
+                path,
+                format!("not a readable ELF file (truncated or damaged headers): {e}"),
+            )
+        })?;
         match &file {
             object::File::Elf32(f) => load_elf(path, f, false),
             object::File::Elf64(f) => load_elf(path, f, true),
@@ -184,7 +199,11 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     let hdr = f.elf_header();
     let machine = hdr.e_machine(e).0;
     let is_rel = hdr.e_type(e) == object::elf::ET_REL;
-    let endian = if f.is_little_endian() { Endian::Little } else { Endian::Big };
+    let endian = if f.is_little_endian() {
+        Endian::Little
+    } else {
+        Endian::Big
+    };
 
     let mut sections: Vec<SectionInfo<'a>> = Vec::new();
     let table = f.elf_section_table();
@@ -201,7 +220,13 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
             addr = next_addr;
             next_addr = next_addr.wrapping_add(size);
         }
-        sections.push(SectionInfo { name, addr, size, sh_type: sh.sh_type(e).0, flags });
+        sections.push(SectionInfo {
+            name,
+            addr,
+            size,
+            sh_type: sh.sh_type(e).0,
+            flags,
+        });
     }
 
     let mut funcs = Vec::new();
@@ -246,10 +271,15 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     };
 
     let load = |name: &str| -> Result<Cow<'a, [u8]>> {
-        let Some(sec) = f.section_by_name(name) else { return Ok(Cow::Borrowed(&[])) };
+        let Some(sec) = f.section_by_name(name) else {
+            return Ok(Cow::Borrowed(&[]));
+        };
         let sec_name = sec.name().unwrap_or(name).to_string();
         let data = sec.uncompressed_data().map_err(|err| {
-            Error::elf(path, format!("section {sec_name}: compressed contents do not inflate: {err}"))
+            Error::elf(
+                path,
+                format!("section {sec_name}: compressed contents do not inflate: {err}"),
+            )
         })?;
         if !is_rel {
             return Ok(data);
@@ -276,7 +306,11 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                     format!("section {sec_name}: relocation at offset {off:#x} is outside the section"),
                 ));
             };
-            let implicit = if r.has_implicit_addend() { read_word(slot, endian) } else { 0 };
+            let implicit = if r.has_implicit_addend() {
+                read_word(slot, endian)
+            } else {
+                0
+            };
             let v = s.wrapping_add(r.addend() as u64).wrapping_add(implicit);
             write_word(slot, v, endian);
         }
@@ -296,7 +330,17 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         ranges: load(".debug_ranges")?,
         rnglists: load(".debug_rnglists")?,
     };
-    Ok(ElfInfo { endian, is_64, machine, is_rel, has_symtab, sections, funcs, objects, debug })
+    Ok(ElfInfo {
+        endian,
+        is_64,
+        machine,
+        is_rel,
+        has_symtab,
+        sections,
+        funcs,
+        objects,
+        debug,
+    })
 }
 
 fn read_word(b: &[u8], e: Endian) -> u64 {

@@ -130,7 +130,11 @@ impl Features {
             list = rest;
         }
         // The reference copies the value into a 1024-byte buffer.
-        let list = if list.len() > 1023 { &list[..floor_char_boundary(list, 1023)] } else { list };
+        let list = if list.len() > 1023 {
+            &list[..floor_char_boundary(list, 1023)]
+        } else {
+            list
+        };
         let mut unknown = Vec::new();
         for name in list.split(',') {
             if name.is_empty() {

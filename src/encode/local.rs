@@ -65,7 +65,11 @@ impl<'a> FuncStates<'a> {
     /// Appends a CU's states, turning its local ids and strings into final ones.
     pub(super) fn append_relocated(&mut self, cu: &FuncStates<'a>, off: u32, map: &[u32]) {
         let (p0, a0) = (self.params.len() as u32, self.annots.len() as u32);
-        self.params.extend(cu.params.iter().map(|&(n, t)| (map[n as usize], if t != 0 { t + off } else { 0 })));
+        self.params.extend(
+            cu.params
+                .iter()
+                .map(|&(n, t)| (map[n as usize], if t != 0 { t + off } else { 0 })),
+        );
         self.annots.extend(cu.annots.iter().map(|&(n, c)| (map[n as usize], c)));
         self.funcs.extend(cu.funcs.iter().map(|f| FuncState {
             ret: if f.ret != 0 { f.ret + off } else { 0 },
@@ -165,7 +169,10 @@ struct Enc<'c, 'e, 'a> {
 
 impl<'a> Enc<'_, '_, 'a> {
     fn unsupported(&self, die: u64, msg: String) -> EncodeError {
-        EncodeError::Unsupported { path: self.path(), msg: format!("{msg} at DIE {die:#x} (CU {:#x})", self.cu.offset) }
+        EncodeError::Unsupported {
+            path: self.path(),
+            msg: format!("{msg} at DIE {die:#x} (CU {:#x})", self.cu.offset),
+        }
     }
     fn path(&self) -> PathBuf {
         self.ctx.path.to_path_buf()
@@ -201,10 +208,20 @@ impl<'a> Enc<'_, '_, 'a> {
                 }
             }
             dw::DW_TAG_subroutine_type => self.cu.address_size as u64,
-            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type | dw::DW_TAG_interface_type => s.size,
+            dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type | dw::DW_TAG_interface_type => {
+                s.size
+            }
             _ => {
-                let inner = if s.ty == NONE { s.size } else { self.size_of(self.cu.core(s.ty), depth + 1) };
-                if s.tag == dw::DW_TAG_array_type { inner.wrapping_mul(s.nelems as u64) } else { inner }
+                let inner = if s.ty == NONE {
+                    s.size
+                } else {
+                    self.size_of(self.cu.core(s.ty), depth + 1)
+                };
+                if s.tag == dw::DW_TAG_array_type {
+                    inner.wrapping_mul(s.nelems as u64)
+                } else {
+                    inner
+                }
             }
         }
     }
@@ -271,7 +288,11 @@ impl<'a> Enc<'_, '_, 'a> {
                     if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
                         return Err(self.unsupported(
                             s.die,
-                            format!("DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size", String::from_utf8_lossy(nm(s.name)), s.size),
+                            format!(
+                                "DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size",
+                                String::from_utf8_lossy(nm(s.name)),
+                                s.size
+                            ),
                         ));
                     }
                     let n = o.s(s.name);
@@ -289,10 +310,17 @@ impl<'a> Enc<'_, '_, 'a> {
                     o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
                 } else {
                     if name_empty(s.name) {
-                        return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
+                        return Err(
+                            self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into())
+                        );
                     }
                     let n = o.s(s.name);
-                    o.rec(&[n, make_info(Kind::Int, false, 0), size as u32, (encoding << 24) | (size as u32 * 8)]);
+                    o.rec(&[
+                        n,
+                        make_info(Kind::Int, false, 0),
+                        size as u32,
+                        (encoding << 24) | (size as u32 * 8),
+                    ]);
                 }
             }
             dw::DW_TAG_pointer_type => o.rec(&[0, make_info(Kind::Ptr, false, 0), r(s.ty)]),
@@ -312,7 +340,10 @@ impl<'a> Enc<'_, '_, 'a> {
                 let name = self.type_name(s);
                 if s.declaration {
                     if name_empty(name) {
-                        return Err(self.unsupported(s.die, format!("{} declaration without a name: BTF FWD needs one", s.tag)));
+                        return Err(self.unsupported(
+                            s.die,
+                            format!("{} declaration without a name: BTF FWD needs one", s.tag),
+                        ));
                     }
                     let n = o.s(name);
                     o.rec(&[n, make_info(Kind::Fwd, union, 0), 0]);
@@ -342,13 +373,19 @@ impl<'a> Enc<'_, '_, 'a> {
                     if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
                         return Err(self.unsupported(
                             m.die,
-                            format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
+                            format!(
+                                "DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it",
+                                String::from_utf8_lossy(nm(m.name))
+                            ),
                         ));
                     }
                     if union && bit_off != 0 {
                         return Err(self.unsupported(
                             m.die,
-                            format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", String::from_utf8_lossy(nm(m.name))),
+                            format!(
+                                "DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it",
+                                String::from_utf8_lossy(nm(m.name))
+                            ),
                         ));
                     }
                     let mn = o.s(m.name);
@@ -364,14 +401,17 @@ impl<'a> Enc<'_, '_, 'a> {
                 let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
                 let bytes = size_bits / 8;
                 if !matches!(bytes, 1 | 2 | 4 | 8) {
-                    return Err(self.unsupported(s.die, format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes")));
+                    return Err(self.unsupported(
+                        s.die,
+                        format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes"),
+                    ));
                 }
                 let n = o.s(name);
                 let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
                 if f.enum64 && bytes > 4 {
-                    let signed = cu
-                        .slot(r(s.ty))
-                        .is_some_and(|t| t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR));
+                    let signed = cu.slot(r(s.ty)).is_some_and(|t| {
+                        t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
+                    });
                     o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
                     for e in enums {
                         if name_empty(e.name) {
@@ -379,7 +419,8 @@ impl<'a> Enc<'_, '_, 'a> {
                         }
                         let en = o.s(e.name);
                         o.bump_vlen();
-                        o.o.words.extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                        o.o.words
+                            .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
                     }
                 } else {
                     o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
@@ -387,11 +428,18 @@ impl<'a> Enc<'_, '_, 'a> {
                         if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
-                        let v = if f.enum64 { e.value as i64 } else { e.value as u32 as i64 };
+                        let v = if f.enum64 {
+                            e.value as i64
+                        } else {
+                            e.value as u32 as i64
+                        };
                         if v < i32::MIN as i64 || v > u32::MAX as i64 {
                             return Err(self.unsupported(
                                 s.die,
-                                format!("DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum", String::from_utf8_lossy(nm(e.name))),
+                                format!(
+                                    "DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum",
+                                    String::from_utf8_lossy(nm(e.name))
+                                ),
                             ));
                         }
                         let en = o.s(e.name);
@@ -452,15 +500,24 @@ fn valid_var_name(n: &[u8]) -> bool {
     ok_first(n[0]) && n[1..].iter().all(|&c| ok_first(c) || c.is_ascii_digit())
 }
 
-const SKIPPED_VAR_PREFIXES: &[&[u8]] =
-    &[b"__UNIQUE_ID", b"__tpstrtab_", b"__exitcall_", b"__gendwarfksyms_ptr_", b"__func_stack_frame_non_standard_"];
+const SKIPPED_VAR_PREFIXES: &[&[u8]] = &[
+    b"__UNIQUE_ID",
+    b"__tpstrtab_",
+    b"__exitcall_",
+    b"__gendwarfksyms_ptr_",
+    b"__func_stack_frame_non_standard_",
+];
 
 pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
     let enc = Enc { ctx, cu };
     let mut o = Out {
         o: CuOut {
             words: Vec::with_capacity(
-                cu.slots.len() * 4 + cu.members.len() * 3 + cu.params.len() * 2 + cu.enumerators.len() * 3 + cu.annots.len() * 4,
+                cu.slots.len() * 4
+                    + cu.members.len() * 3
+                    + cu.params.len() * 2
+                    + cu.enumerators.len() * 3
+                    + cu.annots.len() * 4,
             ),
             offs: Vec::with_capacity(cu.slots.len()),
             n_types: 0,
@@ -492,7 +549,10 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     // of the CU (decl tags, functions, variables), as in the reference.
     let mut truncated = false;
     'tags: for (i, s) in cu.slots.iter().enumerate() {
-        if !matches!(s.tag, dw::DW_TAG_structure_type | dw::DW_TAG_union_type | dw::DW_TAG_typedef) {
+        if !matches!(
+            s.tag,
+            dw::DW_TAG_structure_type | dw::DW_TAG_union_type | dw::DW_TAG_typedef
+        ) {
             continue;
         }
         for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
@@ -539,8 +599,18 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
     by_off.sort_unstable();
     let mut funcs_by_off: Vec<(u32, u32)> = cu.funcs.iter().enumerate().map(|(i, f)| (f.uoff, i as u32)).collect();
     funcs_by_off.sort_unstable();
-    let fparam = |off: u32| by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.fparams[by_off[i].1 as usize]);
-    let func = |off: u32| funcs_by_off.binary_search_by_key(&off, |e| e.0).ok().map(|i| &cu.funcs[funcs_by_off[i].1 as usize]);
+    let fparam = |off: u32| {
+        by_off
+            .binary_search_by_key(&off, |e| e.0)
+            .ok()
+            .map(|i| &cu.fparams[by_off[i].1 as usize])
+    };
+    let func = |off: u32| {
+        funcs_by_off
+            .binary_search_by_key(&off, |e| e.0)
+            .ok()
+            .map(|i| &cu.funcs[funcs_by_off[i].1 as usize])
+    };
     let mut params: Vec<(&'a [u8], u32)> = Vec::new();
     for fun in &cu.funcs {
         if fun.declaration {
@@ -577,7 +647,11 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
             continue;
         }
         let Some(entry) = table.lookup(name) else { continue };
-        let ret_off = if fun.has_type { fun.ty } else { func(fun.origin).map(|f| f.ty).unwrap_or(NONE) };
+        let ret_off = if fun.has_type {
+            fun.ty
+        } else {
+            func(fun.origin).map(|f| f.ty).unwrap_or(NONE)
+        };
         let p0 = o.o.funcs.params.len() as u32;
         let a0 = o.o.funcs.annots.len() as u32;
         for &(pn, ty) in &params {
@@ -626,9 +700,19 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
         }
         let offset = addr - section.addr;
         let (name, ty, external, annots) = match (v.spec != NONE).then(|| var_at(v.spec)).flatten() {
-            Some(d) => (d.name, d.ty, d.external, &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize]),
+            Some(d) => (
+                d.name,
+                d.ty,
+                d.external,
+                &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize],
+            ),
             None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
-            None => (v.name, v.ty, v.external, &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize]),
+            None => (
+                v.name,
+                v.ty,
+                v.external,
+                &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize],
+            ),
         };
         let name = nm(name);
         if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
@@ -672,7 +756,16 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
         }
         let n = o.s(name);
         let record = o.o.offs.len() as u32;
-        o.rec(&[n, make_info(Kind::Var, false, 0), core, if external { btf::LINKAGE_GLOBAL } else { btf::LINKAGE_STATIC }]);
+        o.rec(&[
+            n,
+            make_info(Kind::Var, false, 0),
+            core,
+            if external {
+                btf::LINKAGE_GLOBAL
+            } else {
+                btf::LINKAGE_STATIC
+            },
+        ]);
         for a in annots {
             let an = o.s(a.value);
             o.rec(&[an, make_info(Kind::DeclTag, false, 0), 0, u32::MAX]);
@@ -681,7 +774,12 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
             let s = *o.o.offs.last().unwrap() as usize;
             o.o.words[s + 2] = VAR_REF_MARKER;
         }
-        o.o.vars.push(VarOut { record, section: sec, offset: offset as u32, size: size as u32 });
+        o.o.vars.push(VarOut {
+            record,
+            section: sec,
+            offset: offset as u32,
+            size: size as u32,
+        });
     }
     Ok(())
 }
@@ -759,7 +857,12 @@ mod tests {
 
     fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
         let e = elf(endian);
-        let ctx = Ctx { features, elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let ctx = Ctx {
+            features,
+            elf: &e,
+            path: Path::new("t.o"),
+            str_cache: &[],
+        };
         encode_cu(&ctx, cu)
     }
 
@@ -784,12 +887,18 @@ mod tests {
         int(&mut c, 0x40, b"_Bool", 1, ATE_BOOLEAN);
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
         assert_eq!(out.int_core, Some(1));
-        assert_eq!(record(&out, 0), vec![1, make_info(Kind::Int, false, 0), 4, (btf::INT_SIGNED << 24) | 32]);
+        assert_eq!(
+            record(&out, 0),
+            vec![1, make_info(Kind::Int, false, 0), 4, (btf::INT_SIGNED << 24) | 32]
+        );
         // floats off (plain -J): an unsigned INT
         assert_eq!(record(&out, 1), vec![2, make_info(Kind::Int, false, 0), 8, 64]);
         assert_eq!(out.strs[2], b"__SANITIZED_FAKE_INT__");
         assert_eq!(record(&out, 2), vec![3, make_info(Kind::Int, false, 0), 4, 32]);
-        assert_eq!(record(&out, 3), vec![4, make_info(Kind::Int, false, 0), 1, (btf::INT_BOOL << 24) | 8]);
+        assert_eq!(
+            record(&out, 3),
+            vec![4, make_info(Kind::Int, false, 0), 1, (btf::INT_BOOL << 24) | 8]
+        );
         let mut f = Features::default();
         f.apply_list("float");
         let out = run(&c, btf::Endian::Little, f).unwrap();
@@ -825,7 +934,11 @@ mod tests {
             byte_size: bit_size.map(|_| 4),
             bit_offset,
         };
-        c.members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
+        c.members = vec![
+            m(b"a", 0, Some(3), Some(29)),
+            m(b"b", 0, Some(5), Some(24)),
+            m(b"c", 4, None, None),
+        ];
         add(&mut c, s);
         let out = run(&c, endian, Features::default()).unwrap();
         record(&out, 1)
@@ -847,7 +960,10 @@ mod tests {
         int(&mut c, 0x10, b"long int", 8, if signed_base { ATE_SIGNED } else { 7 });
         let mut e = slot(gimli::DW_TAG_enumeration_type, 0x20, b"e", 0x10, size);
         e.nkids = values.len() as u32;
-        c.enumerators = values.into_iter().map(|(name, value)| Enumerator { name, value }).collect();
+        c.enumerators = values
+            .into_iter()
+            .map(|(name, value)| Enumerator { name, value })
+            .collect();
         add(&mut c, e);
         c
     }
@@ -856,15 +972,24 @@ mod tests {
     fn enum_kflag_and_enum64() {
         let c = enum_cu(4, vec![(b"A", u64::MAX), (b"B", 5)], true);
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
-        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, true, 2), 4, 3, 0xffff_ffff, 4, 5]);
+        assert_eq!(
+            record(&out, 1),
+            vec![2, make_info(Kind::Enum, true, 2), 4, 3, 0xffff_ffff, 4, 5]
+        );
         let c = enum_cu(8, vec![(b"A", u64::MAX - 1)], true);
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
-        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum64, true, 1), 8, 3, 0xffff_fffe, 0xffff_ffff]);
+        assert_eq!(
+            record(&out, 1),
+            vec![2, make_info(Kind::Enum64, true, 1), 8, 3, 0xffff_fffe, 0xffff_ffff]
+        );
         // enum64 off: an 8-byte ENUM with low 32 bits, kflag 0
         let mut f = Features::default();
         f.enum64 = false;
         let out = run(&c, btf::Endian::Little, f).unwrap();
-        assert_eq!(record(&out, 1), vec![2, make_info(Kind::Enum, false, 1), 8, 3, 0xffff_fffe]);
+        assert_eq!(
+            record(&out, 1),
+            vec![2, make_info(Kind::Enum, false, 1), 8, 3, 0xffff_fffe]
+        );
         // a 4-byte enum value beyond UINT_MAX is rejected
         let c = enum_cu(4, vec![(b"A", 1 << 40)], false);
         assert!(run(&c, btf::Endian::Little, Features::default()).is_err());
@@ -875,14 +1000,20 @@ mod tests {
         let mut c = cu();
         int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
         add(&mut c, slot(gimli::DW_TAG_atomic_type, 0x47, b"", 0x10, 0));
-        let e = run(&c, btf::Endian::Little, Features::default()).err().unwrap().to_string();
+        let e = run(&c, btf::Endian::Little, Features::default())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("DW_TAG_atomic_type") && e.contains("DIE 0x47"), "{e}");
     }
 
     #[test]
     fn nested_unspecified_type_emits_nothing_but_keeps_its_core_id() {
         let mut c = cu();
-        add(&mut c, slot(gimli::DW_TAG_unspecified_type, 0x10, b"decltype(nullptr)", NONE, 0));
+        add(
+            &mut c,
+            slot(gimli::DW_TAG_unspecified_type, 0x10, b"decltype(nullptr)", NONE, 0),
+        );
         int(&mut c, 0x20, b"int", 4, ATE_SIGNED);
         add(&mut c, slot(gimli::DW_TAG_pointer_type, 0x30, b"", 0x20, 8));
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
@@ -897,7 +1028,16 @@ mod tests {
         let mut c = cu();
         let mut s = slot(gimli::DW_TAG_structure_type, 0x10, b"s", NONE, 0);
         s.nannots = 2;
-        c.annots = vec![crate::dwarf::Annot { value: b"ok", component: -1 }, crate::dwarf::Annot { value: b"", component: -1 }];
+        c.annots = vec![
+            crate::dwarf::Annot {
+                value: b"ok",
+                component: -1,
+            },
+            crate::dwarf::Annot {
+                value: b"",
+                component: -1,
+            },
+        ];
         add(&mut c, s);
         let mut t = slot(gimli::DW_TAG_typedef, 0x20, b"t", 0x10, 0);
         t.annots = 0;
@@ -906,7 +1046,10 @@ mod tests {
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
         // STRUCT, TYPEDEF, DECL_TAG "ok"; the empty one stops everything after it.
         assert_eq!(out.offs.len(), 3);
-        assert_eq!(record(&out, 2), vec![3, make_info(Kind::DeclTag, false, 0), 1, u32::MAX]);
+        assert_eq!(
+            record(&out, 2),
+            vec![3, make_info(Kind::DeclTag, false, 0), 1, u32::MAX]
+        );
     }
 
     fn func(uoff: u32, name: &'static [u8], params: u32, nparams: u32) -> crate::dwarf::Func<'static> {
@@ -928,27 +1071,44 @@ mod tests {
     }
 
     fn fparam(uoff: u32, name: &'static [u8], origin: u32) -> crate::dwarf::FParam<'static> {
-        crate::dwarf::FParam { uoff, name, ty: NONE, has_type: origin == NONE, origin }
+        crate::dwarf::FParam {
+            uoff,
+            name,
+            ty: NONE,
+            has_type: origin == NONE,
+            origin,
+        }
     }
 
     #[test]
     fn which_functions_are_recorded_and_their_param_names_interned() {
         let mut c = cu();
         c.fparams = vec![
-            fparam(0x11, b"abs_a", NONE),   // abstract f(abs_a)
-            fparam(0x21, b"", 0x11),        // concrete f: name from its origin
-            fparam(0x31, b"", NONE),        // g: unnamed parameter
-            fparam(0x41, b"x", NONE),       // not_in_elf(x)
-            fparam(0x51, b"d", NONE),       // a declaration
+            fparam(0x11, b"abs_a", NONE), // abstract f(abs_a)
+            fparam(0x21, b"", 0x11),      // concrete f: name from its origin
+            fparam(0x31, b"", NONE),      // g: unnamed parameter
+            fparam(0x41, b"x", NONE),     // not_in_elf(x)
+            fparam(0x51, b"d", NONE),     // a declaration
         ];
         let mut concrete = func(0x20, b"", 1, 1);
         concrete.origin = 0x10;
         let mut decl = func(0x50, b"f", 4, 1);
         decl.declaration = true;
-        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"not_in_elf", 3, 1), decl];
+        c.funcs = vec![
+            func(0x10, b"f", 0, 1),
+            concrete,
+            func(0x30, b"g", 2, 1),
+            func(0x40, b"not_in_elf", 3, 1),
+            decl,
+        ];
         let mut e = elf(btf::Endian::Little);
         e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20)]);
-        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let ctx = Ctx {
+            features: Features::default(),
+            elf: &e,
+            path: Path::new("t.o"),
+            str_cache: &[],
+        };
         let out = encode_cu(&ctx, &c).unwrap();
         let names: Vec<&[u8]> = out.funcs.funcs.iter().map(|f| f.name).collect();
         assert_eq!(names, [&b"f"[..], b"f"]);

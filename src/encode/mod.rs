@@ -62,7 +62,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { features: Features::default(), lang: LangFilter::All, cu_exclude: None, jobs: 1, no_funcs: true }
+        Options {
+            features: Features::default(),
+            lang: LangFilter::All,
+            cu_exclude: None,
+            jobs: 1,
+            no_funcs: true,
+        }
     }
 }
 
@@ -157,17 +163,31 @@ impl<'a> Merger<'a, '_> {
         let nrec = out.offs.len();
         let rec = |out: &CuOut<'a>, i: usize| {
             let s = out.offs[i] as usize;
-            let e = if i + 1 < nrec { out.offs[i + 1] as usize } else { out.words.len() };
+            let e = if i + 1 < nrec {
+                out.offs[i + 1] as usize
+            } else {
+                out.words.len()
+            };
             (s, e)
         };
         // The CU's types: one bulk copy, then names and references fixed in place.
-        let types_end = if out.n_types < nrec { out.offs[out.n_types] as usize } else { out.words.len() };
-        let base = self.btf.append_records(&out.words[..types_end], &out.offs[..out.n_types]);
+        let types_end = if out.n_types < nrec {
+            out.offs[out.n_types] as usize
+        } else {
+            out.words.len()
+        };
+        let base = self
+            .btf
+            .append_records(&out.words[..types_end], &out.offs[..out.n_types]);
         let map = &self.map;
         let w = self.btf.words_from_mut(base);
         for i in 0..out.n_types {
             let s = out.offs[i] as usize;
-            let e = if i + 1 < out.n_types { out.offs[i + 1] as usize } else { types_end };
+            let e = if i + 1 < out.n_types {
+                out.offs[i + 1] as usize
+            } else {
+                types_end
+            };
             let r = &mut w[s..e];
             Btf::for_each_str_ref_mut(r, |x| *x = map[*x as usize]);
             Btf::for_each_type_ref_mut(r, |x| {
@@ -195,7 +215,10 @@ impl<'a> Merger<'a, '_> {
             if let Some(v) = vars.peek()
                 && v.record as usize == i
             {
-                self.datasecs.entry(v.section).or_default().push((id.0, v.offset, v.size));
+                self.datasecs
+                    .entry(v.section)
+                    .or_default()
+                    .push((id.0, v.offset, v.size));
                 self.summary.vars += 1;
                 last_var = id.0;
                 vars.next();
@@ -255,30 +278,50 @@ pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Resul
 
 /// CUs handed to the workers at once: the window of decoded-but-not-merged
 /// CUs is at most two chunks.
-const CHUNK_BYTES: u64 = 4 << 20;
-/// CUs per chunk: a few per thread, so that a worker is never idle for long
-/// while the merge runs, and the window stays small.
+const CHUNK_BYTES: u64 = 8 << 20;
+/// CUs per chunk: enough per thread that one large CU does not leave the
+/// other threads idle at the chunk's end, few enough that the window stays
+/// small (16 per thread: +10 MB peak on the vmlinux at -j2).
 fn chunk_max_cus(jobs: usize) -> usize {
-    (4 * jobs).max(4)
+    (16 * jobs).max(4)
 }
 
-pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
-    let input_err = |msg: String| EncodeError::Input { path: path.to_path_buf(), msg };
+pub fn encode_elf(
+    path: &Path,
+    elf: &ElfInfo<'_>,
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+) -> Result<Encoded, EncodeError> {
+    let input_err = |msg: String| EncodeError::Input {
+        path: path.to_path_buf(),
+        msg,
+    };
     if elf.debug.info.is_empty() {
-        return Err(EncodeError::Nothing { path: path.to_path_buf(), msg: "no DWARF debug info (.debug_info is missing or empty)".into() });
+        return Err(EncodeError::Nothing {
+            path: path.to_path_buf(),
+            msg: "no DWARF debug info (.debug_info is missing or empty)".into(),
+        });
     }
     if !elf.has_symtab {
-        return Err(input_err("no .symtab section: cannot build the ELF function table".into()));
+        return Err(input_err(
+            "no .symtab section: cannot build the ELF function table".into(),
+        ));
     }
     let endian = match elf.endian {
         btf::Endian::Little => RunTimeEndian::Little,
         btf::Endian::Big => RunTimeEndian::Big,
     };
     let dw = dwarf::dwarf(&elf.debug, endian);
-    let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input { path: path.to_path_buf(), msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m) })?;
+    let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input {
+        path: path.to_path_buf(),
+        msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m),
+    })?;
     let decoder = Decoder {
         dwarf: &dw,
-        opts: dwarf::DecodeOpts { type_tag: opts.features.type_tag, decl_tag: opts.features.decl_tag },
+        opts: dwarf::DecodeOpts {
+            type_tag: opts.features.type_tag,
+            decl_tag: opts.features.decl_tag,
+        },
         endian,
     };
     let lctx_features = opts.features;
@@ -313,11 +356,19 @@ pub fn encode_elf(path: &Path, elf: &ElfInfo<'_>, base: Option<Arc<Btf>>, opts: 
         map: Vec::new(),
         str_cache: &str_cache,
         scratch: Vec::new(),
-        summary: Summary { cus: headers.len(), ..Default::default() },
+        summary: Summary {
+            cus: headers.len(),
+            ..Default::default()
+        },
         funcs: FuncStates::default(),
     };
 
-    let lctx = local::Ctx { features: lctx_features, elf, path, str_cache: &str_cache };
+    let lctx = local::Ctx {
+        features: lctx_features,
+        elf,
+        path,
+        str_cache: &str_cache,
+    };
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
