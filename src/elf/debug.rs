@@ -150,6 +150,10 @@ pub struct ElfInfo<'a> {
     /// STT_OBJECT symbols as (name, section index), sorted.
     pub objects: Vec<(&'a [u8], u32)>,
     pub debug: DebugSections<'a>,
+    /// Set by whoever knows that the bytes given to `load` are a read-only
+    /// private file mapping: then pages of sections borrowed from them may be
+    /// dropped from memory once used (they are re-read from the file).
+    pub file_mapped: bool,
 }
 
 impl<'a> ElfInfo<'a> {
@@ -340,6 +344,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         funcs,
         objects,
         debug,
+        file_mapped: false,
     })
 }
 

@@ -804,6 +804,7 @@ mod tests {
             funcs: FuncTable::default(),
             objects: vec![],
             debug: DebugSections::default(),
+            file_mapped: false,
         }
     }
 

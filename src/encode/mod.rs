@@ -272,7 +272,9 @@ pub struct Encoded {
 /// `opts.no_funcs == false` the caller must refuse (see the CLI).
 pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
-    let elf = ElfInfo::load(path, input.bytes())?;
+    let mut elf = ElfInfo::load(path, input.bytes())?;
+    // `Input` maps the file read-only.
+    elf.file_mapped = true;
     encode_elf(path, &elf, base, opts)
 }
 
@@ -402,7 +404,7 @@ pub fn encode_elf(
         .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
     // The mapped .debug_info (read straight from the file, not decompressed
     // or relocated) can be dropped from memory chunk by chunk once merged.
-    let info_mapped = matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
     let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
         let first = &headers[r.start];
         let last = &headers[r.end - 1];
