@@ -304,6 +304,12 @@ pub fn encode_elf(
             msg: "no DWARF debug info (.debug_info is missing or empty)".into(),
         });
     }
+    if elf.lto_note {
+        return Err(EncodeError::Unsupported {
+            path: path.to_path_buf(),
+            msg: "built with LTO (ELF note Linux 0x101): the reference's merged-CU mode is not implemented".into(),
+        });
+    }
     if !elf.has_symtab {
         return Err(input_err(
             "no .symtab section: cannot build the ELF function table".into(),
