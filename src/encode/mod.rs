@@ -459,6 +459,9 @@ pub fn encode_elf(
             msg: "nothing to encode: no compile unit is left after the language filters".into(),
         });
     }
+    // The function phase (sort and combine `m.funcs`, append FUNC_PROTO/FUNC
+    // and their tags) goes here: after every CU, before the DATASECs. Until it
+    // exists the CLI refuses to write output without --no-funcs.
     m.finish_datasecs(elf);
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
