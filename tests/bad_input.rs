@@ -179,3 +179,22 @@ fn cross_unit_references_are_refused_not_misencoded() {
     data[off + pos + 1] = 0x10;
     expect_failure("ref-addr.o", &data, &["DW_FORM_ref_addr", "not implemented"]);
 }
+
+#[test]
+fn kernel_lto_note_is_refused_not_misencoded() {
+    let mut data = fixture();
+    // Turn .comment into an SHT_NOTE holding the kernel's LTO note (Linux, 0x101, 1).
+    let (off, size, idx) = section_range(&data, ".comment");
+    let mut note = Vec::new();
+    note.extend_from_slice(&6u32.to_le_bytes());
+    note.extend_from_slice(&4u32.to_le_bytes());
+    note.extend_from_slice(&0x101u32.to_le_bytes());
+    note.extend_from_slice(b"Linux\0\0\0");
+    note.extend_from_slice(&1u32.to_le_bytes());
+    assert!(size >= note.len());
+    data[off..off + note.len()].copy_from_slice(&note);
+    let shoff = u64::from_le_bytes(data[0x28..0x30].try_into().unwrap()) as usize;
+    let type_at = shoff + idx * 64 + 4;
+    data[type_at..type_at + 4].copy_from_slice(&7u32.to_le_bytes());
+    expect_failure("lto-note.o", &data, &["LTO", "not implemented"]);
+}

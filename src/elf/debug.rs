@@ -150,6 +150,13 @@ pub struct ElfInfo<'a> {
     /// STT_OBJECT symbols as (name, section index), sorted.
     pub objects: Vec<(&'a [u8], u32)>,
     pub debug: DebugSections<'a>,
+    /// The kernel's "built with LTO" note (type 0x101, owner `Linux`, non-zero
+    /// descriptor): the reference then merges all CUs into one.
+    pub lto_note: bool,
+    /// Set by whoever knows that the bytes given to `load` are a read-only
+    /// private file mapping: then pages of sections borrowed from them may be
+    /// dropped from memory once used (they are re-read from the file).
+    pub file_mapped: bool,
 }
 
 impl<'a> ElfInfo<'a> {
@@ -207,6 +214,21 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
 
     let mut sections: Vec<SectionInfo<'a>> = Vec::new();
     let table = f.elf_section_table();
+    let mut lto_note = false;
+    for sh in table.iter() {
+        if let Ok(Some(mut notes)) = sh.notes(e, f.data()) {
+            while let Ok(Some(n)) = notes.next() {
+                let desc = n.desc();
+                if n.n_type(e).0 == 0x101
+                    && n.name() == b"Linux"
+                    && desc.len() >= 4
+                    && desc[..4].iter().any(|&b| b != 0)
+                {
+                    lto_note = true;
+                }
+            }
+        }
+    }
     let mut next_addr = REL_LAYOUT_BASE;
     for (i, sh) in table.iter().enumerate() {
         let name = table.section_name(e, sh).unwrap_or(b"");
@@ -340,6 +362,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         funcs,
         objects,
         debug,
+        lto_note,
+        file_mapped: false,
     })
 }
 

@@ -804,6 +804,8 @@ mod tests {
             funcs: FuncTable::default(),
             objects: vec![],
             debug: DebugSections::default(),
+            lto_note: false,
+            file_mapped: false,
         }
     }
 

@@ -272,7 +272,9 @@ pub struct Encoded {
 /// `opts.no_funcs == false` the caller must refuse (see the CLI).
 pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
-    let elf = ElfInfo::load(path, input.bytes())?;
+    let mut elf = ElfInfo::load(path, input.bytes())?;
+    // `Input` maps the file read-only.
+    elf.file_mapped = true;
     encode_elf(path, &elf, base, opts)
 }
 
@@ -300,6 +302,12 @@ pub fn encode_elf(
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
             msg: "no DWARF debug info (.debug_info is missing or empty)".into(),
+        });
+    }
+    if elf.lto_note {
+        return Err(EncodeError::Unsupported {
+            path: path.to_path_buf(),
+            msg: "built with LTO (ELF note Linux 0x101): the reference's merged-CU mode is not implemented".into(),
         });
     }
     if !elf.has_symtab {
@@ -402,7 +410,7 @@ pub fn encode_elf(
         .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
     // The mapped .debug_info (read straight from the file, not decompressed
     // or relocated) can be dropped from memory chunk by chunk once merged.
-    let info_mapped = matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
     let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
         let first = &headers[r.start];
         let last = &headers[r.end - 1];
@@ -451,6 +459,9 @@ pub fn encode_elf(
             msg: "nothing to encode: no compile unit is left after the language filters".into(),
         });
     }
+    // The function phase (sort and combine `m.funcs`, append FUNC_PROTO/FUNC
+    // and their tags) goes here: after every CU, before the DATASECs. Until it
+    // exists the CLI refuses to write output without --no-funcs.
     m.finish_datasecs(elf);
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
