@@ -40,14 +40,14 @@ fn kernel_judges_corpus_like_the_reference_notes() {
     let mut files = c.expected_files(".btf");
     files.extend(c.expected_files(".inplace.BTF"));
     files.extend(c.expected_files(".inplace.BTF.base"));
-    let (mut accepted, mut refused, mut skipped_be, mut skipped_big) = (0, 0, 0, 0);
+    let (mut accepted, mut refused, mut converted_be, mut skipped_big) = (0, 0, 0, 0);
     let mut listed_seen = 0;
     for rel in &files {
         let path = c.file(rel).unwrap();
         let head = std::fs::read(&path).unwrap();
         if head[..2] != [0x9f, 0xeb] {
-            skipped_be += 1; // big-endian: the cross-architecture issue converts these
-            continue;
+            // Big-endian (s390x, powerpc64): verify converts to native first.
+            converted_be += 1;
         }
         let base = bases.get(rel).map(|b| {
             base_cache
@@ -73,10 +73,11 @@ fn kernel_judges_corpus_like_the_reference_notes() {
         }
     }
     eprintln!(
-        "accepted {accepted}, refused as listed {refused}, big-endian skipped {skipped_be}, over 16 MiB skipped {skipped_big}"
+        "accepted {accepted}, refused as listed {refused}, big-endian converted {converted_be}, over 16 MiB skipped {skipped_big}"
     );
     assert_eq!(listed_seen, rejects.len(), "every listed reject was replayed");
-    assert!(accepted > 900);
+    assert!(accepted > 1000);
+    assert_eq!(converted_be, 132, "every big-endian file was converted and judged");
 }
 
 #[test]
@@ -112,4 +113,18 @@ fn corrupted_blob_is_refused_with_the_kernel_log() {
 fn too_large_blob_cannot_be_asked() {
     let v = verify::verify_bytes(&vec![0u8; KERNEL_MAX_BTF_SIZE + 1]);
     assert!(matches!(v, Verdict::CannotAsk(ref m) if m.contains("limit")), "{v:?}");
+}
+
+#[test]
+fn thirty_two_bit_btf_is_explained() {
+    let c = Corpus::open_default();
+    let p = c.file("expected/fixtures/arrays.i686-gcc-O2.kernel.btf").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&p).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("describes a 32-bit target"), "{stdout}");
+    // A 64-bit file refused for another reason gets no such note.
+    let p = c.file("expected/fixtures/cxx_basics.clang++-O2.kernel.btf").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&p).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("32-bit"));
 }

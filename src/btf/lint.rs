@@ -14,7 +14,12 @@ pub fn is_valid_ident(s: &[u8]) -> bool {
 
 /// Byte size of a type as the kernel computes it (pointers are 8 bytes, as
 /// on the 64-bit kernels that load BTF); `None` for unsized or cyclic types.
-pub fn type_size(btf: &Btf, mut id: TypeId) -> Option<u64> {
+pub fn type_size(btf: &Btf, id: TypeId) -> Option<u64> {
+    type_size_with(btf, id, 8)
+}
+
+/// [`type_size`] with pointers of `ptr_size` bytes.
+pub fn type_size_with(btf: &Btf, mut id: TypeId, ptr_size: u64) -> Option<u64> {
     let mut mult = 1u64;
     for _ in 0..32 {
         let t = btf.get(id)?;
@@ -22,7 +27,7 @@ pub fn type_size(btf: &Btf, mut id: TypeId) -> Option<u64> {
             Kind::Int | Kind::Float | Kind::Enum | Kind::Enum64 | Kind::Struct | Kind::Union | Kind::Datasec => {
                 return Some(mult.saturating_mul(t.size() as u64));
             }
-            Kind::Ptr => return Some(mult.saturating_mul(8)),
+            Kind::Ptr => return Some(mult.saturating_mul(ptr_size)),
             Kind::Typedef | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag | Kind::Var => id = t.type_id(),
             Kind::Array => {
                 let (elem, _, n) = t.array();
@@ -50,6 +55,19 @@ impl std::fmt::Display for Warning {
 
 /// Checks own types against the kernel's name, layout and DATASEC rules.
 pub fn kernel_warnings(btf: &Btf) -> Vec<Warning> {
+    kernel_warnings_with(btf, 8)
+}
+
+/// Whether the BTF's struct layouts only fit with 4-byte pointers: it was
+/// made for a 32-bit target, and a 64-bit kernel will refuse structs that
+/// hold pointers ("Member exceeds struct_size").
+pub fn looks_32bit(btf: &Btf) -> bool {
+    let exceeds = |w: &Vec<Warning>| w.iter().any(|w| w.msg.contains("exceeds the struct size"));
+    exceeds(&kernel_warnings_with(btf, 8)) && !exceeds(&kernel_warnings_with(btf, 4))
+}
+
+/// [`kernel_warnings`] measuring pointers as `ptr_size` bytes.
+pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
     let mut out = Vec::new();
     for id in btf.own_ids() {
         let t = btf.ty(id);
@@ -84,7 +102,7 @@ pub fn kernel_warnings(btf: &Btf) -> Vec<Warning> {
                     let end_bits = if bits != 0 {
                         bit_off as u64 + bits as u64
                     } else {
-                        bit_off as u64 + type_size(btf, TypeId(_ty)).unwrap_or(0) * 8
+                        bit_off as u64 + type_size_with(btf, TypeId(_ty), ptr_size).unwrap_or(0) * 8
                     };
                     if end_bits.div_ceil(8) > t.size() as u64 {
                         warn(format!("member '{}' exceeds the struct size {}", String::from_utf8_lossy(m), t.size()));

@@ -192,6 +192,15 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
                 std::io::Error::from_raw_os_error(errno),
                 log
             );
+            if log.contains("Member exceeds struct_size") {
+                let base = load_base(&a.base)?;
+                if btfkit::elf::load_btf(&a.file, base).is_ok_and(|b| btf::lint::looks_32bit(&b)) {
+                    println!(
+                        "note: this BTF describes a 32-bit target (its structs fit 4-byte pointers); this 64-bit kernel \
+                         measures pointers as 8 bytes, so it refuses every struct holding one. Load it on a 32-bit kernel."
+                    );
+                }
+            }
             Ok(EXIT_NO)
         }
         Verdict::CannotAsk(why) => {
