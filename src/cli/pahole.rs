@@ -158,7 +158,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         output: detached,
         base,
         dedup: !no_dedup,
-        funcs: !no_funcs,
         opts: Options {
             features,
             lang,
