@@ -1068,6 +1068,37 @@ mod tests {
         assert_eq!((out.funcs.params(0), out.funcs.params(1)), (&[p][..], &[p][..]));
     }
 
+    /// Facts of a concrete parameter reach its abstract origin before any
+    /// flags are computed; a struct parameter (through a typedef) exempts a
+    /// function from the register rule; no location means optimized.
+    #[test]
+    fn recording_time_flags() {
+        use crate::funcs::flags::{OPTIMIZED_PARMS, UNEXPECTED_REG};
+        use crate::funcs::record::fact::{HAS_LOC, UNEXPECTED_REG as F_UNEXPECTED};
+        let mut c = cu();
+        int(&mut c, 0x5, b"int", 4, 5);
+        add(&mut c, slot(gimli::DW_TAG_structure_type, 0x6, b"S", NONE, 8));
+        add(&mut c, slot(gimli::DW_TAG_typedef, 0x7, b"T", 0x6, 0));
+        let typed = |uoff, name, ty, facts| crate::dwarf::FParam { uoff, name, ty, has_type: true, origin: NONE, facts };
+        let mut concrete_p = fparam(0x21, b"", 0x11);
+        concrete_p.facts = HAS_LOC | F_UNEXPECTED;
+        c.fparams = vec![
+            typed(0x11, b"a", 0x5, HAS_LOC),
+            concrete_p,
+            typed(0x31, b"s", 0x7, HAS_LOC | F_UNEXPECTED),
+            typed(0x41, b"x", 0x5, 0),
+        ];
+        let mut concrete = func(0x20, b"", 1, 1);
+        concrete.origin = 0x10;
+        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"h", 3, 1)];
+        let mut e = elf(btf::Endian::Little);
+        e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let out = encode_cu(&ctx, &c).unwrap();
+        let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
+        assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);
+    }
+
     #[test]
     fn variable_names() {
         assert!(valid_var_name(b"per_cpu.x_1"));
