@@ -37,7 +37,9 @@ fn encode_and_pahole_write_the_final_btf() {
     const BARE_SHA: &str = "b16241de737982111a6fbde2b43dbd74384fb9dfe231603256469a32123f6585";
     let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
     assert!(
-        manifest.lines().any(|l| l.starts_with("fixture/multi_types.gcc-O2.ld-r/bare\t") && l.contains(BARE_SHA)),
+        manifest
+            .lines()
+            .any(|l| l.starts_with("fixture/multi_types.gcc-O2.ld-r/bare\t") && l.contains(BARE_SHA)),
         "the corpus no longer lists this sha for the sample's bare profile"
     );
     let dir = scratch("cli-final");
@@ -51,7 +53,10 @@ fn encode_and_pahole_write_the_final_btf() {
     let r = run(&["pahole", "-J", &format!("--btf_encode_detached={}", s(&b)), &sample]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     for f in [&a, &b] {
-        let sha: String = sha2::Sha256::digest(std::fs::read(f).unwrap()).iter().map(|x| format!("{x:02x}")).collect();
+        let sha: String = sha2::Sha256::digest(std::fs::read(f).unwrap())
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect();
         assert_eq!(sha, BARE_SHA, "{}", f.display());
     }
     let _ = std::fs::remove_dir_all(&dir);

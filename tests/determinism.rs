@@ -32,7 +32,10 @@ fn same_bytes_at_any_jobs(name: &str, input: &str, base: Option<&str>) {
         let one = encode_at(input, base, "1", stage, &dir);
         assert!(one.len() > 1000);
         for j in ["2", "8"] {
-            assert!(one == encode_at(input, base, j, stage, &dir), "{stage:?}: -j{j} differs from -j1");
+            assert!(
+                one == encode_at(input, base, j, stage, &dir),
+                "{stage:?}: -j{j} differs from -j1"
+            );
         }
     }
 }
@@ -69,7 +72,11 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
         let mut cmd = btfkit();
         cmd.arg("pahole");
         for a in args.split(' ') {
-            let a = if a.starts_with("-j") { j.to_string() } else { a.to_string() };
+            let a = if a.starts_with("-j") {
+                j.to_string()
+            } else {
+                a.to_string()
+            };
             cmd.arg(a.replace("{input}", &input).replace("{output}", &s(&out)));
         }
         let r = cmd.output().unwrap();

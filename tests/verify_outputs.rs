@@ -89,7 +89,13 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
         .skip(1)
         .map(|l| l.split('\t').collect::<Vec<_>>())
         .filter(|f| f[1] == "nofuncs")
-        .map(|f| Row { case: f[0], input: f[2], base: f[4], args: f[5], expected: f[6] })
+        .map(|f| Row {
+            case: f[0],
+            input: f[2],
+            base: f[4],
+            args: f[5],
+            expected: f[6],
+        })
         .collect();
     let checked = verify_rows("verify-nofuncs", &rows, &["--no-dedup", "--no-funcs"]);
     assert!(checked > 250, "only {checked} outputs verified");
@@ -104,7 +110,13 @@ fn final_outputs_pass_the_kernel_verifier() {
         .skip(1)
         .map(|l| l.split('\t').collect::<Vec<_>>())
         .filter(|f| f[3] == "detached" && f[6] != "-")
-        .map(|f| Row { case: f[0], input: f[1], base: f[4], args: f[5], expected: f[6] })
+        .map(|f| Row {
+            case: f[0],
+            input: f[1],
+            base: f[4],
+            args: f[5],
+            expected: f[6],
+        })
         .collect();
     let checked = verify_rows("verify-final", &rows, &[]);
     assert!(checked > 250, "only {checked} outputs verified");

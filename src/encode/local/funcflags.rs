@@ -19,7 +19,10 @@ fn is_agg(t: gimli::DwTag) -> bool {
 }
 
 fn is_struct_tag(t: gimli::DwTag) -> bool {
-    matches!(t, dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_interface_type)
+    matches!(
+        t,
+        dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_interface_type
+    )
 }
 
 /// Per-CU state of the flag computation.
@@ -81,9 +84,13 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             false
         };
         let range = fun.params as usize..(fun.params + fun.nparams) as usize;
-        let mut out =
-            record::function_flags(range.map(|i| self.facts[i]), || params.iter().any(|&(_, ty)| is_struct(ty)));
-        let named_struct = |ty: u32| cu.slot(cu.core(ty)).is_some_and(|x| is_struct_tag(x.tag) && !x.name.is_empty());
+        let mut out = record::function_flags(range.map(|i| self.facts[i]), || {
+            params.iter().any(|&(_, ty)| is_struct(ty))
+        });
+        let named_struct = |ty: u32| {
+            cu.slot(cu.core(ty))
+                .is_some_and(|x| is_struct_tag(x.tag) && !x.name.is_empty())
+        };
         let nregs = self.regs.count();
         if params.len() >= nregs && params[nregs..].iter().any(|&(_, ty)| named_struct(ty)) {
             let enc = self.enc;
@@ -140,8 +147,11 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
             let core = cu.core(m.ty);
             let stripped = enc.strip(core);
             let bits = m.bit_size.unwrap_or(0);
-            let byte_size =
-                if bits == 0 { enc.size_of(core, 0) } else { m.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0)) };
+            let byte_size = if bits == 0 {
+                enc.size_of(core, 0)
+            } else {
+                m.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
+            };
             let raw = RawMember {
                 data_bit_offset: m.data_bit_offset,
                 data_member_location: m.loc,
@@ -150,7 +160,10 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
                 byte_size,
                 in_union,
             };
-            let strct = cu.slot(stripped).filter(|x| is_struct_tag(x.tag)).map(|_| agg_of[stripped as usize]);
+            let strct = cu
+                .slot(stripped)
+                .filter(|x| is_struct_tag(x.tag))
+                .map(|_| agg_of[stripped as usize]);
             ms.push(MemberLayout::normalize(&raw, little, align_of(stripped), strct));
         }
         l.push(is_struct_tag(sl.tag), sl.size as u32, &ms);
