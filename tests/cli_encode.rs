@@ -137,3 +137,27 @@ fn cu_exclude_skips_cus_by_name_prefix() {
     assert_eq!(r.status.code(), Some(2));
     assert!(!out.exists());
 }
+
+/// `pahole -J` without a detached file writes `.BTF` into the input itself:
+/// the same bytes as the detached output, the file's mode kept.
+#[test]
+fn pahole_without_detached_writes_btf_into_the_elf() {
+    use object::{Object, ObjectSection};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("cli-inplace");
+    let elf = dir.join("m.o");
+    std::fs::copy(crate_dir().join("data/multi_types.gcc-O2.ld-r.o"), &elf).unwrap();
+    std::fs::set_permissions(&elf, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let det = dir.join("d.btf");
+    let r = run(&["pahole", "-J", &format!("--btf_encode_detached={}", s(&det)), &s(&elf)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = run(&["pahole", "-J", &s(&elf)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let data = std::fs::read(&elf).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let sec = obj.section_by_name(".BTF").expect("no .BTF section");
+    assert_eq!(sec.data().unwrap(), std::fs::read(&det).unwrap().as_slice());
+    assert!(obj.section_by_name(".BTF.base").is_none(), "no base: nothing to distill");
+    assert_eq!(std::fs::metadata(&elf).unwrap().permissions().mode() & 0o777, 0o750);
+    let _ = std::fs::remove_dir_all(&dir);
+}

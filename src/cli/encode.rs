@@ -52,6 +52,9 @@ pub fn default_jobs() -> usize {
 pub struct Plan {
     pub input: PathBuf,
     pub output: Option<PathBuf>,
+    /// Write `.BTF` (and, with `distilled_base` over a base, `.BTF.base`)
+    /// into the input file itself, as `pahole -J` without a detached file.
+    pub in_place: bool,
     pub base: Option<PathBuf>,
     pub dedup: bool,
     pub opts: Options,
@@ -71,7 +74,10 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
     let out_btf = if plan.dedup {
-        let o = dedup::Options { strings: dedup::StringMode::Keep, ..Default::default() };
+        let o = dedup::Options {
+            strings: dedup::StringMode::Keep,
+            ..Default::default()
+        };
         dedup::dedup(&enc.btf, &o).with_context(|| format!("{}: dedup failed", plan.input.display()))?
     } else {
         enc.btf
@@ -79,6 +85,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
         btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&out_btf, w))?;
+    }
+    if plan.in_place {
+        write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
     }
     if plan.print_summary {
         let s = &enc.summary;
@@ -103,6 +112,32 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// Replaces or adds the BTF sections of `input` (a new file renamed over it).
+/// Split BTF under `distilled_base` is distilled first: `.BTF` holds the new
+/// split part, `.BTF.base` the distilled base.
+fn write_in_place(input: &std::path::Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
+    let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
+        let (base, split) =
+            btf::distill::distill(out).with_context(|| format!("{}: distilling the base BTF", input.display()))?;
+        (btf::write::to_bytes(&split), Some(btf::write::to_bytes(&base)))
+    } else {
+        (btf::write::to_bytes(out), None)
+    };
+    let perms = std::fs::metadata(input)
+        .with_context(|| format!("{}", input.display()))?
+        .permissions();
+    let data = std::fs::read(input).with_context(|| format!("{}", input.display()))?;
+    let mut secs: Vec<(&str, &[u8])> = vec![(".BTF", &btf_sec)];
+    if let Some(b) = &base_sec {
+        secs.push((".BTF.base", b));
+    }
+    let new = btfkit::elf::write::set_sections(&data, &secs).with_context(|| format!("{}", input.display()))?;
+    btfkit::output::write_atomic(input, &new)?;
+    // The rewritten file keeps the input's mode (an executable vmlinux stays one).
+    std::fs::set_permissions(input, perms).with_context(|| format!("{}", input.display()))?;
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut features = Features::default();
     for f in &a.btf_features {
@@ -124,6 +159,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let plan = Plan {
         input,
         output: a.output.clone(),
+        in_place: false,
         base: a.base,
         dedup: !a.no_dedup,
         opts: Options {
