@@ -31,8 +31,6 @@ fn expect_failure(name: &str, bytes: &[u8], must_mention: &[&str]) {
     let out = dir.join("out.btf");
     let r = run(&[
         "pahole",
-        "--no-dedup",
-        "--no-funcs",
         "-J",
         &format!("--btf_encode_detached={}", s(&out)),
         &s(&input),
@@ -157,8 +155,6 @@ fn output_is_never_half_written() {
     let input = corpus_file(FIXTURE);
     let r = run(&[
         "pahole",
-        "--no-dedup",
-        "--no-funcs",
         "-J",
         "--btf_encode_detached=/nonexistent-dir/x.btf",
         &s(&input),

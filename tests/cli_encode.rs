@@ -1,4 +1,4 @@
-//! The encode and pahole front ends: sample run, refusals, flag errors.
+//! The encode and pahole front ends: sample run, final output, flag errors.
 
 mod common;
 
@@ -29,23 +29,37 @@ fn encode_writes_pre_dedup_btf_atomically() {
     assert_eq!(names.len(), 1, "temporary file left behind: {names:?}");
 }
 
+/// `btfkit encode -o` and `btfkit pahole -J` without feature flags run the
+/// whole pipeline (functions, dedup) and write the reference's `bare` bytes.
 #[test]
-fn final_output_is_refused_until_dedup_and_functions_exist() {
-    let dir = scratch("cli-refuse");
-    let out = dir.join("x.btf");
-    let r = run(&["encode", "-o", &s(&out)]);
-    assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("dedup not available yet"));
-    let r = run(&[
-        "pahole",
-        "-J",
-        "--no-dedup",
-        &format!("--btf_encode_detached={}", s(&out)),
-        "data/x.o",
-    ]);
-    assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("function emission not implemented yet"));
-    assert!(!out.exists());
+fn encode_and_pahole_write_the_final_btf() {
+    use sha2::Digest;
+    const BARE_SHA: &str = "b16241de737982111a6fbde2b43dbd74384fb9dfe231603256469a32123f6585";
+    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
+    assert!(
+        manifest
+            .lines()
+            .any(|l| l.starts_with("fixture/multi_types.gcc-O2.ld-r/bare\t") && l.contains(BARE_SHA)),
+        "the corpus no longer lists this sha for the sample's bare profile"
+    );
+    let dir = scratch("cli-final");
+    let sample = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
+    let a = dir.join("a.btf");
+    let b = dir.join("b.btf");
+    let r = run(&["encode", "-o", &s(&a), &sample]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(out.contains("318 types before dedup, 257 after"), "{out}");
+    let r = run(&["pahole", "-J", &format!("--btf_encode_detached={}", s(&b)), &sample]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    for f in [&a, &b] {
+        let sha: String = sha2::Sha256::digest(std::fs::read(f).unwrap())
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect();
+        assert_eq!(sha, BARE_SHA, "{}", f.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -122,4 +136,28 @@ fn cu_exclude_skips_cus_by_name_prefix() {
     ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(!out.exists());
+}
+
+/// `pahole -J` without a detached file writes `.BTF` into the input itself:
+/// the same bytes as the detached output, the file's mode kept.
+#[test]
+fn pahole_without_detached_writes_btf_into_the_elf() {
+    use object::{Object, ObjectSection};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("cli-inplace");
+    let elf = dir.join("m.o");
+    std::fs::copy(crate_dir().join("data/multi_types.gcc-O2.ld-r.o"), &elf).unwrap();
+    std::fs::set_permissions(&elf, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let det = dir.join("d.btf");
+    let r = run(&["pahole", "-J", &format!("--btf_encode_detached={}", s(&det)), &s(&elf)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = run(&["pahole", "-J", &s(&elf)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let data = std::fs::read(&elf).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let sec = obj.section_by_name(".BTF").expect("no .BTF section");
+    assert_eq!(sec.data().unwrap(), std::fs::read(&det).unwrap().as_slice());
+    assert!(obj.section_by_name(".BTF.base").is_none(), "no base: nothing to distill");
+    assert_eq!(std::fs::metadata(&elf).unwrap().permissions().mode() & 0o777, 0o750);
+    let _ = std::fs::remove_dir_all(&dir);
 }

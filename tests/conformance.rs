@@ -1,4 +1,5 @@
-//! Replays the corpus through `btfkit pahole` and fails if a case listed in
+//! Replays the corpus through `btfkit pahole` (final bytes, and pre-dedup with
+//! and without functions) and fails if a case listed in
 //! tests/conformance-floor.tsv is no longer byte-identical to the reference.
 
 mod common;
@@ -8,7 +9,7 @@ use common::*;
 fn replay(extra: &[&str]) {
     let floor = crate_dir().join("tests/conformance-floor.tsv");
     let corpus = corpus_dir();
-    let mut args = vec!["conformance", "--variants", "nofuncs", "--check-floor"];
+    let mut args = vec!["conformance", "--variants", "final,full,nofuncs", "--check-floor"];
     let floor_s = s(&floor);
     args.push(&floor_s);
     let corpus_s = s(&corpus);

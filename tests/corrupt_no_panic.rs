@@ -42,8 +42,6 @@ fn flipped_debug_bytes_give_errors_not_panics() {
         std::fs::write(&input, &d).unwrap();
         let r = run(&[
             "pahole",
-            "--no-dedup",
-            "--no-funcs",
             "-J",
             &format!("--btf_encode_detached={}", s(&out)),
             &s(&input),

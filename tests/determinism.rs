@@ -4,16 +4,17 @@ mod common;
 
 use common::*;
 
-fn encode_at(input: &str, base: Option<&str>, jobs: &str, dir: &std::path::Path) -> Vec<u8> {
+/// The kernel build's features: functions (with kfunc tags), variables, decl
+/// and type tags.
+const KERNEL_FEATURES: &str = "--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build";
+
+/// `btfkit pahole` at `-j{jobs}`: the whole pipeline (functions and dedup)
+/// unless `stage` stops it earlier.
+fn encode_at(input: &str, base: Option<&str>, jobs: &str, stage: &[&str], dir: &std::path::Path) -> Vec<u8> {
     let out = dir.join(format!("out.j{jobs}.btf"));
-    let mut args = vec![
-        "pahole".to_string(),
-        "--no-dedup".into(),
-        "--no-funcs".into(),
-        "-J".into(),
-        format!("-j{jobs}"),
-    ];
-    args.push("--btf_features=+reproducible_build".into());
+    let mut args = vec!["pahole".to_string()];
+    args.extend(stage.iter().map(|a| a.to_string()));
+    args.extend(["-J".into(), format!("-j{jobs}"), KERNEL_FEATURES.into()]);
     if let Some(b) = base {
         args.push(format!("--btf_base={b}"));
     }
@@ -24,47 +25,52 @@ fn encode_at(input: &str, base: Option<&str>, jobs: &str, dir: &std::path::Path)
     std::fs::read(&out).unwrap()
 }
 
+/// Final bytes (functions, dedup) and pre-dedup bytes at -j1, -j2, -j8.
+fn same_bytes_at_any_jobs(name: &str, input: &str, base: Option<&str>) {
+    let dir = scratch(name);
+    for stage in [&[][..], &["--no-dedup"][..]] {
+        let one = encode_at(input, base, "1", stage, &dir);
+        assert!(one.len() > 1000);
+        for j in ["2", "8"] {
+            assert!(
+                one == encode_at(input, base, j, stage, &dir),
+                "{stage:?}: -j{j} differs from -j1"
+            );
+        }
+    }
+}
+
 #[test]
 fn multi_cu_fixture_same_bytes_at_any_jobs() {
-    let dir = scratch("det-fixture");
     let input = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
-    let one = encode_at(&input, None, "1", &dir);
-    assert!(one.len() > 1000);
-    for j in ["2", "8"] {
-        assert!(one == encode_at(&input, None, j, &dir), "-j{j} differs from -j1");
-    }
+    same_bytes_at_any_jobs("det-fixture", &input, None);
 }
 
 #[test]
 fn module_same_bytes_at_any_jobs() {
-    let dir = scratch("det-module");
     let input = s(&corpus_file("kernel/modules/x_tables.ko"));
-    let base = s(&corpus_file("expected/kernel/vmlinux.default.btf"));
-    let one = encode_at(&input, Some(&base), "1", &dir);
-    assert!(one.len() > 1000);
-    for j in ["2", "8"] {
-        assert!(one == encode_at(&input, Some(&base), j, &dir), "-j{j} differs from -j1");
-    }
+    let base = s(&corpus_file("expected/kernel/vmlinux.kernel.btf"));
+    same_bytes_at_any_jobs("det-module", &input, Some(&base));
 }
 
 /// The vmlinux (2,401 CUs, many chunks through the decode/merge pipeline) at
-/// -j1 and -j3 gives the reference's pre-dedup bytes both times.
+/// -j1 and -j3 gives the reference's final bytes (functions, dedup) both times.
 #[test]
 fn vmlinux_same_bytes_at_j1_and_j3() {
     use sha2::Digest;
-    let manifest = std::fs::read_to_string(corpus_dir().join("expected-prededup/manifest.tsv")).unwrap();
+    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
     let row: Vec<&str> = manifest
         .lines()
         .map(|l| l.split('\t').collect::<Vec<_>>())
-        .find(|f| f[0] == "vmlinux/kernel" && f[1] == "nofuncs")
-        .expect("vmlinux nofuncs row");
-    let (input, args, sha) = (row[2], row[5], row[7]);
+        .find(|f| f[0] == "vmlinux/kernel")
+        .expect("vmlinux kernel row");
+    let (input, args, sha) = (row[1], row[5], row[7]);
     let input = s(&corpus_file(input));
     let dir = scratch("det-vmlinux");
     for j in ["-j1", "-j3"] {
         let out = dir.join("out.btf");
         let mut cmd = btfkit();
-        cmd.args(["pahole", "--no-dedup", "--no-funcs"]);
+        cmd.arg("pahole");
         for a in args.split(' ') {
             let a = if a.starts_with("-j") {
                 j.to_string()

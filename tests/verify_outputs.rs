@@ -1,5 +1,5 @@
-//! Every little-endian pre-dedup output within the kernel's size limit is
-//! accepted by the running kernel's BTF verifier (bpf(BPF_BTF_LOAD)), except
+//! Every little-endian output (final, and pre-dedup without functions) within
+//! the kernel's size limit is accepted by the running kernel's BTF verifier (bpf(BPF_BTF_LOAD)), except
 //! the outputs corpus/kernel-rejects.tsv lists (the reference's bytes are
 //! refused too; byte identity comes first). Split outputs are loaded merged
 //! onto their base.
@@ -10,8 +10,19 @@ use std::collections::HashSet;
 
 use common::*;
 
-#[test]
-fn nofuncs_outputs_pass_the_kernel_verifier() {
+/// One output to check: case id, input, base (or "-"), pahole args, the
+/// reference's file (the key of kernel-rejects.tsv).
+struct Row<'a> {
+    case: &'a str,
+    input: &'a str,
+    base: &'a str,
+    args: &'a str,
+    expected: &'a str,
+}
+
+/// Encodes every row with `stage` flags and asks the kernel about the output;
+/// returns how many were verified.
+fn verify_rows(name: &str, rows: &[Row<'_>], stage: &[&str]) -> usize {
     let corpus = corpus_dir();
     let rejects: HashSet<String> = std::fs::read_to_string(corpus.join("kernel-rejects.tsv"))
         .unwrap()
@@ -19,30 +30,24 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
         .skip(1)
         .map(|l| l.split('\t').next().unwrap().to_string())
         .collect();
-    let manifest = std::fs::read_to_string(corpus.join("expected-prededup/manifest.tsv")).unwrap();
-    let dir = scratch("verify");
+    let dir = scratch(name);
     let (mut checked, mut skipped_rejects) = (0, Vec::new());
-    for line in manifest.lines().skip(1) {
-        let f: Vec<&str> = line.split('\t').collect();
-        let (case, variant, input, base, args, expected) = (f[0], f[1], f[2], f[4], f[5], f[6]);
-        if variant != "nofuncs"
-            || input.contains("s390x")
-            || input.contains("powerpc64")
-            || case.starts_with("vmlinux/")
-        {
+    for row in rows {
+        let case = row.case;
+        if row.input.contains("s390x") || row.input.contains("powerpc64") || case.starts_with("vmlinux/") {
             continue;
         }
-        if rejects.contains(expected) {
+        if rejects.contains(row.expected) {
             skipped_rejects.push(case.to_string());
             continue;
         }
-        let input_p = s(&corpus_file(input));
-        let base_p = (base != "-").then(|| s(&corpus_file(base)));
+        let input_p = s(&corpus_file(row.input));
+        let base_p = (row.base != "-").then(|| s(&corpus_file(row.base)));
         let out = dir.join("out.btf");
         let _ = std::fs::remove_file(&out);
         let mut cmd = btfkit();
-        cmd.args(["pahole", "--no-dedup", "--no-funcs"]);
-        for a in args.split(' ') {
+        cmd.arg("pahole").args(stage);
+        for a in row.args.split(' ') {
             cmd.arg(
                 a.replace("{input}", &input_p)
                     .replace("{output}", &s(&out))
@@ -72,6 +77,47 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
         "verified {checked} outputs; skipped {} listed in kernel-rejects.tsv: {skipped_rejects:?}",
         skipped_rejects.len()
     );
-    assert!(checked > 250, "only {checked} outputs verified");
     let _ = std::fs::remove_dir_all(&dir);
+    checked
+}
+
+#[test]
+fn nofuncs_outputs_pass_the_kernel_verifier() {
+    let manifest = std::fs::read_to_string(corpus_dir().join("expected-prededup/manifest.tsv")).unwrap();
+    let rows: Vec<Row> = manifest
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|f| f[1] == "nofuncs")
+        .map(|f| Row {
+            case: f[0],
+            input: f[2],
+            base: f[4],
+            args: f[5],
+            expected: f[6],
+        })
+        .collect();
+    let checked = verify_rows("verify-nofuncs", &rows, &["--no-dedup", "--no-funcs"]);
+    assert!(checked > 250, "only {checked} outputs verified");
+}
+
+/// The final outputs (functions, dedup) of every detached row that has one.
+#[test]
+fn final_outputs_pass_the_kernel_verifier() {
+    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
+    let rows: Vec<Row> = manifest
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|f| f[3] == "detached" && f[6] != "-")
+        .map(|f| Row {
+            case: f[0],
+            input: f[1],
+            base: f[4],
+            args: f[5],
+            expected: f[6],
+        })
+        .collect();
+    let checked = verify_rows("verify-final", &rows, &[]);
+    assert!(checked > 250, "only {checked} outputs verified");
 }

@@ -13,7 +13,8 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz-input.o");
     let Ok(elf) = ElfInfo::load(path, data) else { return };
-    if let Ok(enc) = encode_elf(path, &elf, None, &Options::default()) {
+    let opts = Options { no_funcs: false, ..Options::default() };
+    if let Ok(enc) = encode_elf(path, &elf, data, None, &opts) {
         let bytes = write::to_bytes(&enc.btf);
         read::parse(&bytes).expect("encoder output must be valid BTF");
     }

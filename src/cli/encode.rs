@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use btfkit::btf::{self, Btf};
+use btfkit::dedup;
 use btfkit::encode::{self, Features, LangFilter, Options};
 
 use super::EXIT_OK;
@@ -51,22 +52,16 @@ pub fn default_jobs() -> usize {
 pub struct Plan {
     pub input: PathBuf,
     pub output: Option<PathBuf>,
+    /// Write `.BTF` (and, with `distilled_base` over a base, `.BTF.base`)
+    /// into the input file itself, as `pahole -J` without a detached file.
+    pub in_place: bool,
     pub base: Option<PathBuf>,
     pub dedup: bool,
-    pub funcs: bool,
     pub opts: Options,
     pub print_summary: bool,
 }
 
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
-    // A summary-only run writes nothing, so it may show the pre-dedup,
-    // function-less encoding; a written file must be what was asked for.
-    if plan.dedup && plan.output.is_some() {
-        bail!("dedup not available yet: pass --no-dedup to write the BTF before dedup (dedup lands with src/dedup)");
-    }
-    if plan.funcs && plan.output.is_some() {
-        bail!("function emission not implemented yet: pass --no-funcs (functions are issue 4)");
-    }
     let base: Option<Arc<Btf>> = match &plan.base {
         Some(p) => Some(Arc::new(
             btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?,
@@ -75,19 +70,35 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     let t0 = std::time::Instant::now();
     let enc = encode::encode_file(&plan.input, base, &plan.opts)?;
-    let len = btf::write::raw_len(&enc.btf);
+    let pre_dedup_types = enc.btf.own_type_count();
+    // The encoder's string section is kept as built (pahole's libbpf dedups
+    // BTF it built itself, whose strings are already unique).
+    let out_btf = if plan.dedup {
+        let o = dedup::Options {
+            strings: dedup::StringMode::Keep,
+            ..Default::default()
+        };
+        dedup::dedup(&enc.btf, &o).with_context(|| format!("{}: dedup failed", plan.input.display()))?
+    } else {
+        enc.btf
+    };
+    let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
-        btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&enc.btf, w))?;
+        btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&out_btf, w))?;
+    }
+    if plan.in_place {
+        write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
     }
     if plan.print_summary {
         let s = &enc.summary;
         println!(
-            "{}: {} CUs ({} encoded), {} types before dedup and without functions, {} string bytes, {} variables, {} function states recorded, {} bytes of BTF{} in {:.3}s",
+            "{}: {} CUs ({} encoded), {} types before dedup, {} after, {} string bytes, {} variables, {} function states recorded, {} bytes of BTF{} in {:.3}s",
             plan.input.display(),
             s.cus,
             s.cus_encoded,
-            enc.btf.own_type_count(),
-            enc.btf.raw_strings().len(),
+            pre_dedup_types,
+            out_btf.own_type_count(),
+            out_btf.raw_strings().len(),
             s.vars,
             s.func_states,
             len,
@@ -99,6 +110,32 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         );
     }
     Ok(EXIT_OK)
+}
+
+/// Replaces or adds the BTF sections of `input` (a new file renamed over it).
+/// Split BTF under `distilled_base` is distilled first: `.BTF` holds the new
+/// split part, `.BTF.base` the distilled base.
+fn write_in_place(input: &std::path::Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
+    let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
+        let (base, split) =
+            btf::distill::distill(out).with_context(|| format!("{}: distilling the base BTF", input.display()))?;
+        (btf::write::to_bytes(&split), Some(btf::write::to_bytes(&base)))
+    } else {
+        (btf::write::to_bytes(out), None)
+    };
+    let perms = std::fs::metadata(input)
+        .with_context(|| format!("{}", input.display()))?
+        .permissions();
+    let data = std::fs::read(input).with_context(|| format!("{}", input.display()))?;
+    let mut secs: Vec<(&str, &[u8])> = vec![(".BTF", &btf_sec)];
+    if let Some(b) = &base_sec {
+        secs.push((".BTF.base", b));
+    }
+    let new = btfkit::elf::write::set_sections(&data, &secs).with_context(|| format!("{}", input.display()))?;
+    btfkit::output::write_atomic(input, &new)?;
+    // The rewritten file keeps the input's mode (an executable vmlinux stays one).
+    std::fs::set_permissions(input, perms).with_context(|| format!("{}", input.display()))?;
+    Ok(())
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
@@ -122,9 +159,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let plan = Plan {
         input,
         output: a.output.clone(),
+        in_place: false,
         base: a.base,
         dedup: !a.no_dedup,
-        funcs: !a.no_funcs,
         opts: Options {
             features,
             lang,

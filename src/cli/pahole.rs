@@ -142,9 +142,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         [] => bail!("no input file"),
         _ => bail!("several input files are not supported (the reference's multi-file mode is not implemented)"),
     };
-    if detached.is_none() {
-        bail!("writing .BTF into the ELF file (-J without --btf_encode_detached) is not implemented yet");
-    }
     let lang = match (lang_only, lang_exclude) {
         (Some(l), _) => LangFilter::Only(l),
         (None, Some(l)) => LangFilter::Exclude(l),
@@ -155,10 +152,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     execute(Plan {
         input,
+        in_place: detached.is_none(),
         output: detached,
         base,
         dedup: !no_dedup,
-        funcs: !no_funcs,
         opts: Options {
             features,
             lang,

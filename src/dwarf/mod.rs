@@ -117,6 +117,8 @@ pub struct FParam<'a> {
     pub ty: u32,
     pub has_type: bool,
     pub origin: u32,
+    /// Location facts (`funcs::record::param_facts`), for register parameters.
+    pub facts: u8,
 }
 
 /// A DW_TAG_subprogram, in the reference's functions-table order (nested
@@ -211,6 +213,8 @@ impl<'a> Cu<'a> {
 pub struct DecodeOpts {
     pub type_tag: bool,
     pub decl_tag: bool,
+    /// The ABI's register parameters (location analysis of parameters).
+    pub regs: crate::funcs::loc::RegParams,
 }
 
 /// Builds the gimli view of the sections.
@@ -410,6 +414,17 @@ impl<'a, 'd> Decoder<'a, 'd> {
             Some(v) => self.dwarf.attr_string(unit, *v).map(|r| r.slice()).unwrap_or(b""),
             None => b"",
         }
+    }
+
+    /// Location facts of the `index`-th formal parameter (only the ABI's
+    /// register parameters are analysed).
+    fn param_facts(&self, unit: &gimli::Unit<R<'a>>, index: usize, attrs: &Attrs<'a>) -> u8 {
+        let expected = self.opts.regs.expected(index);
+        let actual = match (expected, &attrs.location) {
+            (Some(e), Some(v)) => Some(crate::funcs::loc::loc_reg_in_unit(self.dwarf, unit, v, e)),
+            _ => None,
+        };
+        crate::funcs::record::param_facts(expected, actual, attrs.const_value.is_some())
     }
 
     /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.
@@ -690,12 +705,14 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             let f = stack.last_mut().unwrap();
                             let comp = f.counter;
                             f.counter += 1;
+                            let facts = self.param_facts(&unit, comp as usize, &attrs);
                             s_fparams.push(FParam {
                                 uoff,
                                 name: attrs.name,
                                 ty,
                                 has_type: attrs.ty != ABSENT,
                                 origin: uref(&attrs.origin).map_err(bad_ref)?,
+                                facts,
                             });
                             ctx = Ctx::FParam;
                             if abbrev.has_children() {
@@ -1262,6 +1279,7 @@ mod tests {
             opts: DecodeOpts {
                 type_tag: true,
                 decl_tag: true,
+                regs: crate::funcs::loc::RegParams::for_machine(0),
             },
             endian: RunTimeEndian::Little,
         };

@@ -12,6 +12,7 @@ use std::path::Path;
 use object::read::elf::{ElfFile, FileHeader, SectionHeader, Sym};
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationKind, RelocationTarget};
 
+use super::functab::{FuncTable, func_key};
 use crate::btf::Endian;
 use crate::error::{Error, Result};
 
@@ -48,94 +49,6 @@ pub struct SectionInfo<'a> {
     pub size: u64,
     pub sh_type: u32,
     pub flags: u64,
-}
-
-/// One function name of the ELF function table: the part of the symbol name
-/// before the first `.`, with every symbol that has it.
-#[derive(Clone, Debug)]
-pub struct FuncEntry<'a> {
-    pub key: &'a [u8],
-    /// Range in `FuncTable::syms`.
-    pub first: u32,
-    pub count: u32,
-    pub ambiguous: bool,
-}
-
-/// The ELF function table, sorted by key (bytewise), built once.
-#[derive(Default, Debug)]
-pub struct FuncTable<'a> {
-    pub entries: Vec<FuncEntry<'a>>,
-    /// (full symbol name, address) per symbol, grouped by entry.
-    pub syms: Vec<(&'a [u8], u64)>,
-    /// Key → entry index (every subprogram of every CU is looked up).
-    index: hashbrown::HashMap<&'a [u8], u32>,
-}
-
-impl<'a> FuncTable<'a> {
-    /// Builds the table from STT_FUNC symbols in symbol-table order.
-    pub fn build(mut recs: Vec<(&'a [u8], &'a [u8], u64)>) -> FuncTable<'a> {
-        // Stable: equal keys keep symbol-table order.
-        recs.sort_by(|a, b| a.0.cmp(b.0));
-        let mut t = FuncTable::default();
-        let mut i = 0;
-        while i < recs.len() {
-            let key = recs[i].0;
-            let first = t.syms.len() as u32;
-            while i < recs.len() && recs[i].0 == key {
-                t.syms.push((recs[i].1, recs[i].2));
-                i += 1;
-            }
-            t.entries.push(FuncEntry {
-                key,
-                first,
-                count: t.syms.len() as u32 - first,
-                ambiguous: false,
-            });
-        }
-        t.index = t.entries.iter().enumerate().map(|(i, e)| (e.key, i as u32)).collect();
-        // The reference never marks the last entry; address 0 counts as unset.
-        let n = t.entries.len();
-        for e in t.entries.iter_mut().take(n.saturating_sub(1)) {
-            let mut r = 0u64;
-            for &(_, a) in &t.syms[e.first as usize..(e.first + e.count) as usize] {
-                if r != 0 && a != r {
-                    e.ambiguous = true;
-                    break;
-                }
-                r = a;
-            }
-        }
-        t
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The entry whose key is exactly `name`.
-    pub fn lookup(&self, name: &[u8]) -> Option<u32> {
-        self.index.get(name).copied()
-    }
-}
-
-/// The key of a function symbol, or `None` if the symbol is dropped (a
-/// `.cold` or `.part` anywhere after the first dot).
-pub fn func_key(name: &[u8]) -> Option<&[u8]> {
-    match name.iter().position(|&b| b == b'.') {
-        None => Some(name),
-        Some(dot) => {
-            let tail = &name[dot..];
-            if contains(tail, b".cold") || contains(tail, b".part") {
-                None
-            } else {
-                Some(&name[..dot])
-            }
-        }
-    }
-}
-
-fn contains(h: &[u8], n: &[u8]) -> bool {
-    h.windows(n.len()).any(|w| w == n)
 }
 
 /// The ELF facts the encoder uses.

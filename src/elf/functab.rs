@@ -2,10 +2,8 @@
 //! `STT_FUNC` symbol of `.symtab`, keyed by the part of its name before the
 //! first `.`, sorted by key, equal keys merged into one entry.
 //!
-//! Mirrors the `FuncTable` of the `encode` branch (`src/elf/debug.rs`), field
-//! for field, so the function phase can use either; on merge only one of the
-//! two definitions should stay (this file adds `from_elf` for callers that
-//! only need the table, e.g. the kfunc tests).
+//! The encoder builds it from the symbols it reads anyway (`elf::debug`);
+//! `from_elf` serves callers that only need the table (e.g. the kfunc tests).
 //!
 //! Built once, immutable afterwards: decode workers share it without locks.
 

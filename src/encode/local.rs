@@ -13,6 +13,9 @@ use super::lang::DW_LANG_RUST;
 use crate::btf::{self, Kind, make_info};
 use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot, nm};
 use crate::elf::debug::ElfInfo;
+use crate::funcs::FuncStates;
+
+mod funcflags;
 
 pub struct Ctx<'e, 'a> {
     pub features: Features,
@@ -29,55 +32,6 @@ pub struct VarOut {
     pub section: u32,
     pub offset: u32,
     pub size: u32,
-}
-
-/// A recorded function (the reference's saved state, as far as this phase
-/// builds it). Parameters and annotations live in the flat columns of the
-/// owning `FuncStates`.
-#[derive(Clone, Debug)]
-pub struct FuncState<'a> {
-    pub name: &'a [u8],
-    /// Index in the ELF function table.
-    pub entry: u32,
-    /// Return type id (final once merged).
-    pub ret: u32,
-    /// Range in `FuncStates::params`; varargs is a final (0, 0).
-    pub params: u32,
-    pub nparams: u32,
-    /// Range in `FuncStates::annots`.
-    pub annots: u32,
-    pub nannots: u32,
-}
-
-/// Saved function states, flat: per CU before the merge (CU-local ids and
-/// string indices), run-wide after it (BTF ids and string offsets), in CU
-/// order and, within a CU, the reference's functions-table order.
-#[derive(Clone, Debug, Default)]
-pub struct FuncStates<'a> {
-    pub funcs: Vec<FuncState<'a>>,
-    /// (name string, type id) per parameter.
-    pub params: Vec<(u32, u32)>,
-    /// (value string, component index) per annotation.
-    pub annots: Vec<(u32, i32)>,
-}
-
-impl<'a> FuncStates<'a> {
-    /// Appends a CU's states, turning its local ids and strings into final ones.
-    pub(super) fn append_relocated(&mut self, cu: &FuncStates<'a>, off: u32, map: &[u32]) {
-        let (p0, a0) = (self.params.len() as u32, self.annots.len() as u32);
-        self.params.extend(
-            cu.params
-                .iter()
-                .map(|&(n, t)| (map[n as usize], if t != 0 { t + off } else { 0 })),
-        );
-        self.annots.extend(cu.annots.iter().map(|&(n, c)| (map[n as usize], c)));
-        self.funcs.extend(cu.funcs.iter().map(|f| FuncState {
-            ret: if f.ret != 0 { f.ret + off } else { 0 },
-            params: f.params + p0,
-            annots: f.annots + a0,
-            ..f.clone()
-        }));
-    }
 }
 
 /// One CU's records, ready for the in-order merge.
@@ -100,7 +54,8 @@ pub struct CuOut<'a> {
     /// Slots including slot 0.
     pub nslots: u32,
     pub vars: Vec<VarOut>,
-    pub funcs: FuncStates<'a>,
+    /// Saved function states with CU-local ids (core ids, local string indices).
+    pub funcs: FuncStates,
 }
 
 struct Out<'a> {
@@ -611,6 +566,8 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
             .ok()
             .map(|i| &cu.funcs[funcs_by_off[i].1 as usize])
     };
+    let enc = Enc { ctx, cu };
+    let mut flags = funcflags::FuncFlags::new(&enc, &by_off);
     let mut params: Vec<(&'a [u8], u32)> = Vec::new();
     for fun in &cu.funcs {
         if fun.declaration {
@@ -652,31 +609,21 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
         } else {
             func(fun.origin).map(|f| f.ty).unwrap_or(NONE)
         };
-        let p0 = o.o.funcs.params.len() as u32;
-        let a0 = o.o.funcs.annots.len() as u32;
+        let fl = flags.flags(fun, &params);
+        o.o.funcs.push(entry, btf::TypeId(cu.core(ret_off)), fl);
         for &(pn, ty) in &params {
             let n = o.s(pn);
-            o.o.funcs.params.push((n, cu.core(ty)));
+            o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(cu.core(ty)));
         }
         if fun.varargs {
-            o.o.funcs.params.push((0, 0));
+            o.o.funcs.push_varargs();
         }
         if ctx.features.decl_tag {
             for a in &cu.annots[fun.annots as usize..(fun.annots + fun.nannots) as usize] {
                 let n = o.s(a.value);
-                o.o.funcs.annots.push((n, a.component));
+                o.o.funcs.push_annot(btf::StrOff(n), a.component);
             }
         }
-        let st = FuncState {
-            name,
-            entry,
-            ret: cu.core(ret_off),
-            params: p0,
-            nparams: o.o.funcs.params.len() as u32 - p0,
-            annots: a0,
-            nannots: o.o.funcs.annots.len() as u32 - a0,
-        };
-        o.o.funcs.funcs.push(st);
     }
 }
 
@@ -791,7 +738,8 @@ pub const VAR_REF_MARKER: u32 = u32::MAX;
 mod tests {
     use super::*;
     use crate::dwarf::{Enumerator, Member, UnitKind};
-    use crate::elf::debug::{DebugSections, FuncTable};
+    use crate::elf::debug::DebugSections;
+    use crate::elf::functab::FuncTable;
 
     fn elf(endian: btf::Endian) -> ElfInfo<'static> {
         ElfInfo {
@@ -1079,6 +1027,7 @@ mod tests {
             ty: NONE,
             has_type: origin == NONE,
             origin,
+            facts: 0,
         }
     }
 
@@ -1112,11 +1061,44 @@ mod tests {
             str_cache: &[],
         };
         let out = encode_cu(&ctx, &c).unwrap();
-        let names: Vec<&[u8]> = out.funcs.funcs.iter().map(|f| f.name).collect();
-        assert_eq!(names, [&b"f"[..], b"f"]);
-        // Both instances intern the same name once; nothing else is interned.
+        // Both instances of `f` (entry 0 of the table) are saved.
+        assert_eq!(out.funcs.len(), 2);
+        assert_eq!((out.funcs.entry(0), out.funcs.entry(1)), (0, 0));
+        // Both intern the parameter name once; nothing else is interned.
         assert_eq!(out.strs, vec![&b"abs_a"[..]]);
-        assert_eq!(out.funcs.params, vec![(1, 0), (1, 0)]);
+        let p = crate::funcs::Param { name: btf::StrOff(1), ty: btf::TypeId(0) };
+        assert_eq!((out.funcs.params(0), out.funcs.params(1)), (&[p][..], &[p][..]));
+    }
+
+    /// Facts of a concrete parameter reach its abstract origin before any
+    /// flags are computed; a struct parameter (through a typedef) exempts a
+    /// function from the register rule; no location means optimized.
+    #[test]
+    fn recording_time_flags() {
+        use crate::funcs::flags::{OPTIMIZED_PARMS, UNEXPECTED_REG};
+        use crate::funcs::record::fact::{HAS_LOC, UNEXPECTED_REG as F_UNEXPECTED};
+        let mut c = cu();
+        int(&mut c, 0x5, b"int", 4, 5);
+        add(&mut c, slot(gimli::DW_TAG_structure_type, 0x6, b"S", NONE, 8));
+        add(&mut c, slot(gimli::DW_TAG_typedef, 0x7, b"T", 0x6, 0));
+        let typed = |uoff, name, ty, facts| crate::dwarf::FParam { uoff, name, ty, has_type: true, origin: NONE, facts };
+        let mut concrete_p = fparam(0x21, b"", 0x11);
+        concrete_p.facts = HAS_LOC | F_UNEXPECTED;
+        c.fparams = vec![
+            typed(0x11, b"a", 0x5, HAS_LOC),
+            concrete_p,
+            typed(0x31, b"s", 0x7, HAS_LOC | F_UNEXPECTED),
+            typed(0x41, b"x", 0x5, 0),
+        ];
+        let mut concrete = func(0x20, b"", 1, 1);
+        concrete.origin = 0x10;
+        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"h", 3, 1)];
+        let mut e = elf(btf::Endian::Little);
+        e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let out = encode_cu(&ctx, &c).unwrap();
+        let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
+        assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);
     }
 
     #[test]

@@ -29,7 +29,9 @@ use crate::elf::debug::ElfInfo;
 
 pub use features::Features;
 pub use lang::LangFilter;
-pub use local::{CuOut, FuncState, FuncStates};
+pub use local::CuOut;
+
+use crate::funcs::FuncStates;
 
 #[derive(Debug, Error)]
 pub enum EncodeError {
@@ -82,7 +84,7 @@ pub struct Summary {
 }
 
 /// Run-wide merge state.
-struct Merger<'a, 'c> {
+struct Merger<'c> {
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -97,10 +99,10 @@ struct Merger<'a, 'c> {
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (the function phase emits them).
-    pub funcs: FuncStates<'a>,
+    pub funcs: FuncStates,
 }
 
-impl<'a> Merger<'a, '_> {
+impl Merger<'_> {
     fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
@@ -118,7 +120,7 @@ impl<'a> Merger<'a, '_> {
         self.btf.push_words(&self.scratch)
     }
 
-    fn intern_range(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
+    fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
         for i in from..to {
             let known = out.strs_known[i];
             if known != 0 {
@@ -143,7 +145,7 @@ impl<'a> Merger<'a, '_> {
         }
     }
 
-    fn merge(&mut self, mut out: CuOut<'a>) {
+    fn merge<'a>(&mut self, mut out: CuOut<'a>) {
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
         let mut candidate = 0;
@@ -224,8 +226,29 @@ impl<'a> Merger<'a, '_> {
                 vars.next();
             }
         }
-        self.funcs.append_relocated(&out.funcs, off, &self.map);
-        self.summary.func_states = self.funcs.funcs.len();
+        let map = &self.map;
+        self.funcs.extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
+        self.summary.func_states = self.funcs.len();
+    }
+
+    /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
+    /// tags), before the DATASECs, as in the reference.
+    fn emit_funcs(&mut self, elf: &ElfInfo<'_>, data: &[u8], f: &Features) -> Result<(), crate::funcs::FuncsError> {
+        let marks = if f.decl_tag_kfuncs {
+            crate::funcs::KfuncMarks::from_elf(data, &elf.funcs)?
+        } else {
+            crate::funcs::KfuncMarks::none(elf.funcs.len())
+        };
+        let eo = crate::funcs::EmitOptions {
+            consistent_func: f.consistent_func,
+            decl_tag: f.decl_tag,
+            decl_tag_kfuncs: f.decl_tag_kfuncs,
+            attributes: f.attributes,
+        };
+        crate::funcs::emit_funcs(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo)?;
+        // The states are spent; their memory is not needed for the DATASECs or dedup.
+        self.funcs = FuncStates::default();
+        Ok(())
     }
 
     fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
@@ -268,14 +291,13 @@ pub struct Encoded {
 }
 
 /// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
-/// BTF over `base`. Function emission is not part of this phase: with
-/// `opts.no_funcs == false` the caller must refuse (see the CLI).
+/// BTF over `base`, functions included unless `opts.no_funcs`.
 pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
     let mut elf = ElfInfo::load(path, input.bytes())?;
     // `Input` maps the file read-only.
     elf.file_mapped = true;
-    encode_elf(path, &elf, base, opts)
+    encode_elf(path, &elf, input.bytes(), base, opts)
 }
 
 /// CUs handed to the workers at once: the window of decoded-but-not-merged
@@ -288,9 +310,12 @@ fn chunk_max_cus(jobs: usize) -> usize {
     (16 * jobs).max(4)
 }
 
+/// `data` is the whole file `elf` was loaded from (`.BTF_ids` is read from
+/// it for the kfunc marks).
 pub fn encode_elf(
     path: &Path,
     elf: &ElfInfo<'_>,
+    data: &[u8],
     base: Option<Arc<Btf>>,
     opts: &Options,
 ) -> Result<Encoded, EncodeError> {
@@ -329,6 +354,7 @@ pub fn encode_elf(
         opts: dwarf::DecodeOpts {
             type_tag: opts.features.type_tag,
             decl_tag: opts.features.decl_tag,
+            regs: crate::funcs::loc::RegParams::for_machine(elf.machine),
         },
         endian,
     };
@@ -459,9 +485,9 @@ pub fn encode_elf(
             msg: "nothing to encode: no compile unit is left after the language filters".into(),
         });
     }
-    // The function phase (sort and combine `m.funcs`, append FUNC_PROTO/FUNC
-    // and their tags) goes here: after every CU, before the DATASECs. Until it
-    // exists the CLI refuses to write output without --no-funcs.
+    if !opts.no_funcs {
+        m.emit_funcs(elf, data, &opts.features).map_err(|e| input_err(e.to_string()))?;
+    }
     m.finish_datasecs(elf);
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
@@ -471,7 +497,7 @@ pub fn encode_elf(
 mod tests {
     use super::*;
 
-    fn merger() -> Merger<'static, 'static> {
+    fn merger() -> Merger<'static> {
         Merger {
             btf: Btf::new(btf::Endian::Little),
             has_index: false,

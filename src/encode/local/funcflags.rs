@@ -1,0 +1,172 @@
+//! Recording-time flags of a saved function state (encoding-funcs-vars.md §3):
+//! the register rule over the parameters' location facts and the
+//! packed-struct rule, computed per CU with the `funcs` module's rules.
+
+use gimli::constants as dw;
+
+use super::Enc;
+use crate::btf;
+use crate::dwarf::{Func, NONE};
+use crate::funcs::loc::RegParams;
+use crate::funcs::packed::{Align, Layouts, MemberLayout, PackedCache, RawMember};
+use crate::funcs::{flags, packed, record};
+
+fn is_agg(t: gimli::DwTag) -> bool {
+    matches!(
+        t,
+        dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_interface_type | dw::DW_TAG_union_type
+    )
+}
+
+fn is_struct_tag(t: gimli::DwTag) -> bool {
+    matches!(
+        t,
+        dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_interface_type
+    )
+}
+
+/// Per-CU state of the flag computation.
+pub(super) struct FuncFlags<'c, 'e, 'a> {
+    enc: &'c Enc<'c, 'e, 'a>,
+    /// Location facts per formal parameter of the CU, already shared with
+    /// abstract origins.
+    facts: Vec<u8>,
+    regs: RegParams,
+    /// The CU's aggregate layouts and slot → aggregate id, built on first need.
+    layouts: Option<(Layouts, Vec<u32>)>,
+    /// Packed verdicts persist over the CU (the reference caches them per
+    /// struct, side effects included).
+    verdicts: PackedCache,
+}
+
+impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
+    /// `by_off`: (unit offset, index) of the CU's formal parameters, sorted.
+    /// All of the CU's propagation to abstract origins happens before any
+    /// function's flags are computed, as in the reference.
+    pub(super) fn new(enc: &'c Enc<'c, 'e, 'a>, by_off: &[(u32, u32)]) -> Self {
+        let cu = enc.cu;
+        let mut facts: Vec<u8> = cu.fparams.iter().map(|p| p.facts).collect();
+        for fun in &cu.funcs {
+            for i in fun.params as usize..(fun.params + fun.nparams) as usize {
+                let p = &cu.fparams[i];
+                if !p.has_type
+                    && p.origin != NONE
+                    && let Ok(j) = by_off.binary_search_by_key(&p.origin, |e| e.0)
+                {
+                    record::propagate(&mut facts, i, by_off[j].1 as usize);
+                }
+            }
+        }
+        FuncFlags {
+            enc,
+            facts,
+            regs: RegParams::for_machine(enc.ctx.elf.machine),
+            layouts: None,
+            verdicts: PackedCache::default(),
+        }
+    }
+
+    /// The flags of `fun`, whose resolved parameters are `params` (name, DWARF
+    /// type reference).
+    pub(super) fn flags(&mut self, fun: &Func<'a>, params: &[(&'a [u8], u32)]) -> u8 {
+        let cu = self.enc.cu;
+        // A struct parameter (behind const and typedefs) exempts the function
+        // from the register rule.
+        let is_struct = |mut off: u32| -> bool {
+            for _ in 0..64 {
+                let Some(s) = cu.slot(cu.core(off)) else { return false };
+                match s.tag {
+                    dw::DW_TAG_structure_type => return true,
+                    dw::DW_TAG_const_type | dw::DW_TAG_typedef => off = s.ty,
+                    _ => return false,
+                }
+            }
+            false
+        };
+        let range = fun.params as usize..(fun.params + fun.nparams) as usize;
+        let mut out = record::function_flags(range.map(|i| self.facts[i]), || {
+            params.iter().any(|&(_, ty)| is_struct(ty))
+        });
+        let named_struct = |ty: u32| {
+            cu.slot(cu.core(ty))
+                .is_some_and(|x| is_struct_tag(x.tag) && !x.name.is_empty())
+        };
+        let nregs = self.regs.count();
+        if params.len() >= nregs && params[nregs..].iter().any(|&(_, ty)| named_struct(ty)) {
+            let enc = self.enc;
+            let (l, agg_of) = self.layouts.get_or_insert_with(|| build_layouts(enc));
+            let mut pk = packed::Packed::with_cache(l, std::mem::take(&mut self.verdicts));
+            if packed::uncertain_parm_loc(params.len(), nregs, &mut pk, |i| {
+                named_struct(params[i].1).then(|| agg_of[cu.core(params[i].1) as usize])
+            }) {
+                out |= flags::UNCERTAIN_PARM_LOC;
+            }
+            self.verdicts = pk.into_cache();
+        }
+        out
+    }
+}
+
+/// The CU's structs, classes and unions as packed-struct inference sees them,
+/// and the aggregate id of each slot (`u32::MAX` for other slots).
+fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
+    let cu = enc.cu;
+    let mut agg_of = vec![u32::MAX; cu.slots.len() + 1];
+    let mut n = 0;
+    for (i, sl) in cu.slots.iter().enumerate() {
+        if is_agg(sl.tag) {
+            agg_of[i + 1] = n;
+            n += 1;
+        }
+    }
+    // Natural alignment source of a stripped type (arrays: their element).
+    let align_of = |core: u32| -> Align {
+        let mut c = core;
+        for _ in 0..64 {
+            let Some(sl) = cu.slot(c) else { return Align::Bytes(1) };
+            return match sl.tag {
+                dw::DW_TAG_pointer_type => Align::Bytes(cu.address_size as u32),
+                dw::DW_TAG_base_type | dw::DW_TAG_enumeration_type => Align::Bytes(sl.size as u32),
+                t if is_agg(t) => Align::Of(agg_of[c as usize]),
+                dw::DW_TAG_array_type => {
+                    c = enc.strip(cu.core(sl.ty));
+                    continue;
+                }
+                _ => Align::Bytes(1),
+            };
+        }
+        Align::Bytes(1)
+    };
+    let little = enc.ctx.elf.endian == btf::Endian::Little;
+    let mut l = Layouts::default();
+    let mut ms = Vec::new();
+    for sl in cu.slots.iter().filter(|sl| is_agg(sl.tag)) {
+        ms.clear();
+        let in_union = sl.tag == dw::DW_TAG_union_type;
+        for m in &cu.members[sl.kids as usize..(sl.kids + sl.nkids) as usize] {
+            let core = cu.core(m.ty);
+            let stripped = enc.strip(core);
+            let bits = m.bit_size.unwrap_or(0);
+            let byte_size = if bits == 0 {
+                enc.size_of(core, 0)
+            } else {
+                m.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
+            };
+            let raw = RawMember {
+                data_bit_offset: m.data_bit_offset,
+                data_member_location: m.loc,
+                dw_bit_offset: m.bit_offset.unwrap_or(0),
+                dw_bit_size: bits,
+                byte_size,
+                in_union,
+            };
+            let strct = cu
+                .slot(stripped)
+                .filter(|x| is_struct_tag(x.tag))
+                .map(|_| agg_of[stripped as usize]);
+            ms.push(MemberLayout::normalize(&raw, little, align_of(stripped), strct));
+        }
+        l.push(is_struct_tag(sl.tag), sl.size as u32, &ms);
+    }
+    (l, agg_of)
+}
