@@ -111,6 +111,10 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
+        // Dedup and the DWARF walk recurse as deep as the types nest; the
+        // single-module path runs them on the 8 MiB main thread, rayon's
+        // workers default to 2 MiB. Only touched pages cost memory.
+        .stack_size(64 << 20)
         .build()
         .context("cannot start threads")?;
     let progress = std::io::stderr().is_terminal();
