@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use rayon::prelude::*;
 
 use btfkit::btf::{self, Btf};
 use btfkit::encode::Options;
@@ -109,31 +108,44 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
         jobs: 1,
         ..b.opts.clone()
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        // Dedup and the DWARF walk recurse as deep as the types nest; the
-        // single-module path runs them on the 8 MiB main thread, rayon's
-        // workers default to 2 MiB. Only touched pages cost memory.
-        .stack_size(64 << 20)
-        .build()
-        .context("cannot start threads")?;
     let progress = std::io::stderr().is_terminal();
+    let next = AtomicUsize::new(0);
     let done_count = AtomicUsize::new(0);
     let total = files.len();
-    let results: Vec<anyhow::Result<Done>> = pool.install(|| {
-        files
-            .par_iter()
-            .with_max_len(1)
-            .map(|f| {
-                let r = encode_one(f, &b, base.clone(), &one);
-                let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
-                if progress {
-                    eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
-                }
-                r
+    // Plain threads pulling the next module: a rayon worker that waits for
+    // the encoder's own pool would steal further modules onto its stack
+    // meanwhile, holding every one of them in memory at once.
+    let per_thread: Vec<Vec<(usize, anyhow::Result<Done>)>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads.min(total))
+            .map(|_| {
+                std::thread::Builder::new()
+                    // Dedup and the DWARF walk recurse as deep as the types
+                    // nest; the single-module path runs them on the 8 MiB main
+                    // thread. Only touched pages cost memory.
+                    .stack_size(64 << 20)
+                    .spawn_scoped(sc, || {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(f) = files.get(i) else { break };
+                            mine.push((i, encode_one(f, &b, base.clone(), &one)));
+                            let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
+                            if progress {
+                                eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
+                            }
+                        }
+                        mine
+                    })
+                    .expect("cannot start a batch thread")
             })
-            .collect()
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a batch thread panicked")).collect()
     });
+    let mut results: Vec<Option<anyhow::Result<Done>>> = (0..total).map(|_| None).collect();
+    for (i, r) in per_thread.into_iter().flatten() {
+        results[i] = Some(r);
+    }
+    let results: Vec<anyhow::Result<Done>> = results.into_iter().map(|r| r.expect("every module ran")).collect();
     if progress {
         eprint!("\r\x1b[K");
     }
