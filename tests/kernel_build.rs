@@ -60,7 +60,11 @@ fn readelf_clean(path: &Path) {
     }
     let o = Command::new("readelf").arg("-a").arg("-W").arg(path).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && !err.contains("readelf:"), "readelf -a {}: {err}", path.display());
+    assert!(
+        o.status.success() && !err.contains("readelf:"),
+        "readelf -a {}: {err}",
+        path.display()
+    );
 }
 
 fn copy_corpus(rel: &str, dir: &Path, name: &str) -> PathBuf {
@@ -98,8 +102,14 @@ fn module_command_line_writes_the_reference_btf() {
         args.extend(["--btf_base", &b, &k]);
         ok(&pahole(&link, &args), &format!("pahole {}", args.join(" ")));
         let want = read_corpus(&format!("expected/modules/{name}.kernel.btf"));
-        assert!(section(&ko, ".BTF").as_deref() == Some(&want[..]), "{m}: .BTF differs from the reference");
-        assert!(section(&ko, ".BTF.base").is_none(), "{m}: in-tree modules get no .BTF.base");
+        assert!(
+            section(&ko, ".BTF").as_deref() == Some(&want[..]),
+            "{m}: .BTF differs from the reference"
+        );
+        assert!(
+            section(&ko, ".BTF.base").is_none(),
+            "{m}: in-tree modules get no .BTF.base"
+        );
         readelf_clean(&ko);
         std::fs::remove_file(&ko).unwrap();
     }
@@ -120,8 +130,14 @@ fn external_module_command_line_writes_distilled_base() {
         ok(&pahole(&link, &args), &format!("pahole {}", args.join(" ")));
         let btf = read_corpus(&format!("expected/modules/{name}.kernel.inplace.BTF"));
         let distilled = read_corpus(&format!("expected/modules/{name}.kernel.inplace.BTF.base"));
-        assert!(section(&ko, ".BTF").as_deref() == Some(&btf[..]), "{name}: .BTF differs");
-        assert!(section(&ko, ".BTF.base").as_deref() == Some(&distilled[..]), "{name}: .BTF.base differs");
+        assert!(
+            section(&ko, ".BTF").as_deref() == Some(&btf[..]),
+            "{name}: .BTF differs"
+        );
+        assert!(
+            section(&ko, ".BTF.base").as_deref() == Some(&distilled[..]),
+            "{name}: .BTF.base differs"
+        );
         readelf_clean(&ko);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -148,7 +164,10 @@ fn vmlinux_command_line_writes_the_reference_btf() {
     args.push(&vs);
     ok(&pahole(&link, &args), "pahole on vmlinux");
     let want = read_corpus(BASE);
-    assert!(section(&v, ".BTF").as_deref() == Some(&want[..]), "vmlinux .BTF differs from the reference");
+    assert!(
+        section(&v, ".BTF").as_deref() == Some(&want[..]),
+        "vmlinux .BTF differs from the reference"
+    );
     readelf_clean(&v);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -157,7 +176,11 @@ fn free_bytes(dir: &Path) -> u64 {
     let o = Command::new("df").arg("-Pk").arg(dir).output().expect("df");
     let text = String::from_utf8_lossy(&o.stdout);
     let line = text.lines().nth(1).expect("df output");
-    line.split_whitespace().nth(3).and_then(|k| k.parse::<u64>().ok()).expect("df available column") * 1024
+    line.split_whitespace()
+        .nth(3)
+        .and_then(|k| k.parse::<u64>().ok())
+        .expect("df available column")
+        * 1024
 }
 
 /// Batch mode over every corpus module gives the single-module bytes.
@@ -173,14 +196,30 @@ fn batch_over_the_corpus_modules_matches_the_reference() {
     let out = dir.join("out");
     let base = s(&corpus_file(BASE));
     let feats = format!("--btf-features={KERNEL_FEATURES}");
-    let r = run(&["encode", "-j2", "--base", &base, &feats, "--lang-exclude=rust", "--out-dir", &s(&out), &s(&mods)]);
+    let r = run(&[
+        "encode",
+        "-j2",
+        "--base",
+        &base,
+        &feats,
+        "--lang-exclude=rust",
+        "--out-dir",
+        &s(&out),
+        &s(&mods),
+    ]);
     ok(&r, "btfkit encode batch");
     let summary = String::from_utf8_lossy(&r.stdout);
-    assert!(summary.contains(&format!("{} modules encoded, 0 failed", list.len())), "{summary}");
+    assert!(
+        summary.contains(&format!("{} modules encoded, 0 failed", list.len())),
+        "{summary}"
+    );
     for m in &list {
         let name = m.trim_end_matches(".ko");
         let got = std::fs::read(out.join(format!("{name}.btf"))).unwrap();
-        assert!(got == read_corpus(&format!("expected/modules/{name}.kernel.btf")), "{name}: batch output differs");
+        assert!(
+            got == read_corpus(&format!("expected/modules/{name}.kernel.btf")),
+            "{name}: batch output differs"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -225,20 +264,35 @@ fn failed_in_place_write_leaves_the_module_untouched() {
     args.extend(["--btf_base", &k, &k]);
     let o = pahole(&link, &args);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(std::fs::read(&ko).unwrap() == before, "module changed after a failed encode");
+    assert!(
+        std::fs::read(&ko).unwrap() == before,
+        "module changed after a failed encode"
+    );
 
     // A write error half way through the new file.
     let blocks = before.len() / 2 / 512;
     let mut args: Vec<String> = KERNEL_FLAGS.iter().map(|a| a.to_string()).collect();
     args.extend(["--btf_base".into(), base.clone(), k.clone()]);
     let script = format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\"");
-    let o = Command::new("sh").arg("-c").arg(&script).arg(&link).args(&args).output().unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(&link)
+        .args(&args)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("fou.ko"), "error does not name the file: {err}");
     assert!(err.lines().count() == 1, "not one line: {err}");
-    assert!(std::fs::read(&ko).unwrap() == before, "module changed after a failed write");
-    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        std::fs::read(&ko).unwrap() == before,
+        "module changed after a failed write"
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert!(names.len() == 2, "temporary file left behind: {names:?}");
 
     // Without the limit the same command succeeds: the failure was the write.

@@ -139,7 +139,10 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
                     .expect("cannot start a batch thread")
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a batch thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a batch thread panicked"))
+            .collect()
     });
     let mut results: Vec<Option<anyhow::Result<Done>>> = (0..total).map(|_| None).collect();
     for (i, r) in per_thread.into_iter().flatten() {
