@@ -301,3 +301,38 @@ fn failed_in_place_write_leaves_the_module_untouched() {
     assert!(std::fs::read(&ko).unwrap() != before);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Batch `--in-place` with `distilled_base` writes the same `.BTF` and
+/// `.BTF.base` into each module as the single-module (external module) path.
+#[test]
+fn batch_in_place_writes_the_reference_sections() {
+    let dir = scratch("kb-batch-inplace");
+    let names = ["fou", "zsmalloc"];
+    let kos: Vec<String> = names
+        .iter()
+        .map(|n| {
+            s(&copy_corpus(
+                &format!("kernel/modules/{n}.ko"),
+                &dir,
+                &format!("{n}.ko"),
+            ))
+        })
+        .collect();
+    let base = s(&corpus_file(BASE));
+    let feats = format!("--btf-features={KERNEL_FEATURES},distilled_base");
+    let mut args = vec!["encode", "--in-place", "--base", &base, &feats, "--lang-exclude=rust"];
+    args.extend(kos.iter().map(String::as_str));
+    ok(&run(&args), "btfkit encode --in-place");
+    for (n, ko) in names.iter().zip(&kos) {
+        let ko = Path::new(ko);
+        let btf = read_corpus(&format!("expected/modules/{n}.kernel.inplace.BTF"));
+        let distilled = read_corpus(&format!("expected/modules/{n}.kernel.inplace.BTF.base"));
+        assert!(section(ko, ".BTF").as_deref() == Some(&btf[..]), "{n}: .BTF differs");
+        assert!(
+            section(ko, ".BTF.base").as_deref() == Some(&distilled[..]),
+            "{n}: .BTF.base differs"
+        );
+        readelf_clean(ko);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
