@@ -1,7 +1,7 @@
 //! `btfkit encode`: DWARF → BTF with btfkit's own flags, and the driver the
 //! pahole-compatible front end shares.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -14,8 +14,15 @@ use super::EXIT_OK;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// ELF file with DWARF (default: the sample shipped in data/).
-    pub input: Option<PathBuf>,
+    /// ELF file(s) with DWARF (default: the sample shipped in data/). Several files, a directory
+    /// (every `*.ko` under it), `--out-dir` or `--in-place` select batch mode: one module per thread.
+    pub inputs: Vec<PathBuf>,
+    /// Batch: write `<module>.btf` for each input into this directory.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// Batch: write `.BTF` (and `.BTF.base` with the `distilled_base` feature) into each input.
+    #[arg(long)]
+    pub in_place: bool,
     /// Output file (raw BTF); without it, only a summary is printed.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
@@ -61,6 +68,30 @@ pub struct Plan {
     pub print_summary: bool,
 }
 
+/// Encodes `input` (split over `base` if given) and dedups it unless told not to.
+/// Returns the final BTF, the encoder's summary and the pre-dedup type count.
+pub fn encode_btf(
+    input: &Path,
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+    dedup: bool,
+) -> anyhow::Result<(Btf, encode::Summary, u32)> {
+    let enc = encode::encode_file(input, base, opts)?;
+    let pre_dedup_types = enc.btf.own_type_count();
+    // The encoder's string section is kept as built (pahole's libbpf dedups
+    // BTF it built itself, whose strings are already unique).
+    let out_btf = if dedup {
+        let o = dedup::Options {
+            strings: dedup::StringMode::Keep,
+            ..Default::default()
+        };
+        dedup::dedup(&enc.btf, &o).with_context(|| format!("{}: dedup failed", input.display()))?
+    } else {
+        enc.btf
+    };
+    Ok((out_btf, enc.summary, pre_dedup_types))
+}
+
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     let base: Option<Arc<Btf>> = match &plan.base {
         Some(p) => Some(Arc::new(
@@ -69,19 +100,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         None => None,
     };
     let t0 = std::time::Instant::now();
-    let enc = encode::encode_file(&plan.input, base, &plan.opts)?;
-    let pre_dedup_types = enc.btf.own_type_count();
-    // The encoder's string section is kept as built (pahole's libbpf dedups
-    // BTF it built itself, whose strings are already unique).
-    let out_btf = if plan.dedup {
-        let o = dedup::Options {
-            strings: dedup::StringMode::Keep,
-            ..Default::default()
-        };
-        dedup::dedup(&enc.btf, &o).with_context(|| format!("{}: dedup failed", plan.input.display()))?
-    } else {
-        enc.btf
-    };
+    let (out_btf, s, pre_dedup_types) = encode_btf(&plan.input, base, &plan.opts, plan.dedup)?;
     let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
         btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&out_btf, w))?;
@@ -90,7 +109,6 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
     }
     if plan.print_summary {
-        let s = &enc.summary;
         println!(
             "{}: {} CUs ({} encoded), {} types before dedup, {} after, {} string bytes, {} variables, {} function states recorded, {} bytes of BTF{} in {:.3}s",
             plan.input.display(),
@@ -115,7 +133,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
 /// Replaces or adds the BTF sections of `input` (a new file renamed over it).
 /// Split BTF under `distilled_base` is distilled first: `.BTF` holds the new
 /// split part, `.BTF.base` the distilled base.
-fn write_in_place(input: &std::path::Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
+pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
     let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
         let (base, split) =
             btf::distill::distill(out).with_context(|| format!("{}: distilling the base BTF", input.display()))?;
@@ -154,23 +172,35 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         Some(l) => LangFilter::Exclude(encode::lang::parse_list(l).map_err(anyhow::Error::msg)?),
         None => LangFilter::All,
     };
-    let sample = a.input.is_none();
-    let input = a.input.unwrap_or_else(sample_path);
-    let plan = Plan {
+    let opts = Options {
+        features,
+        lang,
+        cu_exclude: None,
+        jobs: a.jobs.unwrap_or_else(default_jobs),
+        no_funcs: a.no_funcs,
+    };
+    let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
+    if batch {
+        if a.output.is_some() {
+            bail!("-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR");
+        }
+        return super::batch::run(super::batch::Batch {
+            inputs: a.inputs,
+            out_dir: a.out_dir,
+            in_place: a.in_place,
+            base: a.base,
+            dedup: !a.no_dedup,
+            opts,
+        });
+    }
+    let input = a.inputs.into_iter().next().unwrap_or_else(sample_path);
+    execute(Plan {
         input,
         output: a.output.clone(),
         in_place: false,
         base: a.base,
         dedup: !a.no_dedup,
-        opts: Options {
-            features,
-            lang,
-            cu_exclude: None,
-            jobs: a.jobs.unwrap_or_else(default_jobs),
-            no_funcs: a.no_funcs,
-        },
+        opts,
         print_summary: true,
-    };
-    let _ = sample;
-    execute(plan)
+    })
 }

@@ -1,6 +1,7 @@
 //! Command-line front end: parses flags into a plan, runs it, maps the
 //! outcome to an exit code. Library errors get their context here.
 
+mod batch;
 mod conformance;
 mod diff;
 mod encode;
@@ -59,7 +60,20 @@ pub fn report(e: &anyhow::Error) {
     eprintln!("btfkit: error: {}", msg.replace('\n', " "));
 }
 
+/// True when the program was started under the name `pahole` (a symlink the
+/// kernel build finds on its PATH).
+fn invoked_as_pahole() -> bool {
+    std::env::args_os()
+        .next()
+        .and_then(|a0| std::path::Path::new(&a0).file_name().map(|n| n == "pahole"))
+        .unwrap_or(false)
+}
+
 pub fn run() -> i32 {
+    if invoked_as_pahole() {
+        let args = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+        return finish(pahole::run(pahole::Args { args }));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -78,6 +92,10 @@ pub fn run() -> i32 {
         Cmd::Pahole(a) => pahole::run(a),
         Cmd::Dedup(a) => dedup::run(a),
     };
+    finish(res)
+}
+
+fn finish(res: anyhow::Result<i32>) -> i32 {
     match res {
         Ok(code) => code,
         Err(e) => {
