@@ -333,6 +333,55 @@ mod tests {
         }
     }
 
+    /// Per ABI: parameter i in its expected register passes, in the register of
+    /// parameter i+1 (or any other) is flagged; ABIs without a known register
+    /// accept any register; unknown machines analyse nothing.
+    #[test]
+    fn wrong_register_flagged_per_abi() {
+        // (e_machine, name, DW_OP_reg numbers of the argument registers)
+        let abis: [(u16, &str, &[u8]); 4] = [
+            (62, "x86-64 rdi rsi rdx rcx r8 r9", &[5, 4, 1, 2, 8, 9]),
+            (22, "s390 r2..r6", &[2, 3, 4, 5, 6]),
+            (183, "aarch64 x0..x7", &[0, 1, 2, 3, 4, 5, 6, 7]),
+            (40, "arm r0..r7", &[0, 1, 2, 3, 4, 5, 6, 7]),
+        ];
+        for (m, name, regs) in abis {
+            let t = RegParams::for_machine(m);
+            assert_eq!(t.count(), regs.len(), "{name}");
+            for (i, &r) in regs.iter().enumerate() {
+                let want = t.expected(i).unwrap();
+                assert_eq!(want, reg(r), "{name} param {i}");
+                // Through the expression walk, as the encoder sees it.
+                let right = [0x50 + r];
+                let wrong = [0x50 + regs[(i + 1) % regs.len()]];
+                let got = loc_reg_exprs([e(&right)], enc(5), want);
+                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "{name} param {i} accepted");
+                let got = loc_reg_exprs([e(&wrong)], enc(5), want);
+                let v = ParamLoc::classify(Some(got), false, want);
+                assert!(v.unexpected_reg && !v.optimized, "{name} param {i} in the wrong register flagged");
+                // Entry value of the right register in a later entry rescues it.
+                let ev = [ENTRY_VALUE, 1, 0x50 + r, STACK_VALUE];
+                let got = loc_reg_exprs([e(&wrong), e(&ev)], enc(5), want);
+                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "{name} param {i} entry value");
+            }
+            // The first stack-passed parameter is not analysed.
+            assert_eq!(t.expected(regs.len()), None, "{name}");
+        }
+        // sparc, mips, ppc, ppc64, riscv, arc: counted but no expected register,
+        // so no register is ever wrong.
+        for (m, n) in [(2u16, 6), (43, 6), (8, 8), (20, 8), (21, 8), (243, 8), (45, 8)] {
+            let t = RegParams::for_machine(m);
+            assert_eq!(t.count(), n, "e_machine {m}");
+            for i in 0..n {
+                let want = t.expected(i).unwrap();
+                let got = loc_reg_exprs([e(&[0x53])], enc(5), want);
+                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "e_machine {m} param {i}");
+            }
+        }
+        // i386 (3) and others: nothing analysed.
+        assert_eq!(RegParams::for_machine(3).expected(0), None);
+    }
+
     #[test]
     fn single_register_expression() {
         assert_eq!(loc_reg_exprs([e(&[REG5])], enc(5), 0x55), 0x55);
