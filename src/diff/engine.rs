@@ -109,30 +109,8 @@ fn multiset_difference(a: &[u32], b: &[u32]) -> (usize, usize) {
 }
 
 /// Calls `f` with every type id a record refers to.
-fn for_each_ref(t: Type<'_>, mut f: impl FnMut(u32)) {
-    let w = t.words;
-    match t.kind() {
-        Kind::Ptr
-        | Kind::Typedef
-        | Kind::Volatile
-        | Kind::Const
-        | Kind::Restrict
-        | Kind::Func
-        | Kind::Var
-        | Kind::DeclTag
-        | Kind::TypeTag => f(w[2]),
-        Kind::Array => {
-            f(w[3]);
-            f(w[4]);
-        }
-        Kind::Struct | Kind::Union => t.triples().for_each(|m| f(m[1])),
-        Kind::FuncProto => {
-            f(w[2]);
-            t.pairs().for_each(|p| f(p[1]));
-        }
-        Kind::Datasec => t.triples().for_each(|v| f(v[0])),
-        _ => {}
-    }
+fn for_each_ref(t: Type<'_>, f: impl FnMut(u32)) {
+    Btf::for_each_type_ref(t.words, f)
 }
 
 fn text(btf: &Btf, off: u32) -> String {

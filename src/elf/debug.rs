@@ -313,31 +313,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_drop_cold_and_part() {
-        assert_eq!(func_key(b"f"), Some(&b"f"[..]));
-        assert_eq!(func_key(b"f.isra.0"), Some(&b"f"[..]));
-        assert_eq!(func_key(b"f.part.0"), None);
-        assert_eq!(func_key(b"f.isra.0.cold"), None);
-        assert_eq!(func_key(b"f.partial"), None);
-    }
-
-    #[test]
-    fn ambiguity_ignores_zero_and_last_entry() {
-        let t = FuncTable::build(vec![
-            (b"a", b"a", 0),
-            (b"a", b"a.isra.0", 0x10),
-            (b"b", b"b", 0x10),
-            (b"b", b"b.constprop.0", 0x20),
-            (b"z", b"z", 0x10),
-            (b"z", b"z.constprop.0", 0x20),
-        ]);
-        let amb: Vec<bool> = t.entries.iter().map(|e| e.ambiguous).collect();
-        assert_eq!(amb, vec![false, true, false]);
-        assert_eq!(t.lookup(b"b"), Some(1));
-        assert_eq!(t.lookup(b"c"), None);
-    }
-
-    #[test]
     fn words_round_trip_both_orders() {
         let mut b = [0u8; 4];
         write_word(&mut b, 0x11223344, Endian::Big);
