@@ -3,6 +3,9 @@
 
 mod cli;
 
+#[global_allocator]
+static ALLOC: cli::stats::CountingAlloc = cli::stats::CountingAlloc;
+
 fn main() {
     std::process::exit(cli::run());
 }

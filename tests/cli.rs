@@ -119,3 +119,19 @@ fn stats_warnings_name_what_the_kernel_refuses() {
     let text = String::from_utf8(btfkit(&["stats", "--warnings", p.to_str().unwrap()]).stdout).unwrap();
     assert!(text.contains("0 kernel-rule warnings"), "{text}");
 }
+
+#[test]
+fn encode_stats_json_reports_phases_counts_and_memory() {
+    let out = btfkit(&["encode", "--stats", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).expect("--stats --json prints one JSON object on stderr");
+    let phases: Vec<&str> = v["phases"].as_array().unwrap().iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["encode", "dedup"]);
+    assert_eq!(v["counts"]["cus"], 11);
+    assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(v["peak_heap_bytes"].as_u64().unwrap() > 0);
+    // Batch mode has its own summary.
+    let out = btfkit(&["encode", "--stats", "--out-dir", "/tmp", "a.ko", "b.ko"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -44,6 +44,12 @@ pub struct Args {
     /// Skip CUs of these languages (pahole names, comma separated).
     #[arg(long = "lang-exclude")]
     pub lang_exclude: Option<String>,
+    /// Print per-phase wall and CPU time, counts, peak RSS and peak heap (on stderr).
+    #[arg(long)]
+    pub stats: bool,
+    /// With --stats: one JSON object instead of a table.
+    #[arg(long, requires = "stats")]
+    pub json: bool,
 }
 
 /// The sample encoded by `btfkit encode` without an input.
@@ -66,6 +72,8 @@ pub struct Plan {
     pub dedup: bool,
     pub opts: Options,
     pub print_summary: bool,
+    /// `--stats`: None, or Some(json).
+    pub stats: Option<bool>,
 }
 
 /// Encodes `input` (split over `base` if given) and dedups it unless told not to.
@@ -80,16 +88,15 @@ pub fn encode_btf(
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
-    let out_btf = if dedup {
-        let o = dedup::Options {
-            strings: dedup::StringMode::Keep,
-            ..Default::default()
-        };
-        dedup::dedup(&enc.btf, &o).with_context(|| format!("{}: dedup failed", input.display()))?
-    } else {
-        enc.btf
-    };
+    let out_btf = if dedup { dedup_keep(input, &enc.btf)? } else { enc.btf };
     Ok((out_btf, enc.summary, pre_dedup_types))
+}
+
+/// Dedup as the reference pipeline does it: the string section stays as the
+/// encoder built it.
+fn dedup_keep(input: &Path, btf: &Btf) -> anyhow::Result<Btf> {
+    let o = dedup::Options { strings: dedup::StringMode::Keep, ..Default::default() };
+    dedup::dedup(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
 }
 
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
@@ -100,13 +107,39 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         None => None,
     };
     let t0 = std::time::Instant::now();
-    let (out_btf, s, pre_dedup_types) = encode_btf(&plan.input, base, &plan.opts, plan.dedup)?;
+    let mut phases = super::stats::Phases::start();
+    if plan.base.is_some() {
+        phases.mark("base");
+    }
+    let enc = encode::encode_file(&plan.input, base, &plan.opts)?;
+    phases.mark("encode");
+    let pre_dedup_types = enc.btf.own_type_count();
+    let s = enc.summary;
+    let out_btf = if plan.dedup { dedup_keep(&plan.input, &enc.btf)? } else { enc.btf };
+    if plan.dedup {
+        phases.mark("dedup");
+    }
     let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
         btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&out_btf, w))?;
     }
     if plan.in_place {
         write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
+    }
+    if plan.output.is_some() || plan.in_place {
+        phases.mark("write");
+    }
+    if let Some(json) = plan.stats {
+        let counts = [
+            ("cus", s.cus as u64),
+            ("cus_encoded", s.cus_encoded as u64),
+            ("function_states", s.func_states as u64),
+            ("variables", s.vars as u64),
+            ("types_before_dedup", pre_dedup_types as u64),
+            ("types_after_dedup", out_btf.own_type_count() as u64),
+            ("btf_bytes", len as u64),
+        ];
+        super::stats::report(&phases, &counts, json);
     }
     if plan.print_summary {
         println!(
@@ -157,6 +190,9 @@ pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
+    if a.stats {
+        super::stats::enable_heap_counting();
+    }
     let mut features = Features::default();
     for f in &a.btf_features {
         let unknown = features.apply_list(f);
@@ -181,6 +217,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {
+        if a.stats {
+            bail!("--stats reports on one input; batch mode prints its own summary");
+        }
         if a.output.is_some() {
             bail!("-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR");
         }
@@ -202,5 +241,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         dedup: !a.no_dedup,
         opts,
         print_summary: true,
+        stats: a.stats.then_some(a.json),
     })
 }

@@ -8,6 +8,7 @@ mod encode;
 mod dedup;
 mod inspect;
 mod pahole;
+pub mod stats;
 
 use std::path::PathBuf;
 

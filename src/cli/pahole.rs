@@ -164,6 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             no_funcs,
         },
         print_summary: false,
+        stats: None,
     })
 }
 

@@ -1,0 +1,123 @@
+//! `encode --stats`: per-phase wall and CPU time, counts, peak RSS and peak
+//! heap of one run. The heap figure comes from a counting allocator that
+//! only counts once `--stats` switched it on, so ordinary runs pay one
+//! relaxed load per allocation and nothing else.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct CountingAlloc;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// counters are only bookkeeping.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if ENABLED.load(Ordering::Relaxed) && !p.is_null() {
+            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if ENABLED.load(Ordering::Relaxed) {
+            CURRENT.fetch_sub(layout.size().min(CURRENT.load(Ordering::Relaxed)), Ordering::Relaxed);
+        }
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if ENABLED.load(Ordering::Relaxed) && !p.is_null() {
+            if new_size >= layout.size() {
+                let now = CURRENT.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                let d = (layout.size() - new_size).min(CURRENT.load(Ordering::Relaxed));
+                CURRENT.fetch_sub(d, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+/// Starts counting heap bytes (allocations made before are not counted, so
+/// the figure is the heap this run's work needed).
+pub fn enable_heap_counting() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+pub fn peak_heap() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+fn rusage() -> (Duration, usize) {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as usize * 1024)
+}
+
+/// Wall and CPU time of consecutive phases.
+pub struct Phases {
+    last_wall: Instant,
+    last_cpu: Duration,
+    pub done: Vec<(&'static str, Duration, Duration)>,
+}
+
+impl Phases {
+    pub fn start() -> Phases {
+        Phases { last_wall: Instant::now(), last_cpu: rusage().0, done: Vec::new() }
+    }
+    /// Ends the phase running since the previous mark.
+    pub fn mark(&mut self, name: &'static str) {
+        let (cpu, _) = rusage();
+        let now = Instant::now();
+        self.done.push((name, now - self.last_wall, cpu.saturating_sub(self.last_cpu)));
+        self.last_wall = now;
+        self.last_cpu = cpu;
+    }
+}
+
+/// Prints the report, as a table or one JSON object.
+pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
+    let (_, peak_rss) = rusage();
+    let heap = peak_heap();
+    let (wall, cpu) = phases.done.iter().fold((Duration::ZERO, Duration::ZERO), |a, p| (a.0 + p.1, a.1 + p.2));
+    if json {
+        let ph: Vec<serde_json::Value> = phases
+            .done
+            .iter()
+            .map(|(n, w, c)| serde_json::json!({"phase": n, "wall_s": w.as_secs_f64(), "cpu_s": c.as_secs_f64()}))
+            .collect();
+        let cn: serde_json::Map<String, serde_json::Value> =
+            counts.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+        let v = serde_json::json!({
+            "phases": ph,
+            "total": {"wall_s": wall.as_secs_f64(), "cpu_s": cpu.as_secs_f64()},
+            "counts": cn,
+            "peak_rss_bytes": peak_rss,
+            "peak_heap_bytes": heap,
+        });
+        eprintln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        eprintln!("{:<10} {:>9} {:>9}", "phase", "wall s", "cpu s");
+        for (n, w, c) in &phases.done {
+            eprintln!("{:<10} {:>9.3} {:>9.3}", n, w.as_secs_f64(), c.as_secs_f64());
+        }
+        eprintln!("{:<10} {:>9.3} {:>9.3}", "total", wall.as_secs_f64(), cpu.as_secs_f64());
+        for (k, v) in counts {
+            eprintln!("{k}: {v}");
+        }
+        eprintln!(
+            "peak RSS: {:.1} MiB, peak heap allocated (capacity included, touched or not): {:.1} MiB",
+            peak_rss as f64 / 1048576.0,
+            heap as f64 / 1048576.0
+        );
+    }
+}
