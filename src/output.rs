@@ -8,30 +8,7 @@ use crate::error::{Error, Result};
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let file_name = path.file_name().ok_or_else(|| Error::Input {
-        path: path.to_path_buf(),
-        msg: "output path has no file name".into(),
-    })?;
-    // Unique per process and per call: threads of one process may write
-    // beside each other (the test suite decompresses corpus files in parallel).
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{}.btfkit-tmp.{}.{}", file_name.to_string_lossy(), std::process::id(), seq));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
+    write_atomic_with(path, |w| w.write_all(bytes))
 }
 
 /// Like `write_atomic`, but the content is produced by `fill` into a
@@ -48,7 +25,11 @@ pub fn write_atomic_with(
         path: path.to_path_buf(),
         msg: "output path has no file name".into(),
     })?;
-    let tmp = dir.join(format!(".{}.btfkit-tmp.{}", file_name.to_string_lossy(), std::process::id()));
+    // Unique per process and per call: threads of one process may write
+    // beside each other (batch mode; the tests decompress corpus files in parallel).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}.btfkit-tmp.{}.{}", file_name.to_string_lossy(), std::process::id(), seq));
     let res = (|| -> std::io::Result<()> {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         fill(&mut w)?;
