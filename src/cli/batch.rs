@@ -162,15 +162,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
             }
             Err(e) => {
                 failed += 1;
-                let mut msg = format!("{e}");
-                for cause in e.chain().skip(1) {
-                    let c = cause.to_string();
-                    if !msg.contains(&c) {
-                        msg.push_str(": ");
-                        msg.push_str(&c);
-                    }
-                }
-                let msg = msg.replace('\n', " ");
+                let msg = super::one_line(e);
                 let name = f.display().to_string();
                 if msg.contains(&name) {
                     eprintln!("btfkit: error: {msg}");

@@ -48,8 +48,9 @@ enum Cmd {
     Dedup(dedup::Args),
 }
 
-/// Prints an error in the one-line form every subcommand uses.
-pub fn report(e: &anyhow::Error) {
+/// An error and its causes on one line (causes already quoted by the
+/// message are not repeated).
+pub fn one_line(e: &anyhow::Error) -> String {
     let mut msg = format!("{e}");
     for cause in e.chain().skip(1) {
         let c = cause.to_string();
@@ -58,7 +59,12 @@ pub fn report(e: &anyhow::Error) {
             msg.push_str(&c);
         }
     }
-    eprintln!("btfkit: error: {}", msg.replace('\n', " "));
+    msg.replace('\n', " ")
+}
+
+/// Prints an error in the one-line form every subcommand uses.
+pub fn report(e: &anyhow::Error) {
+    eprintln!("btfkit: error: {}", one_line(e));
 }
 
 /// True when the program was started under the name `pahole` (a symlink the
