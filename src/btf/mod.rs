@@ -164,7 +164,11 @@ pub enum Endian {
 
 impl Endian {
     pub fn native() -> Endian {
-        if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big }
+        if cfg!(target_endian = "little") {
+            Endian::Little
+        } else {
+            Endian::Big
+        }
     }
     pub fn is_native(self) -> bool {
         self == Endian::native()
@@ -267,10 +271,34 @@ pub struct Btf {
     base: Option<Arc<Btf>>,
 }
 
+/// Makes room for `extra` more elements. Past 1 MiB a vector grows by an
+/// eighth instead of doubling: a vmlinux's pre-dedup BTF is 168 MB, and
+/// doubling would reserve up to twice that (large blocks are moved by
+/// `mremap`, so the extra steps copy nothing).
+#[inline]
+fn grow(v: &mut Vec<u32>, extra: usize) {
+    let len = v.len();
+    if len + extra <= v.capacity() {
+        return;
+    }
+    let step = if len < (1 << 18) {
+        len.max(extra).max(16)
+    } else {
+        (len / 8).max(extra)
+    };
+    v.reserve_exact(step);
+}
+
 impl Btf {
     /// A new standalone BTF whose string section is the single empty string.
     pub fn new(endian: Endian) -> Btf {
-        Btf { words: Vec::new(), offs: Vec::new(), strs: StrTab::new_base(), endian, base: None }
+        Btf {
+            words: Vec::new(),
+            offs: Vec::new(),
+            strs: StrTab::new_base(),
+            endian,
+            base: None,
+        }
     }
 
     /// A new split BTF continuing `base` (ids from `base.type_count()+1`).
@@ -293,7 +321,24 @@ impl Btf {
         endian: Endian,
         base: Option<Arc<Btf>>,
     ) -> Btf {
-        Btf { words, offs, strs, endian, base }
+        Btf {
+            words,
+            offs,
+            strs,
+            endian,
+            base,
+        }
+    }
+
+    /// Drops unused capacity (the encoder's vectors grow in steps).
+    pub fn shrink_to_fit(&mut self) {
+        self.words.shrink_to_fit();
+        self.offs.shrink_to_fit();
+    }
+
+    /// The parts [`Btf::from_parts`] takes, for a phase that consumes the BTF.
+    pub(crate) fn into_parts(self) -> (Vec<u32>, Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
+        (self.words, self.offs, self.strs, self.endian, self.base)
     }
 
     pub fn with_capacity(endian: Endian, types: usize, words: usize) -> Btf {
@@ -374,8 +419,14 @@ impl Btf {
         }
         let i = (id.0 - start) as usize;
         let s = *self.offs.get(i)? as usize;
-        let e = self.offs.get(i + 1).map(|&e| e as usize).unwrap_or(self.words.len());
-        Some(Type { words: &self.words[s..e] })
+        let e = self
+            .offs
+            .get(i + 1)
+            .map(|&e| e as usize)
+            .unwrap_or(self.words.len());
+        Some(Type {
+            words: &self.words[s..e],
+        })
     }
 
     /// The string at `off` (in the combined space), without its NUL.
@@ -399,7 +450,13 @@ impl Btf {
     }
 
     /// Appends a record; returns its id.
-    pub fn push_raw(&mut self, name: StrOff, info: u32, size_or_type: u32, trailing: &[u32]) -> TypeId {
+    pub fn push_raw(
+        &mut self,
+        name: StrOff,
+        info: u32,
+        size_or_type: u32,
+        trailing: &[u32],
+    ) -> TypeId {
         self.offs.push(self.words.len() as u32);
         self.words.extend_from_slice(&[name.0, info, size_or_type]);
         self.words.extend_from_slice(trailing);
@@ -408,6 +465,8 @@ impl Btf {
 
     /// Appends a complete record of words (common part included).
     pub fn push_words(&mut self, w: &[u32]) -> TypeId {
+        grow(&mut self.words, w.len());
+        grow(&mut self.offs, 1);
         self.offs.push(self.words.len() as u32);
         self.words.extend_from_slice(w);
         TypeId(self.type_count())
@@ -417,6 +476,8 @@ impl Btf {
     /// `offs` their start indices within `words`. Returns the word index at
     /// which they were placed (for fixing them up with `words_from_mut`).
     pub fn append_records(&mut self, words: &[u32], offs: &[u32]) -> usize {
+        grow(&mut self.words, words.len());
+        grow(&mut self.offs, offs.len());
         let base = self.words.len();
         self.offs.extend(offs.iter().map(|&o| o + base as u32));
         self.words.extend_from_slice(words);
@@ -437,7 +498,11 @@ impl Btf {
     pub fn words_mut(&mut self, id: TypeId) -> &mut [u32] {
         let i = (id.0 - self.start_id()) as usize;
         let s = self.offs[i] as usize;
-        let e = self.offs.get(i + 1).map(|&e| e as usize).unwrap_or(self.words.len());
+        let e = self
+            .offs
+            .get(i + 1)
+            .map(|&e| e as usize)
+            .unwrap_or(self.words.len());
         &mut self.words[s..e]
     }
 
@@ -451,7 +516,12 @@ impl Btf {
 
     pub fn add_int(&mut self, name: &[u8], size: u32, encoding: u32) -> TypeId {
         let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Int, false, 0), size, &[(encoding << 24) | (size * 8)])
+        self.push_raw(
+            n,
+            make_info(Kind::Int, false, 0),
+            size,
+            &[(encoding << 24) | (size * 8)],
+        )
     }
     pub fn add_float(&mut self, name: &[u8], size: u32) -> TypeId {
         let n = self.add_str(name);
@@ -469,12 +539,28 @@ impl Btf {
         let n = self.add_str(value);
         self.push_raw(n, make_info(Kind::TypeTag, attr, 0), to.0, &[])
     }
-    pub fn add_decl_tag(&mut self, value: &[u8], to: TypeId, component_idx: i32, attr: bool) -> TypeId {
+    pub fn add_decl_tag(
+        &mut self,
+        value: &[u8],
+        to: TypeId,
+        component_idx: i32,
+        attr: bool,
+    ) -> TypeId {
         let n = self.add_str(value);
-        self.push_raw(n, make_info(Kind::DeclTag, attr, 0), to.0, &[component_idx as u32])
+        self.push_raw(
+            n,
+            make_info(Kind::DeclTag, attr, 0),
+            to.0,
+            &[component_idx as u32],
+        )
     }
     pub fn add_array(&mut self, elem: TypeId, index: TypeId, nelems: u32) -> TypeId {
-        self.push_raw(StrOff::EMPTY, make_info(Kind::Array, false, 0), 0, &[elem.0, index.0, nelems])
+        self.push_raw(
+            StrOff::EMPTY,
+            make_info(Kind::Array, false, 0),
+            0,
+            &[elem.0, index.0, nelems],
+        )
     }
     /// FWD of a struct (`union == false`) or a union.
     pub fn add_fwd(&mut self, name: &[u8], union: bool) -> TypeId {
@@ -519,7 +605,8 @@ impl Btf {
         if bitfield_size != 0 || bit_off % 8 != 0 {
             self.words[s + 1] |= 1 << 31;
         }
-        self.words.extend_from_slice(&[n.0, ty.0, bit_off | (bitfield_size << 24)]);
+        self.words
+            .extend_from_slice(&[n.0, ty.0, bit_off | (bitfield_size << 24)]);
     }
     /// ENUM value (low 32 bits; kind_flag set when negative).
     pub fn push_enum_value(&mut self, name: &[u8], val: i64) {
@@ -533,7 +620,8 @@ impl Btf {
     pub fn push_enum64_value(&mut self, name: &[u8], val: u64) {
         let n = self.add_str(name);
         self.bump_vlen();
-        self.words.extend_from_slice(&[n.0, val as u32, (val >> 32) as u32]);
+        self.words
+            .extend_from_slice(&[n.0, val as u32, (val >> 32) as u32]);
     }
     pub fn push_param(&mut self, name: &[u8], ty: TypeId) {
         let n = self.add_str(name);
@@ -599,7 +687,9 @@ impl Btf {
         let vlen = t.vlen() as usize;
         f(words[0]);
         match t.kind() {
-            Kind::Struct | Kind::Union | Kind::Enum64 => (0..vlen).for_each(|i| f(words[3 + 3 * i])),
+            Kind::Struct | Kind::Union | Kind::Enum64 => {
+                (0..vlen).for_each(|i| f(words[3 + 3 * i]))
+            }
             Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(words[3 + 2 * i])),
             _ => {}
         }
@@ -675,7 +765,14 @@ mod append_tests {
     fn bulk_append_keeps_record_boundaries() {
         let mut b = Btf::new(Endian::Little);
         b.add_int(b"int", 4, INT_SIGNED);
-        let words = [0, make_info(Kind::Ptr, false, 0), 1, 0, make_info(Kind::Const, false, 0), 2];
+        let words = [
+            0,
+            make_info(Kind::Ptr, false, 0),
+            1,
+            0,
+            make_info(Kind::Const, false, 0),
+            2,
+        ];
         let at = b.append_records(&words, &[0, 3]);
         b.words_from_mut(at)[5] = 1;
         assert_eq!(b.type_count(), 3);

@@ -40,7 +40,11 @@ fn memchr0(s: &[u8]) -> usize {
 
 impl StrTab {
     pub fn new_base() -> StrTab {
-        let mut t = StrTab { start: 0, buf: vec![0], ..Default::default() };
+        let mut t = StrTab {
+            start: 0,
+            buf: vec![0],
+            ..Default::default()
+        };
         let mut idx = HashTable::new();
         let h = t.hasher.hash_one(b"".as_slice());
         idx.insert_unique(h, 0u32, |_| h);
@@ -49,13 +53,24 @@ impl StrTab {
     }
 
     pub fn new_split(start: u32, base: Arc<Btf>) -> StrTab {
-        StrTab { start, buf: Vec::new(), index: OnceLock::from(HashTable::new()), base: Some(base), ..Default::default() }
+        StrTab {
+            start,
+            buf: Vec::new(),
+            index: OnceLock::from(HashTable::new()),
+            base: Some(base),
+            ..Default::default()
+        }
     }
 
     /// A table over bytes read from a file; `start` is the base's string length
     /// for split BTF, 0 otherwise.
     pub fn from_bytes(start: u32, buf: Vec<u8>, base: Option<Arc<Btf>>) -> StrTab {
-        StrTab { start, buf, base, ..Default::default() }
+        StrTab {
+            start,
+            buf,
+            base,
+            ..Default::default()
+        }
     }
 
     pub fn start(&self) -> u32 {
@@ -87,7 +102,9 @@ impl StrTab {
             let s = cstr_at(buf, rel);
             let h = hasher.hash_one(s);
             if idx.find(h, |&o| cstr_at(buf, o as usize) == s).is_none() {
-                idx.insert_unique(h, rel as u32, |&o| hasher.hash_one(cstr_at(buf, o as usize)));
+                idx.insert_unique(h, rel as u32, |&o| {
+                    hasher.hash_one(cstr_at(buf, o as usize))
+                });
             }
             rel += s.len() + 1;
         }
@@ -95,13 +112,16 @@ impl StrTab {
     }
 
     fn index(&self) -> &HashTable<u32> {
-        self.index.get_or_init(|| Self::build_index(&self.buf, &self.hasher))
+        self.index
+            .get_or_init(|| Self::build_index(&self.buf, &self.hasher))
     }
 
     /// Absolute offset of the first string in *this* table equal to `s`.
     pub fn find_own(&self, s: &[u8]) -> Option<u32> {
         let h = self.hasher.hash_one(s);
-        self.index().find(h, |&o| cstr_at(&self.buf, o as usize) == s).map(|&o| o + self.start)
+        self.index()
+            .find(h, |&o| cstr_at(&self.buf, o as usize) == s)
+            .map(|&o| o + self.start)
     }
 
     /// Offset of `s` in the base (split only) or in this table, if present.

@@ -47,7 +47,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         // load_btf parsed it: ids are known to be in range
         ids_checked: true,
     };
-    let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
+    let out = dedup::dedup(&btf, &opts)
+        .with_context(|| format!("{}: dedup failed", a.input.display()))?;
     let bytes = btfkit::btf::write::to_bytes(&out);
     btfkit::output::write_atomic(&a.output, &bytes)?;
     Ok(EXIT_OK)

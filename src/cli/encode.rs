@@ -54,11 +54,16 @@ pub struct Args {
 
 /// The sample encoded by `btfkit encode` without an input.
 pub fn sample_path() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/multi_types.gcc-O2.ld-r.o"
+    ))
 }
 
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// One encoding job, as both front ends describe it.
@@ -88,15 +93,24 @@ pub fn encode_btf(
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
-    let out_btf = if dedup { dedup_keep(input, &enc.btf)? } else { enc.btf };
+    let out_btf = if dedup {
+        dedup_keep(input, enc.btf)?
+    } else {
+        enc.btf
+    };
     Ok((out_btf, enc.summary, pre_dedup_types))
 }
 
 /// Dedup as the reference pipeline does it: the string section stays as the
-/// encoder built it.
-fn dedup_keep(input: &Path, btf: &Btf) -> anyhow::Result<Btf> {
-    let o = dedup::Options { strings: dedup::StringMode::Keep, ..Default::default() };
-    dedup::dedup(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
+/// encoder built it. The pre-dedup BTF is consumed, so its memory goes as
+/// soon as dedup no longer needs it.
+fn dedup_keep(input: &Path, btf: Btf) -> anyhow::Result<Btf> {
+    let o = dedup::Options {
+        strings: dedup::StringMode::Keep,
+        ids_checked: false,
+        timings: false,
+    };
+    dedup::dedup_owned(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
 }
 
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
@@ -115,7 +129,11 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     phases.mark("encode");
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
-    let out_btf = if plan.dedup { dedup_keep(&plan.input, &enc.btf)? } else { enc.btf };
+    let out_btf = if plan.dedup {
+        dedup_keep(&plan.input, enc.btf)?
+    } else {
+        enc.btf
+    };
     if plan.dedup {
         phases.mark("dedup");
     }
@@ -168,9 +186,12 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
 /// split part, `.BTF.base` the distilled base.
 pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
     let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
-        let (base, split) =
-            btf::distill::distill(out).with_context(|| format!("{}: distilling the base BTF", input.display()))?;
-        (btf::write::to_bytes(&split), Some(btf::write::to_bytes(&base)))
+        let (base, split) = btf::distill::distill(out)
+            .with_context(|| format!("{}: distilling the base BTF", input.display()))?;
+        (
+            btf::write::to_bytes(&split),
+            Some(btf::write::to_bytes(&base)),
+        )
     } else {
         (btf::write::to_bytes(out), None)
     };
@@ -182,7 +203,8 @@ pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::
     if let Some(b) = &base_sec {
         secs.push((".BTF.base", b));
     }
-    let new = btfkit::elf::write::set_sections(&data, &secs).with_context(|| format!("{}", input.display()))?;
+    let new = btfkit::elf::write::set_sections(&data, &secs)
+        .with_context(|| format!("{}", input.display()))?;
     btfkit::output::write_atomic(input, &new)?;
     // The rewritten file keeps the input's mode (an executable vmlinux stays one).
     std::fs::set_permissions(input, perms).with_context(|| format!("{}", input.display()))?;
@@ -215,13 +237,18 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         jobs: a.jobs.unwrap_or_else(default_jobs),
         no_funcs: a.no_funcs,
     };
-    let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
+    let batch = a.inputs.len() > 1
+        || a.out_dir.is_some()
+        || a.in_place
+        || a.inputs.iter().any(|p| p.is_dir());
     if batch {
         if a.stats {
             bail!("--stats reports on one input; batch mode prints its own summary");
         }
         if a.output.is_some() {
-            bail!("-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR");
+            bail!(
+                "-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR"
+            );
         }
         return super::batch::run(super::batch::Batch {
             inputs: a.inputs,

@@ -78,7 +78,15 @@ impl CandTable {
         let h = mix(key);
         match self.slots.find_mut(h, |s| s.key == key) {
             None => {
-                self.slots.insert_unique(h, Slot { key, front: e, back: e }, |s| mix(s.key));
+                self.slots.insert_unique(
+                    h,
+                    Slot {
+                        key,
+                        front: e,
+                        back: e,
+                    },
+                    |s| mix(s.key),
+                );
             }
             Some(slot) => {
                 if !self.odd {
@@ -100,9 +108,15 @@ impl CandTable {
     pub fn first(&self, key: u64) -> Option<(u32, Cursor)> {
         let slot = self.slots.find(mix(key), |s| s.key == key)?;
         let c = if !self.odd {
-            Cursor { entry: slot.front, forward: true }
+            Cursor {
+                entry: slot.front,
+                forward: true,
+            }
         } else {
-            Cursor { entry: slot.back, forward: false }
+            Cursor {
+                entry: slot.back,
+                forward: false,
+            }
         };
         Some((self.ids[c.entry as usize], c))
     }
@@ -110,11 +124,18 @@ impl CandTable {
     /// The candidate after `c`.
     #[inline]
     pub fn next(&self, c: Cursor) -> Option<(u32, Cursor)> {
-        let e = if c.forward { self.next[c.entry as usize] } else { self.prev[c.entry as usize] };
+        let e = if c.forward {
+            self.next[c.entry as usize]
+        } else {
+            self.prev[c.entry as usize]
+        };
         if e == NIL {
             return None;
         }
-        let c = Cursor { entry: e, forward: c.forward };
+        let c = Cursor {
+            entry: e,
+            forward: c.forward,
+        };
         Some((self.ids[e as usize], c))
     }
 
@@ -173,11 +194,17 @@ mod tests {
     #[test]
     fn matches_reversal_model() {
         let mut t = CandTable::with_capacity(0);
-        let mut m = Model { lists: Default::default(), size: 0, cap: 0 };
+        let mut m = Model {
+            lists: Default::default(),
+            size: 0,
+            cap: 0,
+        };
         // a deterministic mix of a few hot keys and many cold ones
         let mut x: u64 = 12345;
         for id in 1..2000u32 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let key = if x >> 60 < 6 { (x >> 61) & 3 } else { x >> 20 };
             t.insert(key, id);
             m.insert(key, id);

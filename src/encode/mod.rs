@@ -108,7 +108,9 @@ impl Merger<'_> {
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
-        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
+        if self.scratch[2] == local::VAR_REF_MARKER
+            && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32
+        {
             self.scratch[2] = last_var;
             return self.btf.push_words(&self.scratch);
         }
@@ -158,7 +160,11 @@ impl Merger<'_> {
                 None => candidate = off + out.nslots,
             }
         }
-        let index = if self.has_index { self.index } else { candidate };
+        let index = if self.has_index {
+            self.index
+        } else {
+            candidate
+        };
         self.map.clear();
         self.map.resize(out.strs.len() + 1, 0);
         self.intern_range(&out, 0, out.strs_in_types as usize);
@@ -227,13 +233,19 @@ impl Merger<'_> {
             }
         }
         let map = &self.map;
-        self.funcs.extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
+        self.funcs
+            .extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
         self.summary.func_states = self.funcs.len();
     }
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
     /// tags), before the DATASECs, as in the reference.
-    fn emit_funcs(&mut self, elf: &ElfInfo<'_>, data: &[u8], f: &Features) -> Result<(), crate::funcs::FuncsError> {
+    fn emit_funcs(
+        &mut self,
+        elf: &ElfInfo<'_>,
+        data: &[u8],
+        f: &Features,
+    ) -> Result<(), crate::funcs::FuncsError> {
         let marks = if f.decl_tag_kfuncs {
             crate::funcs::KfuncMarks::from_elf(data, &elf.funcs)?
         } else {
@@ -259,7 +271,11 @@ impl Merger<'_> {
             let name = elf.sections[sec as usize].name;
             let n = self.btf.add_str(name);
             let vlen = entries.len() as u32;
-            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
+            let mut words = vec![
+                n.0,
+                make_info(Kind::Datasec, false, vlen),
+                last.1.wrapping_add(last.2),
+            ];
             for (v, o, s) in entries {
                 words.extend_from_slice(&[v, o, s]);
             }
@@ -292,7 +308,11 @@ pub struct Encoded {
 
 /// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
 /// BTF over `base`, functions included unless `opts.no_funcs`.
-pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
+pub fn encode_file(
+    path: &Path,
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
     let mut elf = ElfInfo::load(path, input.bytes())?;
     // `Input` maps the file read-only.
@@ -376,7 +396,9 @@ pub fn encode_elf(
         chunks.push(start..headers.len());
     }
 
-    let str_cache: Vec<AtomicU32> = (0..elf.debug.str.len()).map(|_| AtomicU32::new(0)).collect();
+    let str_cache: Vec<AtomicU32> = (0..elf.debug.str.len())
+        .map(|_| AtomicU32::new(0))
+        .collect();
     let mut btf = match &base {
         Some(b) => Btf::new_split(b.clone()),
         None => Btf::new(elf.endian),
@@ -437,10 +459,36 @@ pub fn encode_elf(
     // The mapped .debug_info (read straight from the file, not decompressed
     // or relocated) can be dropped from memory chunk by chunk once merged.
     let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    // Sections each CU reads its own stretch of, in CU order: what one chunk
+    // touched the next one does not need (a page it does need is read back
+    // from the page cache). `.debug_str` and `.debug_abbrev` are shared by
+    // all CUs and stay.
+    let per_cu: Vec<&[u8]> = if elf.file_mapped {
+        let d = &elf.debug;
+        [
+            &d.loc,
+            &d.loclists,
+            &d.ranges,
+            &d.rnglists,
+            &d.line,
+            &d.addr,
+        ]
+        .into_iter()
+        .filter_map(|c| match c {
+            std::borrow::Cow::Borrowed(b) => Some(*b),
+            std::borrow::Cow::Owned(_) => None,
+        })
+        .collect()
+    } else {
+        Vec::new()
+    };
     let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
         let first = &headers[r.start];
         let last = &headers[r.end - 1];
-        (first.offset().0, last.offset().0 + last.length_including_self())
+        (
+            first.offset().0,
+            last.offset().0 + last.length_including_self(),
+        )
     };
     let result: Result<(), EncodeError> = pool.install(|| {
         let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
@@ -466,6 +514,7 @@ pub fn encode_elf(
                     if info_mapped {
                         release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
                     }
+                    per_cu.iter().for_each(|s| release_pages(s));
                     Ok(())
                 },
                 || next.map(work),
@@ -479,6 +528,10 @@ pub fn encode_elf(
         Ok(())
     });
     result?;
+    if elf.file_mapped {
+        // Decoding is over: the function phase reads only `.BTF_ids` again.
+        release_pages(data);
+    }
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
@@ -486,11 +539,16 @@ pub fn encode_elf(
         });
     }
     if !opts.no_funcs {
-        m.emit_funcs(elf, data, &opts.features).map_err(|e| input_err(e.to_string()))?;
+        m.emit_funcs(elf, data, &opts.features)
+            .map_err(|e| input_err(e.to_string()))?;
     }
     m.finish_datasecs(elf);
+    m.btf.shrink_to_fit();
     let summary = m.summary.clone();
-    Ok(Encoded { btf: m.btf, summary })
+    Ok(Encoded {
+        btf: m.btf,
+        summary,
+    })
 }
 
 #[cfg(test)]
@@ -512,7 +570,12 @@ mod tests {
     }
 
     /// A CU of records (names are local string ids, refs core ids).
-    fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
+    fn cu(
+        records: Vec<Vec<u32>>,
+        strs: Vec<&'static [u8]>,
+        int_core: Option<u32>,
+        nslots: u32,
+    ) -> CuOut<'static> {
         let mut words = Vec::new();
         let mut offs = Vec::new();
         let mut has_arrays = false;
