@@ -509,6 +509,31 @@ fn run(
     Ok(out)
 }
 
+/// libbpf's signature hash of every own type, the value each pass looks its
+/// candidates up by (for the `hot` micro-benchmark; dedup computes them as
+/// it goes). Kinds dedup never hashes (VAR, DATASEC, unknown) give 0.
+#[doc(hidden)]
+pub fn signature_hashes(btf: &Btf) -> Vec<u64> {
+    let (w, offs) = (btf.raw_words(), btf.type_offsets());
+    offs.iter()
+        .map(|&o| {
+            let o = o as usize;
+            let r = &w[o..o + rec_len(w[o + 1])];
+            match kind(r) {
+                CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => {
+                    hash_common(r)
+                }
+                INT | DECL_TAG => hash_int_tag(r),
+                ENUM | ENUM64 => hash_enum(r),
+                STRUCT | UNION => hash_struct(r),
+                ARRAY => hash_array(r),
+                FUNC_PROTO => hash_fnproto(r),
+                _ => 0,
+            }
+        })
+        .collect()
+}
+
 /// Builds the id-indexed state: record offsets, kinds and the initial map
 /// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
 /// Own types are laid out in parallel; the result does not depend on it.
