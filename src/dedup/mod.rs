@@ -665,15 +665,30 @@ fn dedup_strings(btf: &Btf) -> (Vec<u32>, StrTab) {
         None => StrTab::new_base(),
     };
     let offs = btf.type_offsets();
+    // Old own offset -> new offset (0: not seen). A string is interned once
+    // however many records name it (a vmlinux: 12 M references, 2 MB of
+    // strings), and interning is idempotent, so the result is the same.
+    let mut memo = vec![0u32; btf.raw_strings().len()];
     for (i, &s) in offs.iter().enumerate() {
         let e = offs.get(i + 1).map(|&e| e as usize).unwrap_or(words.len());
         Btf::for_each_str_ref_mut(&mut words[s as usize..e], |off| {
             if *off == 0 || *off < start_str {
                 return;
             }
+            let slot = memo.get_mut((*off - start_str) as usize);
+            if let Some(&m) = slot.as_deref()
+                && m != 0
+            {
+                *off = m;
+                return;
+            }
             let s = btf.str_at(crate::btf::StrOff(*off)).unwrap_or(b"");
             // `intern` looks in the base first, then the new table: libbpf's order.
-            *off = tab.intern(s);
+            let new = tab.intern(s);
+            if let Some(m) = slot {
+                *m = new;
+            }
+            *off = new;
         });
     }
     (words, tab)
