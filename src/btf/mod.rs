@@ -653,11 +653,13 @@ impl Btf {
         self.words.len() * 4
     }
 
-    /// Calls `f` with every type-id field of the record, in record order.
-    pub fn for_each_type_ref(words: &[u32], mut f: impl FnMut(u32)) {
-        let t = Type { words };
-        let vlen = t.vlen() as usize;
-        match t.kind() {
+    /// Calls `f` with the word index of every type-id field of a record
+    /// whose info word is `info`, in record order: the one list both
+    /// reference visitors walk (it reads no words, so a visitor may write them).
+    #[inline]
+    pub fn type_ref_positions(info: u32, mut f: impl FnMut(usize)) {
+        let vlen = (info & 0xffff) as usize;
+        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
             Kind::Ptr
             | Kind::Typedef
             | Kind::Volatile
@@ -666,94 +668,57 @@ impl Btf {
             | Kind::Func
             | Kind::Var
             | Kind::DeclTag
-            | Kind::TypeTag => f(words[2]),
+            | Kind::TypeTag => f(2),
             Kind::Array => {
-                f(words[3]);
-                f(words[4]);
+                f(3);
+                f(4);
             }
-            Kind::Struct | Kind::Union => (0..vlen).for_each(|i| f(words[3 + 3 * i + 1])),
+            Kind::Struct | Kind::Union => (0..vlen).for_each(|i| f(3 + 3 * i + 1)),
             Kind::FuncProto => {
-                f(words[2]);
-                (0..vlen).for_each(|i| f(words[3 + 2 * i + 1]));
+                f(2);
+                (0..vlen).for_each(|i| f(3 + 2 * i + 1));
             }
-            Kind::Datasec => (0..vlen).for_each(|i| f(words[3 + 3 * i])),
+            Kind::Datasec => (0..vlen).for_each(|i| f(3 + 3 * i)),
             _ => {}
         }
+    }
+
+    /// Word indices of every string-offset field of a record whose info word
+    /// is `info`, in record order (type name first, then entry names).
+    #[inline]
+    pub fn str_ref_positions(info: u32, mut f: impl FnMut(usize)) {
+        let vlen = (info & 0xffff) as usize;
+        f(0);
+        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
+            Kind::Struct | Kind::Union | Kind::Enum64 => (0..vlen).for_each(|i| f(3 + 3 * i)),
+            Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(3 + 2 * i)),
+            _ => {}
+        }
+    }
+
+    /// Calls `f` with every type-id field of the record, in record order.
+    #[inline]
+    pub fn for_each_type_ref(words: &[u32], mut f: impl FnMut(u32)) {
+        Btf::type_ref_positions(words[1], |p| f(words[p]));
     }
 
     /// Calls `f` with every string-offset field of the record, in record order.
+    #[inline]
     pub fn for_each_str_ref(words: &[u32], mut f: impl FnMut(u32)) {
-        let t = Type { words };
-        let vlen = t.vlen() as usize;
-        f(words[0]);
-        match t.kind() {
-            Kind::Struct | Kind::Union | Kind::Enum64 => {
-                (0..vlen).for_each(|i| f(words[3 + 3 * i]))
-            }
-            Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(words[3 + 2 * i])),
-            _ => {}
-        }
+        Btf::str_ref_positions(words[1], |p| f(words[p]));
     }
 
     /// Calls `f` on every type-id field of the record (mutable), in record order.
+    #[inline]
     pub fn for_each_type_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
-        let t = Type { words: &*words };
-        let kind = t.kind();
-        let vlen = t.vlen() as usize;
-        match kind {
-            Kind::Ptr
-            | Kind::Typedef
-            | Kind::Volatile
-            | Kind::Const
-            | Kind::Restrict
-            | Kind::Func
-            | Kind::Var
-            | Kind::DeclTag
-            | Kind::TypeTag => f(&mut words[2]),
-            Kind::Array => {
-                f(&mut words[3]);
-                f(&mut words[4]);
-            }
-            Kind::Struct | Kind::Union => {
-                for i in 0..vlen {
-                    f(&mut words[3 + 3 * i + 1]);
-                }
-            }
-            Kind::FuncProto => {
-                f(&mut words[2]);
-                for i in 0..vlen {
-                    f(&mut words[3 + 2 * i + 1]);
-                }
-            }
-            Kind::Datasec => {
-                for i in 0..vlen {
-                    f(&mut words[3 + 3 * i]);
-                }
-            }
-            _ => {}
-        }
+        Btf::type_ref_positions(words[1], |p| f(&mut words[p]));
     }
 
-    /// Calls `f` on every string-offset field of the record, in record order
-    /// (type name first, then entry names).
+    /// Calls `f` on every string-offset field of the record (mutable), in
+    /// record order (type name first, then entry names).
+    #[inline]
     pub fn for_each_str_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
-        let t = Type { words: &*words };
-        let kind = t.kind();
-        let vlen = t.vlen() as usize;
-        f(&mut words[0]);
-        match kind {
-            Kind::Struct | Kind::Union | Kind::Enum64 => {
-                for i in 0..vlen {
-                    f(&mut words[3 + 3 * i]);
-                }
-            }
-            Kind::Enum | Kind::FuncProto => {
-                for i in 0..vlen {
-                    f(&mut words[3 + 2 * i]);
-                }
-            }
-            _ => {}
-        }
+        Btf::str_ref_positions(words[1], |p| f(&mut words[p]));
     }
 }
 
