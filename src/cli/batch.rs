@@ -105,6 +105,19 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
         }
         None => None,
     };
+    // Likewise dedup's view of the base (its records laid out, the candidate
+    // table after the prep pass): once, not once per module.
+    let base_index = match (&base, b.dedup) {
+        (Some(bb), true) => Some(Arc::new(btfkit::dedup::BaseIndex::new(bb).with_context(
+            || {
+                format!(
+                    "base BTF {}",
+                    b.base.as_ref().expect("base given").display()
+                )
+            },
+        )?)),
+        _ => None,
+    };
     let threads = b.opts.jobs.max(1);
     let one = Options {
         jobs: 1,
@@ -130,7 +143,10 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(f) = files.get(i) else { break };
-                            mine.push((i, encode_one(f, &b, base.clone(), &one)));
+                            mine.push((
+                                i,
+                                encode_one(f, &b, base.clone(), base_index.as_ref(), &one),
+                            ));
                             let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
                             if progress {
                                 eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
@@ -189,8 +205,14 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     Ok(if failed > 0 { EXIT_ERR } else { EXIT_OK })
 }
 
-fn encode_one(f: &Path, b: &Batch, base: Option<Arc<Btf>>, opts: &Options) -> anyhow::Result<Done> {
-    let (out, _, _) = encode_btf(f, base, opts, b.dedup)?;
+fn encode_one(
+    f: &Path,
+    b: &Batch,
+    base: Option<Arc<Btf>>,
+    base_index: Option<&Arc<btfkit::dedup::BaseIndex>>,
+    opts: &Options,
+) -> anyhow::Result<Done> {
+    let (out, _, _) = encode_btf(f, base, base_index, opts, b.dedup)?;
     if let Some(dir) = &b.out_dir {
         btfkit::output::write_atomic_with(&dir.join(out_name(f)), |w| {
             btf::write::write_to(&out, w)

@@ -46,6 +46,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         timings: a.timings,
         // load_btf parsed it: ids are known to be in range
         ids_checked: true,
+        base_index: None,
     };
     let out = dedup::dedup(&btf, &opts)
         .with_context(|| format!("{}: dedup failed", a.input.display()))?;

@@ -81,11 +81,13 @@ pub struct Plan {
     pub stats: Option<bool>,
 }
 
-/// Encodes `input` (split over `base` if given) and dedups it unless told not to.
+/// Encodes `input` (split over `base` if given) and dedups it unless told not to
+/// (with `base_index`, dedup's state for that base, if the caller built it).
 /// Returns the final BTF, the encoder's summary and the pre-dedup type count.
 pub fn encode_btf(
     input: &Path,
     base: Option<Arc<Btf>>,
+    base_index: Option<&Arc<dedup::BaseIndex>>,
     opts: &Options,
     dedup: bool,
 ) -> anyhow::Result<(Btf, encode::Summary, u32)> {
@@ -94,7 +96,7 @@ pub fn encode_btf(
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
     let out_btf = if dedup {
-        dedup_keep(input, enc.btf)?
+        dedup_keep(input, enc.btf, base_index)?
     } else {
         enc.btf
     };
@@ -104,11 +106,16 @@ pub fn encode_btf(
 /// Dedup as the reference pipeline does it: the string section stays as the
 /// encoder built it. The pre-dedup BTF is consumed, so its memory goes as
 /// soon as dedup no longer needs it.
-fn dedup_keep(input: &Path, btf: Btf) -> anyhow::Result<Btf> {
+fn dedup_keep(
+    input: &Path,
+    btf: Btf,
+    base_index: Option<&Arc<dedup::BaseIndex>>,
+) -> anyhow::Result<Btf> {
     let o = dedup::Options {
         strings: dedup::StringMode::Keep,
         ids_checked: false,
         timings: false,
+        base_index: base_index.cloned(),
     };
     dedup::dedup_owned(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
 }
@@ -130,7 +137,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     let out_btf = if plan.dedup {
-        dedup_keep(&plan.input, enc.btf)?
+        dedup_keep(&plan.input, enc.btf, None)?
     } else {
         enc.btf
     };

@@ -32,6 +32,7 @@ struct Slot {
     back: u32,
 }
 
+#[derive(Clone)]
 pub struct CandTable {
     slots: HashTable<Slot>,
     ids: Vec<u32>,
