@@ -15,6 +15,11 @@ for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   case "$t" in
     btf_read|dedup) find "$corpus/expected/fixtures" -name '*.btf' -size -64k -exec cp -n {} "corpus/$t/" \; ;;
+    # One input per CU: the fixtures' DWARF sections as the encoder sees them
+    # (relocated), in the target's layout (src/dwarf/fuzz_input.rs).
+    dwarf_cu)
+      [ -n "$(ls -A "corpus/$t")" ] || (cd .. && cargo run -q --release --example fuzz_seed -- "fuzz/corpus/$t" \
+        $(find "$corpus/fixtures/bin" -name '*.o' -size -256k)) ;;
     *) find "$corpus/fixtures/bin" -name '*.o' -size -256k -exec cp -n {} "corpus/$t/" \; ;;
   esac
   echo "== $t for ${secs}s"

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+mod common;
+
 use btfkit::btf::{dump, lint, read, write};
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
@@ -25,5 +27,42 @@ fn btf_read_regressions() {
             let _ = dump::raw_string(&b);
             let _ = lint::kernel_warnings(&b);
         }
+    }
+}
+
+/// The `dwarf_cu` input layout carries the DWARF of a file completely: the
+/// types encoded from an input built from a fixture's sections are the
+/// fixture's own (variables and functions need the real ELF, so they are off).
+#[test]
+fn dwarf_cu_input_encodes_like_its_fixture() {
+    use btfkit::dwarf::fuzz_input;
+    use btfkit::elf::debug::ElfInfo;
+    use btfkit::encode::{Options, encode_elf};
+    let mut opts = Options::default();
+    opts.features.var = false;
+    for name in ["structs_unions.gcc-O2.o", "arrays.clang-O2.o", "structs_unions.s390x-gcc-O2.o", "bitfields.aarch64-gcc-O2.o"] {
+        let path = Path::new(name);
+        let data = common::read_corpus(&format!("fixtures/bin/{name}"));
+        let elf = ElfInfo::load(path, &data).unwrap();
+        let syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();
+        let flags = if elf.endian == btfkit::btf::Endian::Big { fuzz_input::BIG_ENDIAN } else { 0 };
+        let bytes = fuzz_input::build(flags, &elf.debug, &syms);
+        let input = fuzz_input::parse(&bytes).unwrap();
+        let synthetic = input.elf_info();
+        let want = encode_elf(path, &elf, &data, None, &opts).unwrap();
+        let got = encode_elf(path, &synthetic, &[], None, &opts).unwrap();
+        assert!(want.btf.own_type_count() > 5, "{name}: too few types to compare");
+        assert_eq!(write::to_bytes(&got.btf), write::to_bytes(&want.btf), "{name}");
+        fuzz_input::check(&bytes);
+    }
+}
+
+#[test]
+fn elf_open_regressions() {
+    let cases = inputs("elf_open");
+    assert!(!cases.is_empty());
+    for (name, data) in cases {
+        eprintln!("{name}");
+        btfkit::elf::fuzz::check_open(&data);
     }
 }

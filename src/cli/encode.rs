@@ -202,19 +202,15 @@ pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::
     } else {
         (btf::write::to_bytes(out), None)
     };
-    let perms = std::fs::metadata(input)
-        .with_context(|| format!("{}", input.display()))?
-        .permissions();
     let data = std::fs::read(input).with_context(|| format!("{}", input.display()))?;
     let mut secs: Vec<(&str, &[u8])> = vec![(".BTF", &btf_sec)];
     if let Some(b) = &base_sec {
         secs.push((".BTF.base", b));
     }
-    let new = btfkit::elf::write::set_sections(&data, &secs)
-        .with_context(|| format!("{}", input.display()))?;
-    btfkit::output::write_atomic(input, &new)?;
-    // The rewritten file keeps the input's mode (an executable vmlinux stays one).
-    std::fs::set_permissions(input, perms).with_context(|| format!("{}", input.display()))?;
+    let new = btfkit::elf::write::set_sections(&data, &secs).with_context(|| format!("{}", input.display()))?;
+    // A new file with the input's mode (an executable vmlinux stays one)
+    // renamed over it: a kill at any moment leaves the old or the new file.
+    btfkit::output::replace_atomic(input, &new)?;
     Ok(())
 }
 

@@ -17,6 +17,8 @@ use gimli::{AttributeValue, DwAt, DwTag, EndianSlice, RunTimeEndian, Section, Un
 
 use crate::elf::debug::DebugSections;
 
+pub mod fuzz_input;
+
 pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
 pub type Dwarf<'a> = gimli::Dwarf<R<'a>>;
 

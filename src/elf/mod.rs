@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod write;
+pub mod fuzz;
 
 use memmap2::Mmap;
 use object::{Object, ObjectSection};
@@ -64,16 +65,23 @@ pub fn section_data<'a>(path: &Path, obj: &object::File<'a>, name: &str) -> Resu
 /// a `.BTF.base` (distilled base) and no explicit base uses that section as base.
 pub fn load_btf(path: &Path, base: Option<Arc<Btf>>) -> Result<Btf> {
     let input = Input::open(path)?;
-    if input.is_btf() {
-        return btf::read::parse_split(input.bytes(), base).map_err(|source| Error::Btf { path: path.into(), source });
+    load_btf_bytes(path, input.bytes(), base)
+}
+
+/// [`load_btf`] on the bytes of `path` already in memory (`path` only names
+/// the file in errors).
+pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
+    let is_btf = data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]);
+    if is_btf {
+        return btf::read::parse_split(data, base).map_err(|source| Error::Btf { path: path.into(), source });
     }
-    if !input.is_elf() {
+    if !data.starts_with(b"\x7fELF") {
         return Err(Error::Input {
             path: path.into(),
             msg: "neither raw BTF (magic 0xeb9f) nor an ELF file".into(),
         });
     }
-    let obj = input.object()?;
+    let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
     let data = section_data(path, &obj, ".BTF")?
         .ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))?;
     let base = match base {

@@ -25,6 +25,10 @@ pub enum ElfWriteError {
     SectionOutOfFile { idx: usize, off: u64, len: u64 },
     #[error("file has no section headers")]
     NoSections,
+    #[error("section header string table (section {idx}) has type {sh_type}, not STRTAB")]
+    BadShstrtabType { idx: usize, sh_type: u64 },
+    #[error("section {idx}: name offset {off} lies outside the {len}-byte section name table")]
+    BadSectionName { idx: usize, off: u64, len: usize },
 }
 
 #[derive(Clone, Copy)]
@@ -93,6 +97,9 @@ impl Layout {
 }
 
 const SHT_PROGBITS: u64 = 1;
+const SHT_STRTAB: u64 = 3;
+const SHT_NOBITS: u64 = 8;
+const SHF_COMPRESSED: u64 = 0x800;
 const SHN_XINDEX: u64 = 0xffff;
 const SHN_LORESERVE: usize = 0xff00;
 
@@ -145,11 +152,25 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     if stri >= shnum {
         return Err(ElfWriteError::BadShstrndx(shstrndx as u32));
     }
+    // Readers take names only from a STRTAB (a NOBITS one has no bytes).
+    let sh_type = l.get(&shdrs[stri], "type");
+    if sh_type != SHT_STRTAB {
+        return Err(ElfWriteError::BadShstrtabType { idx: stri, sh_type });
+    }
     let (so, ss) = (l.get(&shdrs[stri], "offset"), l.get(&shdrs[stri], "size"));
     if so.checked_add(ss).is_none_or(|e| e > data.len() as u64) {
         return Err(ElfWriteError::SectionOutOfFile { idx: stri, off: so, len: ss });
     }
     let mut shstrtab = data[so as usize..(so + ss) as usize].to_vec();
+    // Names this adds go after the table's end: a section whose name points
+    // there (or into an empty table) would take such a name too, so that
+    // file is refused rather than written with two sections named `.BTF`.
+    for (idx, sh) in shdrs.iter().enumerate() {
+        let off = l.get(sh, "name");
+        if off >= shstrtab.len() as u64 {
+            return Err(ElfWriteError::BadSectionName { idx, off, len: shstrtab.len() });
+        }
+    }
     let name_of = |tab: &[u8], off: u64| -> Vec<u8> {
         let s = tab.get(off as usize..).unwrap_or(&[]);
         s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())].to_vec()
@@ -178,6 +199,14 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
         };
         l.set(&mut shdrs[idx], "offset", at as u64);
         l.set(&mut shdrs[idx], "size", contents.len() as u64);
+        // The contents are now in the file, uncompressed: a replaced section
+        // that was NOBITS or SHF_COMPRESSED would otherwise read back empty
+        // or fail to inflate.
+        if l.get(&shdrs[idx], "type") == SHT_NOBITS {
+            l.set(&mut shdrs[idx], "type", SHT_PROGBITS);
+        }
+        let flags = l.get(&shdrs[idx], "flags");
+        l.set(&mut shdrs[idx], "flags", flags & !SHF_COMPRESSED);
     }
     if names_added {
         let at = out.len();
@@ -270,6 +299,25 @@ mod tests {
         }
     }
 
+    /// A replaced section that was NOBITS or marked compressed holds the new
+    /// contents as they are (found by the elf_open fuzz target).
+    #[test]
+    fn replaced_nobits_or_compressed_section_holds_the_contents() {
+        let f = tiny_elf(true, false);
+        let shoff = u64::from_le_bytes(f[40..48].try_into().unwrap()) as usize;
+        let l = Layout { is64: true, big: false };
+        for (ty, flags) in [(SHT_NOBITS, 3), (SHT_PROGBITS, SHF_COMPRESSED)] {
+            let mut g = f.clone();
+            let text = &mut g[shoff + 2 * 64..shoff + 3 * 64];
+            l.set(text, "type", ty);
+            l.set(text, "flags", flags);
+            let out = set_sections(&g, &[(".text", b"new contents")]).unwrap();
+            let obj = object::File::parse(&*out).unwrap();
+            let sec = obj.section_by_name(".text").unwrap();
+            assert_eq!(&*sec.uncompressed_data().unwrap(), b"new contents");
+        }
+    }
+
     #[test]
     fn damaged_headers_are_errors() {
         let f = tiny_elf(true, false);
@@ -281,6 +329,19 @@ mod tests {
         let mut bad = f.clone();
         bad[62] = 9;
         assert_eq!(set_sections(&bad, &[(".BTF", b"x")]), Err(ElfWriteError::BadShstrndx(9)));
+        // A section name table without bytes in the file.
+        let mut bad = f.clone();
+        let shoff = u64::from_le_bytes(f[40..48].try_into().unwrap()) as usize;
+        bad[shoff + 64 + 4] = 8;
+        assert_eq!(set_sections(&bad, &[(".BTF", b"x")]), Err(ElfWriteError::BadShstrtabType { idx: 1, sh_type: 8 }));
+        // A name at the end of .shstrtab (17 bytes) would become the added ".BTF".
+        let mut bad = f.clone();
+        let shoff = u64::from_le_bytes(f[40..48].try_into().unwrap()) as usize;
+        bad[shoff + 2 * 64] = 17;
+        assert_eq!(
+            set_sections(&bad, &[(".BTF", b"x")]),
+            Err(ElfWriteError::BadSectionName { idx: 2, off: 17, len: 17 })
+        );
         for n in 0..f.len() {
             let _ = set_sections(&f[..n], &[(".BTF", b"x")]);
         }
