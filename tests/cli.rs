@@ -131,6 +131,10 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["peak_heap_bytes"].as_u64().unwrap() > 0);
+    // the run's peak is the largest of the phases' peaks
+    let per_phase: Vec<u64> = v["phases"].as_array().unwrap().iter().map(|p| p["peak_heap_bytes"].as_u64().unwrap()).collect();
+    assert!(per_phase.iter().all(|&h| h > 0), "{per_phase:?}");
+    assert_eq!(per_phase.iter().max(), v["peak_heap_bytes"].as_u64().as_ref());
     // Batch mode has its own summary.
     let out = btfkit(&["encode", "--stats", "--out-dir", "/tmp", "a.ko", "b.ko"]);
     assert_eq!(out.status.code(), Some(2));

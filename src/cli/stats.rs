@@ -51,8 +51,12 @@ pub fn enable_heap_counting() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
-pub fn peak_heap() -> usize {
-    PEAK.load(Ordering::Relaxed)
+/// The peak since the previous call (or since counting started), and a new
+/// period starting at the current level: per-phase peaks.
+fn take_peak_heap() -> usize {
+    let peak = PEAK.load(Ordering::Relaxed);
+    PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
+    peak
 }
 
 fn rusage() -> (Duration, usize) {
@@ -63,11 +67,11 @@ fn rusage() -> (Duration, usize) {
     (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as usize * 1024)
 }
 
-/// Wall and CPU time of consecutive phases.
+/// Wall and CPU time and peak heap of consecutive phases.
 pub struct Phases {
     last_wall: Instant,
     last_cpu: Duration,
-    pub done: Vec<(&'static str, Duration, Duration)>,
+    pub done: Vec<(&'static str, Duration, Duration, usize)>,
 }
 
 impl Phases {
@@ -78,7 +82,7 @@ impl Phases {
     pub fn mark(&mut self, name: &'static str) {
         let (cpu, _) = rusage();
         let now = Instant::now();
-        self.done.push((name, now - self.last_wall, cpu.saturating_sub(self.last_cpu)));
+        self.done.push((name, now - self.last_wall, cpu.saturating_sub(self.last_cpu), take_peak_heap()));
         self.last_wall = now;
         self.last_cpu = cpu;
     }
@@ -87,13 +91,16 @@ impl Phases {
 /// Prints the report, as a table or one JSON object.
 pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
     let (_, peak_rss) = rusage();
-    let heap = peak_heap();
+    let heap = phases.done.iter().map(|p| p.3).max().unwrap_or(0);
     let (wall, cpu) = phases.done.iter().fold((Duration::ZERO, Duration::ZERO), |a, p| (a.0 + p.1, a.1 + p.2));
+    let mib = |b: usize| b as f64 / 1048576.0;
     if json {
         let ph: Vec<serde_json::Value> = phases
             .done
             .iter()
-            .map(|(n, w, c)| serde_json::json!({"phase": n, "wall_s": w.as_secs_f64(), "cpu_s": c.as_secs_f64()}))
+            .map(|(n, w, c, h)| {
+                serde_json::json!({"phase": n, "wall_s": w.as_secs_f64(), "cpu_s": c.as_secs_f64(), "peak_heap_bytes": h})
+            })
             .collect();
         let cn: serde_json::Map<String, serde_json::Value> =
             counts.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
@@ -106,9 +113,9 @@ pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
         });
         eprintln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        eprintln!("{:<10} {:>9} {:>9}", "phase", "wall s", "cpu s");
-        for (n, w, c) in &phases.done {
-            eprintln!("{:<10} {:>9.3} {:>9.3}", n, w.as_secs_f64(), c.as_secs_f64());
+        eprintln!("{:<10} {:>9} {:>9} {:>15}", "phase", "wall s", "cpu s", "peak heap MiB");
+        for (n, w, c, h) in &phases.done {
+            eprintln!("{:<10} {:>9.3} {:>9.3} {:>15.1}", n, w.as_secs_f64(), c.as_secs_f64(), mib(*h));
         }
         eprintln!("{:<10} {:>9.3} {:>9.3}", "total", wall.as_secs_f64(), cpu.as_secs_f64());
         for (k, v) in counts {
@@ -116,8 +123,8 @@ pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
         }
         eprintln!(
             "peak RSS: {:.1} MiB, peak heap allocated (capacity included, touched or not): {:.1} MiB",
-            peak_rss as f64 / 1048576.0,
-            heap as f64 / 1048576.0
+            mib(peak_rss),
+            mib(heap)
         );
     }
 }
