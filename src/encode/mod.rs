@@ -84,7 +84,7 @@ pub struct Summary {
 }
 
 /// Run-wide merge state.
-struct Merger<'c> {
+struct Merger {
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -95,14 +95,14 @@ struct Merger<'c> {
     /// is idempotent and the string section only grows, so a value once set
     /// is final: the workers read it too (see `CuOut::strs_known`) and the
     /// merge only looks up what they did not find.
-    str_cache: &'c [AtomicU32],
+    str_cache: Arc<[AtomicU32]>,
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (the function phase emits them).
     pub funcs: FuncStates,
 }
 
-impl Merger<'_> {
+impl Merger {
     fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
@@ -396,9 +396,7 @@ pub fn encode_elf(
         chunks.push(start..headers.len());
     }
 
-    let str_cache: Vec<AtomicU32> = (0..elf.debug.str.len())
-        .map(|_| AtomicU32::new(0))
-        .collect();
+    let str_cache: Arc<[AtomicU32]> = (0..elf.debug.str.len()).map(|_| AtomicU32::new(0)).collect();
     let mut btf = match &base {
         Some(b) => Btf::new_split(b.clone()),
         None => Btf::new(elf.endian),
@@ -410,7 +408,7 @@ pub fn encode_elf(
         index: 0,
         datasecs: BTreeMap::new(),
         map: Vec::new(),
-        str_cache: &str_cache,
+        str_cache: str_cache.clone(),
         scratch: Vec::new(),
         summary: Summary {
             cus: headers.len(),
@@ -532,6 +530,11 @@ pub fn encode_elf(
         // Decoding is over: the function phase reads only `.BTF_ids` again.
         release_pages(data);
     }
+    // So is string interning by .debug_str offset (4 bytes per byte of
+    // .debug_str, 18 MB on a vmlinux): free it before the function phase
+    // grows the BTF to its largest.
+    m.str_cache = Arc::from(Vec::new());
+    drop(str_cache);
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
@@ -555,14 +558,14 @@ pub fn encode_elf(
 mod tests {
     use super::*;
 
-    fn merger() -> Merger<'static> {
+    fn merger() -> Merger {
         Merger {
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
-            str_cache: &[],
+            str_cache: Arc::from(Vec::new()),
             scratch: Vec::new(),
             summary: Summary::default(),
             funcs: FuncStates::default(),
