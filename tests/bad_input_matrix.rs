@@ -396,3 +396,210 @@ fn compressed_section_with_unknown_algorithm_or_short_header() {
     wr64(&mut d, h + SH_FLAGS, flags | SHF_COMPRESSED);
     expect_encode_failure("ch-short.o", &d, &[".debug_info", "compress"]);
 }
+
+// ---------------------------------------------------------------- DWARF
+
+/// One DIE of a fixture's first unit: its unit offset, tag, and for each
+/// attribute (name, form, position in the section).
+struct Die {
+    uoff: usize,
+    tag: gimli::DwTag,
+    attrs: Vec<(gimli::DwAt, gimli::DwForm, usize)>,
+}
+
+/// The DIEs of the first unit (all fixtures used here have one) and the
+/// .debug_info file offset.
+fn dies(data: &[u8]) -> (Vec<Die>, usize) {
+    use gimli::LittleEndian;
+    let (info_off, info_size, _) = section(data, ".debug_info");
+    let (ab_off, ab_size, _) = section(data, ".debug_abbrev");
+    let info = gimli::DebugInfo::new(&data[info_off..info_off + info_size], LittleEndian);
+    let abbrev = gimli::DebugAbbrev::new(&data[ab_off..ab_off + ab_size], LittleEndian);
+    let header = info.units().next().unwrap().unwrap();
+    let abbrevs = header.abbreviations(&abbrev).unwrap();
+    let mut entries = header.entries_raw(&abbrevs, None).unwrap();
+    let mut out = Vec::new();
+    while !entries.is_empty() {
+        let at = entries.next_offset().0;
+        let Some(ab) = entries.read_abbreviation().unwrap() else { continue };
+        let mut attrs = Vec::new();
+        for spec in ab.attributes() {
+            let pos = entries.next_offset().0;
+            entries.read_attribute(*spec).unwrap();
+            attrs.push((spec.name(), spec.form(), pos));
+        }
+        out.push(Die { uoff: at, tag: ab.tag(), attrs });
+    }
+    (out, info_off)
+}
+
+impl Die {
+    /// Section position of this DIE's DW_AT_type, which must be a ref4.
+    fn type_at(&self) -> usize {
+        let &(_, form, pos) = self.attrs.iter().find(|a| a.0 == gimli::DW_AT_type).expect("DW_AT_type");
+        assert_eq!(form, gimli::DW_FORM_ref4);
+        pos
+    }
+}
+
+/// `fixture` with the DW_AT_type of the `nth` DIE tagged `tag` pointed at
+/// the DIE `to` picks (given all DIEs and the patched one's index).
+fn retarget(fixture: &str, tag: gimli::DwTag, nth: usize, to: impl Fn(&[Die], usize) -> usize) -> Vec<u8> {
+    let mut d = read_corpus(fixture);
+    let (all, info) = dies(&d);
+    let i = all.iter().enumerate().filter(|(_, x)| x.tag == tag).nth(nth).expect("no such DIE").0;
+    let target = to(&all, i);
+    let at = info + all[i].type_at();
+    wr32(&mut d, at, target as u32);
+    d
+}
+
+/// The damaged-DWARF inputs: (file name, bytes, words the error must contain).
+fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
+    let mut v: Vec<(String, Vec<u8>, Vec<&'static str>)> = Vec::new();
+    let base = fixture();
+    let (info_off, _, _) = section(&base, ".debug_info");
+    // Unit lengths: too long, too short (the unit ends inside a DIE), zero,
+    // the 64-bit escape followed by a huge length, a reserved value.
+    for (tag, len) in [("long", 0x7fff_fff0u32), ("short", 0x20), ("tiny", 4), ("zero", 0), ("reserved", 0xffff_fff0)] {
+        let mut d = base.clone();
+        wr32(&mut d, info_off, len);
+        v.push((format!("unit-length-{tag}.o"), d, vec![".debug_info", "unit"]));
+    }
+    let mut d = base.clone();
+    wr32(&mut d, info_off, 0xffff_ffff);
+    wr64(&mut d, info_off + 4, 1 << 60);
+    v.push(("unit-length-64bit-huge.o".into(), d, vec![".debug_info", "0x0"]));
+    // Versions.
+    for ver in [0u16, 1, 6, 0xffff] {
+        let mut d = base.clone();
+        wr16(&mut d, info_off + 4, ver);
+        v.push((format!("version-{ver}.o"), d, vec![".debug_info", "version"]));
+    }
+    // The unit's abbreviations offset past the end of .debug_abbrev. In an
+    // object file the field (DWARF 5: at +8) is filled by a relocation, so
+    // its addend is what is changed.
+    let mut d = base.clone();
+    let (rela, rela_size, _) = section(&d, ".rela.debug_info");
+    let r = (rela..rela + rela_size).step_by(24).find(|&r| rd64(&d, r) == 8).expect("relocation at +8");
+    wr64(&mut d, r + 16, 0x10_0000);
+    v.push(("abbrev-offset-past-end.o".into(), d, vec!["abbrev"]));
+    // Unknown forms: the first DW_AT_name form in .debug_abbrev replaced.
+    let (ab_off, ab_size, _) = section(&base, ".debug_abbrev");
+    let name_form = (ab_off..ab_off + ab_size - 1).find(|&i| base[i] == 0x03 && matches!(base[i + 1], 0x08 | 0x0e | 0x1f)).unwrap();
+    for form in [0x7eu8, 0x30, 0x00] {
+        let mut d = base.clone();
+        d[name_form + 1] = form;
+        v.push((format!("unknown-form-{form:#x}.o"), d, vec!["form"]));
+    }
+    // Cycles through type references.
+    v.push((
+        "cycle-typedef-self.o".into(),
+        retarget("fixtures/bin/typedefs.gcc-O2.o", gimli::DW_TAG_typedef, 0, |all, i| all[i].uoff),
+        vec!["loop", "DIE"],
+    ));
+    v.push((
+        "cycle-pointer-self.o".into(),
+        retarget("fixtures/bin/pointers.gcc-O2.o", gimli::DW_TAG_pointer_type, 0, |all, i| all[i].uoff),
+        vec!["loop", "DIE"],
+    ));
+    v.push((
+        "cycle-typedef-pair.o".into(),
+        {
+            // typedef #1 -> typedef #0, and typedef #0 -> typedef #1.
+            let d = retarget("fixtures/bin/typedefs.gcc-O2.o", gimli::DW_TAG_typedef, 1, |all, _| {
+                all.iter().find(|x| x.tag == gimli::DW_TAG_typedef).unwrap().uoff
+            });
+            let (all, info) = dies(&d);
+            let tds: Vec<&Die> = all.iter().filter(|x| x.tag == gimli::DW_TAG_typedef).collect();
+            let mut d = d.clone();
+            wr32(&mut d, info + tds[0].type_at(), tds[1].uoff as u32);
+            d
+        },
+        vec!["loop", "DIE"],
+    ));
+    v.push((
+        "cycle-member-own-struct.o".into(),
+        retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, i| {
+            all[..i].iter().rev().find(|x| x.tag == gimli::DW_TAG_structure_type).unwrap().uoff
+        }),
+        vec!["loop", "DIE"],
+    ));
+    v.push((
+        "cycle-array-self.o".into(),
+        retarget("fixtures/bin/arrays.gcc-O2.o", gimli::DW_TAG_array_type, 0, |all, i| all[i].uoff),
+        vec!["loop", "DIE"],
+    ));
+    // A reference past the end of its unit (the reference pahole v1.31 makes
+    // it void silently, exit 0; btfkit refuses).
+    let d = retarget(FIXTURE, gimli::DW_TAG_member, 0, |_, _| 0x7fff_0000);
+    v.push(("ref-past-unit.o".into(), d, vec!["outside its unit", "DIE"]));
+    v
+}
+
+/// Damaged DWARF that btfkit accepts because the reference does and the
+/// result is valid BTF: (file name, bytes, SHA-256 of the reference's output).
+fn accepted_dwarf_cases() -> Vec<(String, Vec<u8>, &'static str)> {
+    // A reference inside the unit that lands on no DIE (the unit header, the
+    // middle of a DIE): pahole v1.31 warns "couldn't find 0x.. type for 0x36
+    // (member)", makes the member's type void and exits 0. btfkit writes the
+    // same bytes (only a set of every DIE offset could tell "no DIE" from "a
+    // DIE that is not a type", e.g. a subprogram, which is legal). Determined
+    // by running /work/ref/dwarves/build/pahole -J on the files `write_cases`
+    // writes; both outputs load into the kernel.
+    const VOID_MEMBER: &str = "d38af22f4d3e2f9cc2165b2a232025ec902cfd0b0ca34df1f843bb7d0232c000";
+    vec![
+        ("ref-header.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |_, _| 2), VOID_MEMBER),
+        ("ref-mid-die.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, _| all[3].uoff + 1), VOID_MEMBER),
+    ]
+}
+
+#[test]
+fn damaged_dwarf_the_reference_accepts() {
+    use sha2::Digest;
+    for (name, bytes, want) in accepted_dwarf_cases() {
+        let dir = scratch(&format!("mx-ok-{name}"));
+        let input = dir.join(&name);
+        std::fs::write(&input, &bytes).unwrap();
+        let out = dir.join("out.btf");
+        let o = run_bounded(&name, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)]);
+        assert_eq!(o.code, Some(0), "{name}: {}", o.stderr);
+        let got = sha2::Sha256::digest(std::fs::read(&out).unwrap());
+        let got: String = got.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, want, "{name}: not the reference's bytes");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Runs every case, then fails listing all that failed (one failure does
+/// not hide the next).
+fn all_cases(cases: Vec<(String, Vec<u8>, Vec<&'static str>)>) {
+    let mut failed = Vec::new();
+    for (name, bytes, mention) in cases {
+        if let Err(e) = std::panic::catch_unwind(|| expect_encode_failure(&name, &bytes, &mention)) {
+            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            failed.push(format!("{name}: {msg}"));
+        }
+    }
+    assert!(failed.is_empty(), "{} cases failed:\n{}", failed.len(), failed.join("\n"));
+}
+
+#[test]
+fn damaged_dwarf() {
+    all_cases(dwarf_cases());
+}
+
+/// Writes the damaged inputs to $BTFKIT_MATRIX_DIR, to run the reference on
+/// them by hand (`cargo test --test bad_input_matrix -- --ignored write_cases`).
+#[test]
+#[ignore]
+fn write_cases() {
+    let dir = PathBuf::from(std::env::var("BTFKIT_MATRIX_DIR").expect("BTFKIT_MATRIX_DIR"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes, _) in dwarf_cases() {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    for (name, bytes, _) in accepted_dwarf_cases() {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
