@@ -548,10 +548,27 @@ fn accepted_dwarf_cases() -> Vec<(String, Vec<u8>, &'static str)> {
     // by running /work/ref/dwarves/build/pahole -J on the files `write_cases`
     // writes; both outputs load into the kernel.
     const VOID_MEMBER: &str = "d38af22f4d3e2f9cc2165b2a232025ec902cfd0b0ca34df1f843bb7d0232c000";
-    vec![
+    let mut v: Vec<(String, Vec<u8>, &'static str)> = vec![
         ("ref-header.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |_, _| 2), VOID_MEMBER),
         ("ref-mid-die.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, _| all[3].uoff + 1), VOID_MEMBER),
-    ]
+    ];
+    // Absurd array bounds follow the reference's arithmetic: each dimension
+    // is cut to 32 bits and the product wraps. An upper bound of 2^64-1
+    // gives 0 elements (old gcc's encoding of `int a[0]`; valid BTF). A
+    // DW_AT_count of 2^64-1 gives 4294967295 elements inside an 8-byte
+    // struct: pahole v1.31 writes exactly these bytes, which the kernel
+    // refuses ("Member exceeds struct_size") and `btfkit stats --warnings`
+    // flags. No compiler emits such a count; matching the reference is the
+    // rule for damaged input btfkit can encode.
+    let hashes = [
+        ("upper-bound-max.o", "dd225f890c30c5ffddfe5fb698922955b14e5b07597eac344f4d475954fb0db3"),
+        ("count-max.o", "a35cd1c1d7fedb9a11055103e3aa83783f2d4638df4bc409980bee5156d731bc"),
+    ];
+    for (name, bytes) in array_bound_cases() {
+        let h = hashes.iter().find(|h| h.0 == name).unwrap().1;
+        v.push((name, bytes, h));
+    }
+    v
 }
 
 #[test]
@@ -602,4 +619,105 @@ fn write_cases() {
     for (name, bytes, _) in accepted_dwarf_cases() {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
+}
+
+/// Absurd array bounds, patched into the arrays fixture: its subrange
+/// abbreviation (DW_AT_upper_bound, DW_FORM_data1) becomes DW_FORM_sdata
+/// (every bound there is below 0x40, so all read the same) and the first
+/// bound becomes -1, i.e. 2^64-1 elements - 1; and the implicit DW_AT_count
+/// 0 of the flexible arrays becomes -1 (2^64-1).
+fn array_bound_cases() -> Vec<(String, Vec<u8>)> {
+    let base = read_corpus("fixtures/bin/arrays.gcc-O2.o");
+    let (ab, ab_size, _) = section(&base, ".debug_abbrev");
+    let abbrevs = &base[ab..ab + ab_size];
+    let ub = ab + abbrevs.windows(4).position(|w| w == [0x49, 0x13, 0x2f, 0x0b]).expect("upper_bound data1") + 3;
+    let cnt = ab + abbrevs.windows(3).position(|w| w == [0x37, 0x21, 0x00]).expect("count implicit 0") + 2;
+    let mut v = Vec::new();
+    let mut d = base.clone();
+    d[ub] = 0x0d;
+    let (all, info) = dies(&d);
+    let first = all.iter().find(|x| x.tag == gimli::DW_TAG_subrange_type && x.attrs.iter().any(|a| a.0 == gimli::DW_AT_upper_bound)).unwrap();
+    let at = first.attrs.iter().find(|a| a.0 == gimli::DW_AT_upper_bound).unwrap().2;
+    d[info + at] = 0x7f;
+    v.push(("upper-bound-max.o".to_string(), d));
+    let mut d = base.clone();
+    d[cnt] = 0x7f;
+    v.push(("count-max.o".to_string(), d));
+    v
+}
+
+// ---------------------------------------------------------------- deep nesting (gcc)
+
+/// Compiles C `src` with `gcc -g -O0 -c` into `dir`; None (after a loud
+/// message) without gcc.
+fn gcc(dir: &Path, stem: &str, src: &str) -> Option<PathBuf> {
+    if !have_tool("gcc", "--version") {
+        eprintln!("SKIPPED {stem}: gcc not found; this case compiles its input with gcc");
+        return None;
+    }
+    let c = dir.join(format!("{stem}.c"));
+    let o = dir.join(format!("{stem}.o"));
+    std::fs::write(&c, src).unwrap();
+    let r = Command::new("gcc").args(["-g", "-O0", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
+    assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
+    Some(o)
+}
+
+/// Encodes `obj` (bounded), checks exit 0, the type count, and, as root,
+/// that the kernel accepts the result.
+fn encode_ok(obj: &Path, types: usize) {
+    let out = obj.with_extension("btf");
+    let o = run_bounded(&s(obj), &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(obj)]);
+    assert_eq!(o.code, Some(0), "{}: {}", obj.display(), o.stderr);
+    let btf = btfkit::btf::read::parse(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(btf.type_count() as usize, types, "{}", obj.display());
+    if unsafe { libc::geteuid() } == 0 {
+        let v = run_bounded("verify", &["verify".into(), s(&out)]);
+        assert_eq!(v.code, Some(0), "{}: kernel refused: {}{}", obj.display(), String::from_utf8_lossy(&v.stdout), v.stderr);
+    }
+}
+
+/// Thousands of levels: typedef chains, pointer-to-typedef chains, structs
+/// holding structs, lexical blocks inside blocks. Decode, encode and dedup
+/// must not recurse per level (the run has the default 8 MiB main stack).
+/// pahole v1.31 writes the same bytes on each (checked by hand with `cmp`
+/// at 20,000 levels; these sizes keep gcc fast).
+#[test]
+fn deeply_nested_types() {
+    let dir = scratch("mx-deep");
+    const N: usize = 20_000;
+    let mut src = String::from("typedef int t0;\n");
+    for i in 1..N {
+        src.push_str(&format!("typedef t{} t{i};\n", i - 1));
+    }
+    src.push_str(&format!("t{} v;\n", N - 1));
+    let Some(o) = gcc(&dir, "typedefs", &src) else { return };
+    encode_ok(&o, N + 1); // int and the typedefs
+    const P: usize = 4_000;
+    let mut src = String::from("typedef int p0;\n");
+    for i in 1..P {
+        src.push_str(&format!("typedef p{} *p{i};\n", i - 1));
+    }
+    src.push_str(&format!("p{} v;\n", P - 1));
+    let o = gcc(&dir, "pointers", &src).unwrap();
+    encode_ok(&o, 2 * P); // int, the typedefs, the pointers
+    const S: usize = 5_000;
+    let mut src = String::from("struct s0 { int x; };\n");
+    for i in 1..S {
+        src.push_str(&format!("struct s{i} {{ struct s{} m; }};\n", i - 1));
+    }
+    src.push_str(&format!("struct s{} v;\n", S - 1));
+    let o = gcc(&dir, "structs", &src).unwrap();
+    encode_ok(&o, S + 1);
+    const B: usize = 3_000;
+    let mut src = String::from("int f(int a) {\n");
+    for i in 0..B {
+        src.push_str(&format!("{{ int v{i} = a + {i};\n"));
+    }
+    src.push_str(&format!("struct deep {{ int a; }} x = {{ v{} }}; return x.a;\n", B - 1));
+    src.push_str(&"}".repeat(B));
+    src.push_str("\n}\n");
+    let o = gcc(&dir, "blocks", &src).unwrap();
+    encode_ok(&o, 4);
+    let _ = std::fs::remove_dir_all(&dir);
 }
