@@ -721,3 +721,97 @@ fn deeply_nested_types() {
     encode_ok(&o, 4);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------- BTF
+
+const GOOD_BTF: &str = "expected/fixtures/structs_unions.gcc-O2.default.btf";
+
+/// Every structural fault the BTF reader knows, made from a small file:
+/// (file name, bytes, words the error must contain).
+fn btf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
+    let good = read_corpus(GOOD_BTF);
+    let hdr = rd32(&good, 4) as usize;
+    let (type_off, type_len, str_off, str_len) =
+        (rd32(&good, 8) as usize, rd32(&good, 12) as usize, rd32(&good, 16) as usize, rd32(&good, 20) as usize);
+    let t0 = hdr + type_off;
+    // The first type is a struct with members: name, info, size, then (name, type, offset) each.
+    let info = rd32(&good, t0 + 4);
+    assert_eq!((info >> 24) & 0x1f, 4, "{GOOD_BTF}: the first type is no struct");
+    let mut v: Vec<(String, Vec<u8>, Vec<&'static str>)> = Vec::new();
+    let mut case = |name: &str, mention: Vec<&'static str>, f: &dyn Fn(&mut Vec<u8>)| {
+        let mut d = good.clone();
+        f(&mut d);
+        v.push((format!("{name}.btf"), d, mention));
+    };
+    case("truncated-header", vec!["truncated"], &|d| d.truncate(10));
+    case("bad-magic", vec!["neither raw BTF"], &|d| d[0] = 0x9e);
+    case("version-2", vec!["version 2"], &|d| d[2] = 2);
+    case("flags", vec!["flags"], &|d| d[3] = 1);
+    case("hdr-len-small", vec!["header length 12"], &|d| wr32(d, 4, 12));
+    case("hdr-len-past-end", vec!["header length"], &|d| wr32(d, 4, 0x7fff_ffff));
+    case("types-past-end", vec!["type section", "outside"], &|d| wr32(d, 12, 0xffff_fff0));
+    case("strings-past-end", vec!["string section", "outside"], &|d| wr32(d, 20, str_len as u32 + 1));
+    case("strings-offset-past-end", vec!["string section", "outside"], &|d| wr32(d, 16, 0xffff_0000));
+    case("types-misaligned", vec!["aligned"], &|d| wr32(d, 8, 2));
+    case("types-len-odd", vec!["multiple of 4"], &|d| wr32(d, 12, type_len as u32 - 2));
+    case("sections-overlap", vec!["string section starts"], &|d| wr32(d, 16, (type_off + type_len - 4) as u32));
+    case("strings-no-leading-nul", vec!["NUL"], &|d| d[hdr + str_off] = b'a');
+    case("strings-no-trailing-nul", vec!["NUL"], &|d| {
+        let last = hdr + str_off + str_len - 1;
+        d[last] = b'a'
+    });
+    case("unknown-kind", vec!["[1]", "unknown kind 31"], &|d| wr32(d, t0 + 4, info | 0x1f00_0000));
+    case("reserved-info-bits", vec!["[1]", "unknown kind"], &|d| wr32(d, t0 + 4, info | 0x0001_0000));
+    case("vlen-past-end", vec!["[1]", "past the end of the type section"], &|d| wr32(d, t0 + 4, info | 0xffff));
+    case("type-id-past-last", vec!["[1]", "type id 2147418112"], &|d| wr32(d, t0 + 12 + 4, 0x7fff_0000));
+    case("name-past-strings", vec!["[1]", "string offset"], &|d| wr32(d, t0, str_len as u32 + 100));
+    case("member-name-past-strings", vec!["[1]", "string offset"], &|d| wr32(d, t0 + 12, 0xffff_fff0));
+    drop(case);
+    v
+}
+
+/// Each damaged BTF through each command that reads BTF: `dump`, `stats`,
+/// `verify`, `dedup`, as `-B` base of `dump`, and as `--base` of `encode`.
+#[test]
+fn damaged_btf_through_every_command() {
+    let dir = scratch("mx-btf");
+    let obj = dir.join("fixture.o");
+    std::fs::write(&obj, fixture()).unwrap();
+    let good = corpus_file(GOOD_BTF);
+    let mut failed = Vec::new();
+    for (name, bytes, mention) in btf_cases() {
+        let input = dir.join(&name);
+        std::fs::write(&input, &bytes).unwrap();
+        let out = dir.join("out.btf");
+        let i = s(&input);
+        let commands: Vec<(&str, Vec<String>)> = vec![
+            ("dump", vec!["dump".into(), i.clone()]),
+            ("dump-json", vec!["dump".into(), i.clone(), "--format".into(), "json".into()]),
+            ("dump-c", vec!["dump".into(), i.clone(), "--format".into(), "c".into()]),
+            ("stats", vec!["stats".into(), i.clone(), "--warnings".into()]),
+            ("verify", vec!["verify".into(), i.clone()]),
+            ("dedup", vec!["dedup".into(), i.clone(), "-o".into(), s(&out)]),
+            ("diff", vec!["diff".into(), i.clone(), s(&good)]),
+            ("dump-base", vec!["dump".into(), s(&good), "-B".into(), i.clone()]),
+            ("encode-base", vec!["encode".into(), s(&obj), "--base".into(), i.clone(), "-o".into(), s(&out)]),
+        ];
+        for (cmd, args) in commands {
+            let case = format!("{name} {cmd}");
+            let r = std::panic::catch_unwind(|| {
+                let o = run_bounded(&format!("{name}-{cmd}"), &args);
+                check_failure(&case, &o, &input, &mention);
+                assert!(!out.exists(), "{case}: an output file was written");
+            });
+            if let Err(e) = r {
+                failed.push(e.downcast_ref::<String>().cloned().unwrap_or_default());
+                let _ = std::fs::remove_file(&out);
+            }
+        }
+        let mut left = files_in(&dir);
+        left.retain(|p| p != &obj && p != &input);
+        assert!(left.is_empty(), "{name}: stray files {left:?}");
+        std::fs::remove_file(&input).unwrap();
+    }
+    assert!(failed.is_empty(), "{} cases failed:\n{}", failed.len(), failed.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
