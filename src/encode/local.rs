@@ -203,11 +203,15 @@ impl<'a> Enc<'_, '_, 'a> {
         core
     }
 
-    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32) {
+    /// (bit offset, bit size) as BTF stores them (32 bits, cut as the
+    /// reference cuts them), and whether the offset was cut: then the
+    /// member lies 512 MiB or more into its struct.
+    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
         let bit_size = m.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
         if let Some(dbo) = m.data_bit_offset {
-            return (dbo as u32, bit_size);
+            return (dbo as u32, bit_size, dbo > u32::MAX as u64);
         }
+        let wide = m.loc.unwrap_or(0) as u128 * 8;
         let byte_off = m.loc.unwrap_or(0) as u32;
         let mut bit_off = byte_off.wrapping_mul(8);
         if m.bit_size.is_some() {
@@ -222,7 +226,12 @@ impl<'a> Enc<'_, '_, 'a> {
                 bit_off = bit_off.wrapping_add(bo);
             }
         }
-        (bit_off, bit_size)
+        // The bitfield adjustment is small (within the storage unit), so the
+        // true offset is the byte offset's plus the cut offset's distance
+        // from the cut byte offset.
+        let adjust = bit_off.wrapping_sub(byte_off.wrapping_mul(8)) as i32 as i128;
+        let cut = wide as i128 + adjust != bit_off as i128;
+        (bit_off, bit_size, cut)
     }
 
     fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
@@ -308,14 +317,37 @@ impl<'a> Enc<'_, '_, 'a> {
                 let kind = if union { Kind::Union } else { Kind::Struct };
                 o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
                 let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
-                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> = members
+                let list: smallvec::SmallVec<[(u32, u32, u32, u32, bool); 32]> = members
                     .iter()
                     .enumerate()
                     .map(|(i, m)| {
-                        let (bo, bs) = self.member_bit_offset(m);
-                        (i as u32, bo, bs, r(m.ty))
+                        let (bo, bs, cut) = self.member_bit_offset(m);
+                        (i as u32, bo, bs, r(m.ty), cut)
                     })
                     .collect();
+                // BTF holds a member's bit offset in 32 bits, and in 24 once
+                // the struct has a bitfield (kind_flag: the size takes the top
+                // 8). The reference cuts a larger offset silently (libbpf checks
+                // only the bitfield's own), giving a wrong layout, or one the
+                // kernel refuses; refuse instead.
+                let kflag = list.iter().any(|&(_, bo, bs, _, _)| bs != 0 || bo % 8 != 0);
+                for &(i, bo, _, _, cut) in &list {
+                    if cut || (kflag && bo > 0xff_ffff) {
+                        let m = &members[i as usize];
+                        return Err(self.unsupported(
+                            m.die,
+                            format!(
+                                "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
+                                String::from_utf8_lossy(nm(m.name)),
+                                m.loc.or(m.data_bit_offset.map(|b| b / 8)).unwrap_or(0),
+                                if cut { 32 } else { 24 },
+                                if cut { "" } else { " in a struct with bitfields" },
+                            ),
+                        ));
+                    }
+                }
+                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> =
+                    list.into_iter().map(|(i, bo, bs, ty, _)| (i, bo, bs, ty)).collect();
                 if cu.language == DW_LANG_RUST {
                     list.sort_by_key(|&(i, bo, _, _)| match members[i as usize].data_bit_offset {
                         Some(_) => bo / 8,

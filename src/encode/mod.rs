@@ -83,8 +83,17 @@ pub struct Summary {
     pub vars: usize,
 }
 
+/// The most types one BTF may have (ids are 31-bit in libbpf, whose
+/// `btf__add_*` fail past it, and so the reference). The kernel caps lower
+/// (BTF_MAX_TYPE, 2^20 - 1); that is its verdict, not a format limit.
+pub const MAX_TYPES: u32 = 0x7fff_ffff;
+/// The largest string offset (libbpf's BTF_MAX_STR_OFFSET).
+pub const MAX_STR_OFFSET: u32 = 0x7fff_ffff;
+
 /// Run-wide merge state.
 struct Merger<'c> {
+    /// `MAX_TYPES`, smaller in tests.
+    max_types: u32,
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -145,7 +154,29 @@ impl Merger<'_> {
         }
     }
 
-    fn merge<'a>(&mut self, mut out: CuOut<'a>) {
+    /// Whether the BTF built so far, plus `more` types, is within the
+    /// format's limits; the message says which limit is passed.
+    fn check_limits(&self, more: usize) -> Result<(), String> {
+        let n = self.btf.type_count() as u64 + more as u64;
+        if n > self.max_types as u64 {
+            return Err(format!(
+                "{n} types: more than BTF's {} (type ids are 31-bit)",
+                self.max_types
+            ));
+        }
+        if self.btf.strs_end() > MAX_STR_OFFSET {
+            return Err(format!(
+                "string section of {} bytes: more than BTF's {MAX_STR_OFFSET} (string offsets are 31-bit)",
+                self.btf.strs_end()
+            ));
+        }
+        Ok(())
+    }
+
+    fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), String> {
+        // Checked before any id is assigned: ids past the limit never exist,
+        // so none can wrap. +1 for the `int` an array may need.
+        self.check_limits(out.offs.len() + 1)?;
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
         let mut candidate = 0;
@@ -229,6 +260,7 @@ impl Merger<'_> {
         let map = &self.map;
         self.funcs.extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
         self.summary.func_states = self.funcs.len();
+        Ok(())
     }
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
@@ -383,6 +415,7 @@ pub fn encode_elf(
     };
     btf.set_endian(elf.endian);
     let mut m = Merger {
+        max_types: MAX_TYPES,
         btf,
         has_index: false,
         index: 0,
@@ -453,7 +486,10 @@ pub fn encode_elf(
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => m.merge(out),
+                            Ok(Some(out)) => m.merge(out).map_err(|msg| EncodeError::Unsupported {
+                                path: path.to_path_buf(),
+                                msg,
+                            })?,
                             Ok(None) => {}
                             Err(e @ EncodeError::StopFile { .. }) => {
                                 eprintln!("btfkit: {e}");
@@ -489,6 +525,8 @@ pub fn encode_elf(
         m.emit_funcs(elf, data, &opts.features).map_err(|e| input_err(e.to_string()))?;
     }
     m.finish_datasecs(elf);
+    // Functions and DATASECs come after the last CU's check.
+    m.check_limits(0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
 }
@@ -499,6 +537,7 @@ mod tests {
 
     fn merger() -> Merger<'static> {
         Merger {
+            max_types: MAX_TYPES,
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
@@ -549,22 +588,40 @@ mod tests {
     fn index_type_is_decided_once_and_synthesized_when_missing() {
         let mut m = merger();
         // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
-        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3));
+        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
         assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
         assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
         // CU 2 has its own `int`, but the index stays id 3.
-        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3));
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3)).unwrap();
         assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
         // Strings: first use order, "int" not duplicated.
         assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
     }
 
     #[test]
+    fn more_types_than_the_format_allows_is_an_error_before_any_id_is_given() {
+        let mut m = merger();
+        m.max_types = 5;
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        // 2 + 3, +1 for an `int` arrays may need: refused whole.
+        let e = m.merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3)).unwrap_err();
+        assert_eq!(e, "6 types: more than BTF's 5 (type ids are 31-bit)");
+        assert_eq!(m.btf.type_count(), 2, "nothing of a refused CU is kept");
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        assert_eq!(m.btf.type_count(), 4);
+        // The final check (functions and DATASECs are added after the CUs).
+        assert!(m.check_limits(1).is_ok());
+        assert!(m.check_limits(2).unwrap_err().starts_with("6 types"));
+        // The real limit is libbpf's BTF_MAX_NR_TYPES.
+        assert_eq!(MAX_TYPES, 0x7fff_ffff);
+    }
+
+    #[test]
     fn a_cu_with_int_decides_the_index_before_any_array() {
         let mut m = merger();
-        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2));
-        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3));
+        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
         assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
     }
