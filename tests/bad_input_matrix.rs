@@ -815,3 +815,35 @@ fn damaged_btf_through_every_command() {
     assert!(failed.is_empty(), "{} cases failed:\n{}", failed.len(), failed.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The section-header faults on a 32-bit (i686) and a big-endian (s390x)
+/// fixture: the header fields sit elsewhere and read the other way round.
+#[test]
+fn section_header_faults_in_other_classes_and_byte_orders() {
+    for rel in ["fixtures/bin/structs_unions.i686-gcc-O2.o", "fixtures/bin/structs_unions.s390x-gcc-O2.o"] {
+        let base = read_corpus(rel);
+        let is64 = base[4] == 2;
+        let big = base[5] == 2;
+        let put = |d: &mut Vec<u8>, at: usize, n: usize, v: u64| {
+            let b = v.to_be_bytes();
+            let bytes = &b[8 - n..];
+            if big {
+                d[at..at + n].copy_from_slice(bytes);
+            } else {
+                let le: Vec<u8> = bytes.iter().rev().copied().collect();
+                d[at..at + n].copy_from_slice(&le);
+            }
+        };
+        let (shoff, shoff_n, shentsize, shstrndx) = if is64 { (0x28, 8, 0x3a, 0x3e) } else { (0x20, 4, 0x2e, 0x32) };
+        let tag = if is64 { "be64" } else { "le32" };
+        let mut d = base.clone();
+        put(&mut d, shoff, shoff_n, base.len() as u64 - 8);
+        expect_encode_failure(&format!("{tag}-shoff.o"), &d, &["section header"]);
+        let mut d = base.clone();
+        put(&mut d, shentsize, 2, 12);
+        expect_encode_failure(&format!("{tag}-shentsize.o"), &d, &["e_shentsize is 12"]);
+        let mut d = base.clone();
+        put(&mut d, shstrndx, 2, 300);
+        expect_encode_failure(&format!("{tag}-shstrndx.o"), &d, &["e_shstrndx 300"]);
+    }
+}
