@@ -847,3 +847,36 @@ fn section_header_faults_in_other_classes_and_byte_orders() {
         expect_encode_failure(&format!("{tag}-shstrndx.o"), &d, &["e_shstrndx 300"]);
     }
 }
+
+/// Relocation sections past the end of the file: one for .debug_info is
+/// refused (the reference skips the relocations silently and writes a
+/// different, wrong BTF); ones for sections neither tool reads
+/// (.debug_frame, .debug_aranges) are ignored, as the reference ignores
+/// them (its output is then byte-identical to the undamaged file's; checked
+/// with `cmp` by hand).
+#[test]
+fn relocation_sections_past_the_end() {
+    let dir = scratch("mx-rela");
+    let clean = dir.join("clean.o");
+    std::fs::write(&clean, fixture()).unwrap();
+    let want = dir.join("clean.btf");
+    let o = run_bounded("clean", &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&want)), s(&clean)]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    for (rela, refused) in [(".rela.debug_info", true), (".rela.debug_frame", false), (".rela.debug_aranges", false)] {
+        let mut d = fixture();
+        let (_, _, idx) = section(&d, rela);
+        let h = shdr(&d, idx);
+        wr64(&mut d, h + SH_SIZE, 0x10_0000);
+        if refused {
+            expect_encode_failure(&format!("past-eof{rela}.o"), &d, &[rela, "past the end of the file"]);
+            continue;
+        }
+        let input = dir.join(format!("past-eof{rela}.o"));
+        std::fs::write(&input, &d).unwrap();
+        let out = dir.join("out.btf");
+        let o = run_bounded(rela, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)]);
+        assert_eq!(o.code, Some(0), "{rela}: {}", o.stderr);
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&want).unwrap(), "{rela}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

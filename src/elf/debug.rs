@@ -25,6 +25,21 @@ const STT_FUNC: u8 = 2;
 /// (the reference's libdwfl leaves a red zone below it).
 const REL_LAYOUT_BASE: u64 = 0x10000;
 
+/// The sections `load_elf` loads into `DebugSections` (keep the two in step).
+const LOADED: [&str; 11] = [
+    ".debug_info",
+    ".debug_abbrev",
+    ".debug_str",
+    ".debug_line",
+    ".debug_line_str",
+    ".debug_str_offsets",
+    ".debug_addr",
+    ".debug_loc",
+    ".debug_loclists",
+    ".debug_ranges",
+    ".debug_rnglists",
+];
+
 /// The DWARF sections the decoder reads. Missing sections are empty.
 #[derive(Default)]
 pub struct DebugSections<'a> {
@@ -212,7 +227,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         }
     }
     // The sections read besides the debug sections (checked as they are
-    // loaded): section names, symbols and their names, relocations. Their
+    // loaded): section names, symbols and their names, relocations of debug
+    // sections. Their
     // readers treat a range outside the file as empty, which would quietly
     // change the output. Other sections may lie outside, as for the reference.
     let file_len = f.data().len() as u64;
@@ -221,12 +237,21 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     for (i, sh) in table.iter().enumerate() {
         match sh.sh_type(e) {
             object::elf::SHT_SYMTAB => needed.extend([i, sh.sh_link(e) as usize]),
-            object::elf::SHT_REL | object::elf::SHT_RELA => needed.push(i),
+            object::elf::SHT_REL | object::elf::SHT_RELA => {
+                // Only relocations of the sections loaded below are applied.
+                let target = table.section(object::SectionIndex(sh.sh_info(e) as usize)).ok();
+                if target
+                    .and_then(|t| table.section_name(e, t).ok())
+                    .is_some_and(|n| LOADED.iter().any(|l| l.as_bytes() == n))
+                {
+                    needed.push(i);
+                }
+            }
             _ => {}
         }
     }
     for i in needed {
-        let Some(sh) = table.iter().nth(i) else { continue };
+        let Ok(sh) = table.section(object::SectionIndex(i)) else { continue };
         let Some((off, size)) = sh.file_range(e) else { continue };
         if i != 0 && off.checked_add(size).is_none_or(|end| end > file_len) {
             let name = table.section_name(e, sh).map(String::from_utf8_lossy).unwrap_or_default();
@@ -357,6 +382,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         Ok(Cow::Owned(buf))
     };
 
+    // The same names as LOADED.
     let debug = DebugSections {
         info: load(".debug_info")?,
         abbrev: load(".debug_abbrev")?,
