@@ -227,10 +227,10 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         }
     }
     // The sections read besides the debug sections (checked as they are
-    // loaded): section names, symbols and their names, relocations of debug
-    // sections. Their
-    // readers treat a range outside the file as empty, which would quietly
-    // change the output. Other sections may lie outside, as for the reference.
+    // loaded): section names, symbols and their names, relocations of the
+    // loaded debug sections. Their readers treat a range outside the file
+    // as empty, which would quietly change the output. Other sections may
+    // lie outside, as the reference allows.
     let file_len = f.data().len() as u64;
     let shstrndx = hdr.shstrndx(e, f.data()).unwrap_or(0) as usize;
     let mut needed = vec![shstrndx];
