@@ -860,27 +860,36 @@ fn section_header_faults_in_other_classes_and_byte_orders() {
     }
 }
 
-/// Relocation sections past the end of the file: one for .debug_info is
-/// refused (the reference skips the relocations silently and writes a
-/// different, wrong BTF); ones for sections neither tool reads
-/// (.debug_frame, .debug_aranges) are ignored, as the reference ignores
-/// them (its output is then byte-identical to the undamaged file's; checked
-/// with `cmp` by hand).
+/// Sections past the end of the file besides the debug sections. Refused:
+/// .rela.debug_info (the reference skips those relocations silently and
+/// writes a different, wrong BTF), .symtab (the reference: "Error creating
+/// BTF encoder.", exit 0, no file), the section name table (the reference:
+/// exit 0, no file, no message). Ignored, as the reference ignores them
+/// (its output is then byte-identical to the undamaged file's; checked with
+/// `cmp` by hand): relocations of sections neither tool reads
+/// (.debug_frame, .debug_aranges) and .text.
 #[test]
-fn relocation_sections_past_the_end() {
+fn other_sections_past_the_end() {
     let dir = scratch("mx-rela");
     let clean = dir.join("clean.o");
     std::fs::write(&clean, fixture()).unwrap();
     let want = dir.join("clean.btf");
     let o = run_bounded("clean", &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&want)), s(&clean)]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    for (rela, refused) in [(".rela.debug_info", true), (".rela.debug_frame", false), (".rela.debug_aranges", false)] {
+    for (rela, refused) in [
+        (".rela.debug_info", Some(".rela.debug_info")),
+        (".symtab", Some("section 21")),
+        (".shstrtab", Some("the section name table")),
+        (".rela.debug_frame", None),
+        (".rela.debug_aranges", None),
+        (".text", None),
+    ] {
         let mut d = fixture();
         let (_, _, idx) = section(&d, rela);
         let h = shdr(&d, idx);
         wr64(&mut d, h + SH_SIZE, 0x10_0000);
-        if refused {
-            expect_encode_failure(&format!("past-eof{rela}.o"), &d, &[rela, "past the end of the file"]);
+        if let Some(what) = refused {
+            expect_encode_failure(&format!("past-eof{rela}.o"), &d, &[what, "past the end of the file"]);
             continue;
         }
         let input = dir.join(format!("past-eof{rela}.o"));

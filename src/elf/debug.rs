@@ -254,7 +254,11 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         let Ok(sh) = table.section(object::SectionIndex(i)) else { continue };
         let Some((off, size)) = sh.file_range(e) else { continue };
         if i != 0 && off.checked_add(size).is_none_or(|end| end > file_len) {
-            let name = table.section_name(e, sh).map(String::from_utf8_lossy).unwrap_or_default();
+            let name = match table.section_name(e, sh) {
+                _ if i == shstrndx => "the section name table".into(),
+                Ok(n) => String::from_utf8_lossy(n),
+                Err(_) => "".into(),
+            };
             return Err(Error::elf(
                 path,
                 format!(
