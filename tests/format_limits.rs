@@ -11,6 +11,15 @@
 //!   parameters of a function *type*: the reference keeps the first
 //!   `count mod 65536` (vlen is 16 bits and wraps; every name still goes
 //!   into the string section). Valid BTF; btfkit writes the same bytes.
+//!   Before dedup libbpf's buffer still holds every entry behind the wrapped
+//!   vlen (invalid BTF); btfkit writes only the kept ones, so its
+//!   `--no-dedup` output is valid too.
+//! - more than 65535 variables in one section (`global_var`): the reference
+//!   counts them in 16 bits, keeps the first `n mod 65536` met, sorts those
+//!   and sizes the DATASEC by the last of them; btfkit writes the same bytes
+//!   (it used to size the DATASEC by all of them). At exactly 65536 the
+//!   reference writes an empty DATASEC sized from memory outside its list;
+//!   btfkit refuses the input.
 //! - a function (DW_TAG_subprogram) with more than 65535 parameters: the
 //!   reference writes a FUNC_PROTO the kernel refuses ("Invalid arg#257");
 //!   btfkit refuses the input.
@@ -131,6 +140,16 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
         let btf = btfkit::btf::read::parse(&std::fs::read(o.with_extension("btf")).unwrap()).unwrap();
         let vlens: Vec<u32> = btf.own_ids().map(|id| btf.ty(id).vlen()).collect();
         assert!(vlens.contains(&((N % 65536) as u32)), "{stem}: vlens {vlens:?}");
+        // Without dedup the BTF is valid as well (it was not: every entry
+        // was written behind the wrapped vlen).
+        let raw = dir.join(format!("{stem}.nodedup.btf"));
+        let r = run(&["encode", &s(&o), "--no-dedup", "-o", &s(&raw)]);
+        assert!(r.status.success(), "{stem}: {}", String::from_utf8_lossy(&r.stderr));
+        btfkit::btf::read::parse(&std::fs::read(&raw).unwrap()).unwrap_or_else(|e| panic!("{stem} --no-dedup: {e}"));
+        if unsafe { libc::geteuid() } == 0 {
+            let v = run(&["verify", &s(&raw)]);
+            assert!(v.status.success(), "{stem} --no-dedup: {}", String::from_utf8_lossy(&v.stdout));
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -165,5 +184,35 @@ fn member_offsets_beyond_the_offset_field() {
     // Exactly at 2^32 bits.
     let o = gcc(&dir, "at-4g-bits", "struct h { char pad[(1u << 29) - 4]; int x; long y; };\nstruct h *p;\n").unwrap();
     expect_refusal(&o, &["`y`", "536870912 bytes", "32-bit"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const GLOBAL_VARS: &str = "--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,global_var";
+
+#[test]
+fn more_than_65535_variables_in_a_section() {
+    let dir = scratch("limits-vars");
+    let src = |n: usize| (0..n).map(|i| format!("int v{i} = {};\n", i + 1)).collect::<String>() + "int main(void){return v0;}\n";
+    let Some(o) = gcc(&dir, "vars", &src(N)) else { return };
+    let out = dir.join("vars.btf");
+    let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(sha256(&bytes), "96ff6c926b9a71f0a0dac663ed0e1bd8e01667d2efb0fce977f64e7e4522af7d", "not the reference's bytes");
+    let btf = btfkit::btf::read::parse(&bytes).unwrap();
+    let last = btf.ty(btfkit::btf::TypeId(btf.type_count()));
+    assert_eq!((last.kind(), last.vlen(), last.size()), (btfkit::btf::Kind::Datasec, 4464, 4464 * 4));
+    if unsafe { libc::geteuid() } == 0 {
+        let v = run(&["verify", &s(&out)]);
+        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    }
+    let o = gcc(&dir, "vars65536", &src(65536)).unwrap();
+    let out = dir.join("vars65536.btf");
+    let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&s(&o)) && err.contains("section .data: 65536 variables"), "{err}");
+    assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -354,7 +354,8 @@ impl<'a> Enc<'_, '_, 'a> {
                         None => members[i as usize].loc.unwrap_or(0) as u32,
                     });
                 }
-                for (i, bit_off, bit_size, ty) in list {
+                let keep = kept_entries(list.len());
+                for (pos, (i, bit_off, bit_size, ty)) in list.into_iter().enumerate() {
                     let m = &members[i as usize];
                     let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
                     if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
@@ -380,7 +381,9 @@ impl<'a> Enc<'_, '_, 'a> {
                     if is_bitfield {
                         o.set_kflag();
                     }
-                    o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                    if pos < keep {
+                        o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                    }
                 }
             }
             dw::DW_TAG_enumeration_type => {
@@ -400,18 +403,22 @@ impl<'a> Enc<'_, '_, 'a> {
                         t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
                     });
                     o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
-                    for e in enums {
+                    let keep = kept_entries(enums.len());
+                    for (pos, e) in enums.iter().enumerate() {
                         if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
                         let en = o.s(e.name);
                         o.bump_vlen();
-                        o.o.words
-                            .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                        if pos < keep {
+                            o.o.words
+                                .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                        }
                     }
                 } else {
                     o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
-                    for e in enums {
+                    let keep = kept_entries(enums.len());
+                    for (pos, e) in enums.iter().enumerate() {
                         if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
@@ -434,7 +441,9 @@ impl<'a> Enc<'_, '_, 'a> {
                         if v < 0 {
                             o.set_kflag();
                         }
-                        o.o.words.extend_from_slice(&[en, v as u32]);
+                        if pos < keep {
+                            o.o.words.extend_from_slice(&[en, v as u32]);
+                        }
                     }
                 }
             }
@@ -444,14 +453,19 @@ impl<'a> Enc<'_, '_, 'a> {
             }
             dw::DW_TAG_subroutine_type => {
                 o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
-                for p in &cu.params[s.kids as usize..(s.kids + s.nkids) as usize] {
+                let keep = kept_entries(s.nkids as usize + s.varargs as usize);
+                for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize].iter().enumerate() {
                     let pn = o.s(p.name);
                     o.bump_vlen();
-                    o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                    if pos < keep {
+                        o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                    }
                 }
                 if s.varargs {
                     o.bump_vlen();
-                    o.o.words.extend_from_slice(&[0, 0]);
+                    if (s.nkids as usize) < keep {
+                        o.o.words.extend_from_slice(&[0, 0]);
+                    }
                 }
             }
             DW_TAG_LLVM_ANNOTATION => {
@@ -471,6 +485,15 @@ impl<'a> Enc<'_, '_, 'a> {
         }
         Ok(())
     }
+}
+
+/// How many of `n` members, enumerators or parameters a record keeps. BTF's
+/// vlen is 16 bits: the reference (libbpf) counts on with it wrapping, and
+/// its compaction after dedup keeps the first `vlen` entries, so past 65535
+/// it keeps `n mod 65536` (names of the others still go into the string
+/// section). Writing only those here keeps the pre-dedup BTF valid too.
+pub(crate) fn kept_entries(n: usize) -> usize {
+    n % 65536
 }
 
 /// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.

@@ -283,9 +283,21 @@ impl Merger<'_> {
         Ok(())
     }
 
-    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
+    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), String> {
         let secs = std::mem::take(&mut self.datasecs);
         for (sec, mut entries) in secs {
+            // The reference counts a section's variables in 16 bits: it keeps
+            // the first `n mod 65536` met, sorts those and sizes the section
+            // by the last of them.
+            let n = entries.len();
+            entries.truncate(local::kept_entries(n));
+            if entries.is_empty() {
+                return Err(format!(
+                    "section {}: {n} variables, a multiple of 65536: BTF's 16-bit DATASEC count would be 0 \
+                     (the reference then writes an empty DATASEC sized from memory outside its list)",
+                    String::from_utf8_lossy(elf.sections[sec as usize].name)
+                ));
+            }
             entries.sort_by_key(|e| e.1);
             let last = *entries.last().expect("datasec has entries");
             let name = elf.sections[sec as usize].name;
@@ -297,6 +309,7 @@ impl Merger<'_> {
             }
             self.btf.push_words(&words);
         }
+        Ok(())
     }
 }
 
@@ -524,7 +537,7 @@ pub fn encode_elf(
     if !opts.no_funcs {
         m.emit_funcs(elf, data, &opts.features).map_err(|e| input_err(e.to_string()))?;
     }
-    m.finish_datasecs(elf);
+    m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     // Functions and DATASECs come after the last CU's check.
     m.check_limits(0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     let summary = m.summary.clone();
