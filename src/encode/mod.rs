@@ -156,7 +156,11 @@ impl Merger<'_> {
 
     /// Whether the BTF built so far, plus `more` types, is within the
     /// format's limits; the message says which limit is passed.
-    fn check_limits(&self, more: usize) -> Result<(), String> {
+    fn check_limits(&self, more: usize, more_words: usize) -> Result<(), String> {
+        let bytes = self.btf.type_section_len() as u64 + 4 * more_words as u64;
+        if bytes > u32::MAX as u64 {
+            return Err(format!("type section of {bytes} bytes: more than BTF's 32-bit length"));
+        }
         let n = self.btf.type_count() as u64 + more as u64;
         if n > self.max_types as u64 {
             return Err(format!(
@@ -176,7 +180,7 @@ impl Merger<'_> {
     fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), String> {
         // Checked before any id is assigned: ids past the limit never exist,
         // so none can wrap. +1 for the `int` an array may need.
-        self.check_limits(out.offs.len() + 1)?;
+        self.check_limits(out.offs.len() + 1, out.words.len() + 4)?;
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
         let mut candidate = 0;
@@ -539,7 +543,7 @@ pub fn encode_elf(
     }
     m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     // Functions and DATASECs come after the last CU's check.
-    m.check_limits(0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     let summary = m.summary.clone();
     Ok(Encoded { btf: m.btf, summary })
 }
@@ -624,8 +628,11 @@ mod tests {
         m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
         assert_eq!(m.btf.type_count(), 4);
         // The final check (functions and DATASECs are added after the CUs).
-        assert!(m.check_limits(1).is_ok());
-        assert!(m.check_limits(2).unwrap_err().starts_with("6 types"));
+        assert!(m.check_limits(1, 0).is_ok());
+        assert!(m.check_limits(2, 0).unwrap_err().starts_with("6 types"));
+        // The type section's length is 32-bit too.
+        let e = m.check_limits(0, (u32::MAX / 4) as usize).unwrap_err();
+        assert_eq!(e, format!("type section of {} bytes: more than BTF's 32-bit length", 64 + 4 * (u32::MAX as u64 / 4)));
         // The real limit is libbpf's BTF_MAX_NR_TYPES.
         assert_eq!(MAX_TYPES, 0x7fff_ffff);
     }
