@@ -901,3 +901,28 @@ fn other_sections_past_the_end() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Split BTF over a base of the other byte order: one line naming the
+/// split file and both orders, from every command that reads a base.
+#[test]
+fn split_btf_over_a_base_of_the_other_byte_order() {
+    let base = corpus_file("expected/fixtures/structs_unions.s390x-gcc-O2.kernel.btf");
+    let split = corpus_file("expected/modules/fou.default.btf");
+    let dir = scratch("mx-endian");
+    let out = dir.join("out.btf");
+    let (b, sp) = (s(&base), s(&split));
+    for args in [
+        vec!["dump", &*sp, "-B", &*b],
+        vec!["stats", &*sp, "-B", &*b],
+        vec!["verify", &*sp, "-B", &*b],
+        vec!["dedup", &*sp, "--base", &*b, "-o", &*s(&out)],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|x| x.to_string()).collect::<Vec<String>>())
+    {
+        let o = run_bounded("endian", &args);
+        check_failure(&args[0], &o, &split, &["byte order", "Big", "Little"]);
+        assert!(!out.exists(), "{}: output written", args[0]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
