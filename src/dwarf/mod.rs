@@ -874,9 +874,6 @@ impl<'a, 'd> Decoder<'a, 'd> {
             );
         }
         cu.index.sort_unstable_by_key(|e| e.0);
-        if let Some((die, msg)) = type_loop(&cu) {
-            return Err(self.err(cu_off, Some(die), msg));
-        }
         Ok(Some(cu))
     }
 
@@ -1095,110 +1092,6 @@ impl<'a, 'd> Decoder<'a, 'd> {
             }
         }
         Ok(())
-    }
-}
-
-/// Which references a loop check follows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Loop {
-    /// Through qualifiers, typedefs, pointers, arrays and prototypes, which
-    /// BTF dedup resolves depth-first: a loop that no struct or union breaks
-    /// cannot be deduplicated (libbpf fails with ELOOP, and so the reference).
-    Reference,
-    /// Through qualifiers, typedefs, arrays and members: a struct that holds
-    /// itself by value has no size (the kernel refuses it as a loop; the
-    /// reference writes it).
-    Containment,
-}
-
-/// A loop in the unit's type references that makes its BTF impossible, as
-/// (DIE offset, message); only damaged DWARF has one. Iterative depth-first
-/// search, so chains of any depth cost no stack.
-fn type_loop(cu: &Cu<'_>) -> Option<(u64, String)> {
-    let n = cu.slots.len();
-    for mode in [Loop::Reference, Loop::Containment] {
-        // 0 unvisited, 1 on the path, 2 done.
-        let mut color = vec![0u8; n + 1];
-        let mut path: Vec<(u32, u32)> = Vec::new();
-        for start in 1..=n as u32 {
-            if color[start as usize] != 0 {
-                continue;
-            }
-            color[start as usize] = 1;
-            path.push((start, 0));
-            while let Some(&mut (node, ref mut next)) = path.last_mut() {
-                let edge = loop_edge(cu, mode, node, *next);
-                *next += 1;
-                match edge {
-                    None => {
-                        color[node as usize] = 2;
-                        path.pop();
-                    }
-                    Some(0) => {}
-                    Some(t) if color[t as usize] == 0 => {
-                        color[t as usize] = 1;
-                        path.push((t, 0));
-                    }
-                    Some(t) if color[t as usize] == 1 => {
-                        let s = &cu.slots[t as usize - 1];
-                        let len = path.len() - path.iter().position(|p| p.0 == t).unwrap_or(0);
-                        let msg = match mode {
-                            Loop::Reference => format!(
-                                "{} refers back to itself through {len} type(s) with no struct or union between (a type loop BTF cannot hold)",
-                                s.tag
-                            ),
-                            Loop::Containment => {
-                                format!("{} contains itself by value through {len} type(s) (a type loop BTF cannot hold)", s.tag)
-                            }
-                        };
-                        return Some((s.die, msg));
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-    None
-}
-
-/// The `i`-th outgoing edge of slot `core` (a core id, 0 for void or an
-/// unresolved reference), or None when it has no more.
-fn loop_edge(cu: &Cu<'_>, mode: Loop, core: u32, i: u32) -> Option<u32> {
-    let s = &cu.slots[core as usize - 1];
-    let plain = matches!(
-        s.tag,
-        dw::DW_TAG_typedef
-            | dw::DW_TAG_const_type
-            | dw::DW_TAG_volatile_type
-            | dw::DW_TAG_restrict_type
-            | dw::DW_TAG_atomic_type
-            | dw::DW_TAG_array_type
-    );
-    let by_ref = matches!(
-        s.tag,
-        dw::DW_TAG_pointer_type
-            | dw::DW_TAG_reference_type
-            | dw::DW_TAG_rvalue_reference_type
-            | dw::DW_TAG_ptr_to_member_type
-            | DW_TAG_LLVM_ANNOTATION
-    );
-    match mode {
-        _ if plain || (mode == Loop::Reference && by_ref) => (i == 0).then(|| cu.core(s.ty)),
-        Loop::Reference if s.tag == dw::DW_TAG_subroutine_type => {
-            if i == 0 {
-                Some(cu.core(s.ty))
-            } else if i <= s.nkids {
-                Some(cu.core(cu.params[(s.kids + i - 1) as usize].ty))
-            } else {
-                None
-            }
-        }
-        Loop::Containment
-            if matches!(s.tag, dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type) =>
-        {
-            (i < s.nkids).then(|| cu.core(cu.members[(s.kids + i) as usize].ty))
-        }
-        _ => None,
     }
 }
 
@@ -1434,38 +1327,6 @@ mod tests {
             endian: RunTimeEndian::Little,
         };
         dec.decode(headers[0], &|_, _| true)
-    }
-
-    #[test]
-    fn type_loops_are_refused_and_loops_through_structs_are_not() {
-        // typedef A -> typedef B -> A.
-        let e = try_decode_with(|u, root| {
-            let a = u.add(root, gimli::DW_TAG_typedef);
-            let b = u.add(root, gimli::DW_TAG_typedef);
-            ty(u, a, b);
-            ty(u, b, a);
-        })
-        .unwrap_err();
-        assert!(e.msg.contains("refers back to itself through 2"), "{e}");
-        // struct S { const S s; }
-        let e = try_decode_with(|u, root| {
-            let st = u.add(root, gimli::DW_TAG_structure_type);
-            let m = u.add(st, gimli::DW_TAG_member);
-            let c = u.add(root, gimli::DW_TAG_const_type);
-            ty(u, m, c);
-            ty(u, c, st);
-        })
-        .unwrap_err();
-        assert!(e.msg.contains("contains itself by value through 2"), "{e}");
-        // struct S { S *next; }: legal.
-        try_decode_with(|u, root| {
-            let st = u.add(root, gimli::DW_TAG_structure_type);
-            let m = u.add(st, gimli::DW_TAG_member);
-            let p = u.add(root, gimli::DW_TAG_pointer_type);
-            ty(u, m, p);
-            ty(u, p, st);
-        })
-        .unwrap();
     }
 
     #[test]

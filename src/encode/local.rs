@@ -545,14 +545,27 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
+    // Core id -> index of the record it emitted (NONE: none).
+    let mut rec_of = vec![NONE; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
             o.o.int_core = Some(core);
         }
+        let before = o.o.offs.len();
         enc.encode_slot(&mut o, core, s)?;
+        if o.o.offs.len() > before {
+            rec_of[core as usize] = before as u32;
+        }
     }
     o.o.n_types = o.o.offs.len();
+    if let Some((core, msg)) = type_loop(&o.o, &rec_of) {
+        let s = &cu.slots[core as usize - 1];
+        return Err(EncodeError::Input {
+            path: enc.path(),
+            msg: format!(".debug_info: {} {msg} at DIE {:#x} (CU {:#x})", s.tag, s.die, cu.offset),
+        });
+    }
     o.o.strs_in_types = o.o.strs.len() as u32;
 
     // Decl tags of structs, unions and typedefs. An empty value stops the rest
@@ -581,6 +594,126 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     record_functions(ctx, cu, &mut o);
     encode_vars(&enc, &mut o)?;
     Ok(finish(ctx, o.o))
+}
+
+/// Which references a loop check follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    /// Through qualifiers, typedefs, pointers, arrays and prototypes, which
+    /// BTF dedup resolves depth-first: a loop that no struct or union breaks
+    /// cannot be deduplicated (libbpf fails with ELOOP, and so the reference).
+    Reference,
+    /// Through qualifiers, typedefs, arrays and members: a struct that holds
+    /// itself by value has no size (the kernel refuses it as a loop; the
+    /// reference writes it).
+    Containment,
+}
+
+/// A loop in the CU's type references that BTF cannot hold, as (core id
+/// where it closes, message); only damaged DWARF has one. It runs on the
+/// records just encoded, whose references are already resolved to core ids
+/// (no lookups), depth-first with an explicit stack (chains of any depth
+/// cost no stack).
+fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
+    let n = rec_of.len();
+    // Per core id: where its record starts in `o.words` (u32::MAX: none).
+    let start: Vec<u32> = rec_of.iter().map(|&r| if r == NONE { u32::MAX } else { o.offs[r as usize] }).collect();
+    let words = &o.words[..];
+    const PTR: u32 = Kind::Ptr as u32;
+    const ARRAY: u32 = Kind::Array as u32;
+    const STRUCT: u32 = Kind::Struct as u32;
+    const UNION: u32 = Kind::Union as u32;
+    const TYPEDEF: u32 = Kind::Typedef as u32;
+    const VOLATILE: u32 = Kind::Volatile as u32;
+    const CONST: u32 = Kind::Const as u32;
+    const RESTRICT: u32 = Kind::Restrict as u32;
+    const FUNC_PROTO: u32 = Kind::FuncProto as u32;
+    const TYPE_TAG: u32 = Kind::TypeTag as u32;
+    for mode in [Loop::Reference, Loop::Containment] {
+        // The i-th reference `mode` follows out of `core`'s record.
+        let edge = |core: u32, i: u32| -> Option<u32> {
+            let s = start[core as usize];
+            if s == u32::MAX {
+                return None;
+            }
+            let w = &words[s as usize..];
+            let info = w[1];
+            let vlen = info & 0xffff;
+            let at = match ((info >> 24) & 0x1f, mode) {
+                (CONST | VOLATILE | RESTRICT | TYPEDEF, _) if i == 0 => 2,
+                // The element type.
+                (ARRAY, _) if i == 0 => 3,
+                (PTR | TYPE_TAG, Loop::Reference) if i == 0 => 2,
+                // The return type, then each parameter's.
+                (FUNC_PROTO, Loop::Reference) if i == 0 => 2,
+                (FUNC_PROTO, Loop::Reference) if i <= vlen => 3 + 2 * (i - 1) + 1,
+                // Each member's type.
+                (STRUCT | UNION, Loop::Containment) if i < vlen => 3 + 3 * i + 1,
+                _ => return None,
+            };
+            Some(w[at as usize])
+        };
+        // 0 unvisited, 1 on the path, 2 done. Nodes are taken in id order,
+        // so those below `root` are done: a node whose references all go
+        // down is done at once, and only one with an upward reference (a
+        // loop has one) needs the search.
+        let mut color = vec![0u8; n];
+        let mut path: Vec<(u32, u32)> = Vec::new();
+        for root in 1..n as u32 {
+            if color[root as usize] != 0 {
+                continue;
+            }
+            // The common case, scanned straight off the record.
+            let down = match start[root as usize] {
+                u32::MAX => true,
+                s => {
+                    let w = &words[s as usize..];
+                    let vlen = (w[1] & 0xffff) as usize;
+                    match ((w[1] >> 24) & 0x1f, mode) {
+                        (STRUCT | UNION, Loop::Containment) => w[3..3 + 3 * vlen].chunks_exact(3).all(|m| m[1] < root),
+                        (FUNC_PROTO, Loop::Reference) => {
+                            w[2] < root && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| p[1] < root)
+                        }
+                        _ => edge(root, 0).is_none_or(|t| t < root),
+                    }
+                }
+            };
+            if down {
+                color[root as usize] = 2;
+                continue;
+            }
+            color[root as usize] = 1;
+            path.push((root, 0));
+            while let Some(&mut (node, ref mut next)) = path.last_mut() {
+                let e = edge(node, *next);
+                *next += 1;
+                match e {
+                    None => {
+                        color[node as usize] = 2;
+                        path.pop();
+                    }
+                    Some(t) if t == 0 || t as usize >= n || color[t as usize] == 2 => {}
+                    Some(t) if color[t as usize] == 0 => {
+                        color[t as usize] = 1;
+                        path.push((t, 0));
+                    }
+                    Some(t) => {
+                        let len = path.len() - path.iter().position(|p| p.0 == t).unwrap_or(0);
+                        let msg = match mode {
+                            Loop::Reference => format!(
+                                "refers back to itself through {len} type(s) with no struct or union between (a type loop BTF cannot hold)"
+                            ),
+                            Loop::Containment => {
+                                format!("contains itself by value through {len} type(s) (a type loop BTF cannot hold)")
+                            }
+                        };
+                        return Some((t, msg));
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Looks up, in parallel with the merge, which strings already have a BTF
@@ -958,6 +1091,76 @@ mod tests {
         let be = bitfield_struct(btf::Endian::Big);
         // BE: byte_off*8 + bit_offset
         assert_eq!(&be[3..], &[3, 1, (3 << 24) | 29, 4, 1, (5 << 24) | 24, 5, 1, 32]);
+    }
+
+    /// A CU with a struct at 0x20 whose one member has type `member_ty`,
+    /// plus the slots `more` adds.
+    fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<'static>, EncodeError> {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        more(&mut c);
+        let mut st = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
+        st.nkids = 1;
+        c.members = vec![Member {
+            name: b"m",
+            ty: member_ty,
+            die: 0x21,
+            loc: Some(0),
+            data_bit_offset: None,
+            bit_size: None,
+            byte_size: None,
+            bit_offset: None,
+        }];
+        add(&mut c, st);
+        run(&c, btf::Endian::Little, Features::default())
+    }
+
+    fn loop_msg(r: Result<CuOut<'static>, EncodeError>) -> String {
+        match r {
+            Err(EncodeError::Input { msg, .. }) => msg,
+            Err(e) => panic!("not a damaged-input error: {e}"),
+            Ok(_) => panic!("no loop found"),
+        }
+    }
+
+    #[test]
+    fn type_loops_are_refused_and_loops_through_structs_are_not() {
+        // typedef A (0x30) -> typedef B (0x40) -> A.
+        let m = loop_msg(loop_cu(0x10, |c| {
+            add(c, slot(gimli::DW_TAG_typedef, 0x30, b"A", 0x40, 0));
+            add(c, slot(gimli::DW_TAG_typedef, 0x40, b"B", 0x30, 0));
+        }));
+        assert!(m.contains("DW_TAG_typedef refers back to itself through 2 type(s)"), "{m}");
+        assert!(m.contains("at DIE 0x30"), "{m}");
+        // struct s { const s m; }
+        let m = loop_msg(loop_cu(0x30, |c| {
+            add(c, slot(gimli::DW_TAG_const_type, 0x30, b"", 0x20, 0));
+        }));
+        assert!(m.contains("contains itself by value through 2 type(s)"), "{m}");
+        // struct s { s *m; }: legal, and so is a pointer to a typedef of s.
+        loop_cu(0x30, |c| {
+            add(c, slot(gimli::DW_TAG_pointer_type, 0x30, b"", 0x40, 8));
+            add(c, slot(gimli::DW_TAG_typedef, 0x40, b"T", 0x20, 0));
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_chain_of_200000_typedefs_costs_no_stack() {
+        // Each typedef refers to the next (upward ids), so the search runs
+        // the whole chain.
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        const N: u32 = 200_000;
+        for i in 0..N {
+            let to = if i + 1 == N { 0x10 } else { 0x20 + i + 1 };
+            // `add` re-sorts the index each time: pushed directly, sorted once.
+            c.slots.push(slot(gimli::DW_TAG_typedef, 0x20 + i, b"t", to, 0));
+            c.index.push((0x20 + i, c.slots.len() as u32));
+        }
+        c.index.sort_unstable();
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.n_types, N as usize + 1);
     }
 
     fn enum_cu(size: u64, values: Vec<(&'static [u8], u64)>, signed_base: bool) -> Cu<'static> {
