@@ -7,5 +7,12 @@ mod cli;
 static ALLOC: cli::stats::CountingAlloc = cli::stats::CountingAlloc;
 
 fn main() {
+    // Output cut short by a closed pipe (`btfkit dump X | head`) ends the
+    // process quietly, as for any Unix filter; Rust's default (SIGPIPE
+    // ignored) turned it into a panic in println!.
+    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     std::process::exit(cli::run());
 }

@@ -93,6 +93,10 @@ pub fn last_line(log: &str) -> &str {
 pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Vec<u8>> {
     let input = crate::elf::Input::open(file)?;
     if base.is_none() && input.is_btf() && input.bytes()[..2] == btf::BTF_MAGIC.to_ne_bytes() {
+        // The bytes go to the kernel as they are, but a structural fault is
+        // bad input (exit 2, the reader's precise message), not a verdict.
+        btf::read::parse(input.bytes())
+            .map_err(|source| crate::error::Error::Btf { path: file.into(), source })?;
         return Ok(input.bytes().to_vec());
     }
     drop(input);

@@ -139,3 +139,25 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     let out = btfkit(&["encode", "--stats", "--out-dir", "/tmp", "a.ko", "b.ko"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A reader that stops early (`btfkit dump X | head -1`) ends btfkit
+/// quietly by SIGPIPE, as for any Unix filter, not with a panic.
+#[test]
+fn closed_pipe_is_not_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    let input = fixture("expected/kernel/vmlinux.kernel.btf");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .args(["dump", &input.to_string_lossy()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("[1] "), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "status {:?}, stderr: {err}", out.status);
+}

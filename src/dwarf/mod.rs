@@ -261,12 +261,42 @@ pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHea
                     "{}: .debug_info: bad unit header at offset {:#x}: {}",
                     path.display(),
                     last_end,
-                    e
+                    unit_length_fault(d.debug_info.reader(), last_end).unwrap_or_else(|| e.to_string())
                 ));
             }
         }
     }
     Ok(out)
+}
+
+/// What is wrong with the length field of the unit header at `at`, when
+/// that is what gimli's "unexpected end of input" means.
+fn unit_length_fault(r: &R<'_>, at: u64) -> Option<String> {
+    use gimli::Reader;
+    let sec = r.slice();
+    let big = gimli::Endianity::is_big_endian(r.endian());
+    let word = |at: u64, n: usize| -> Option<u64> {
+        let b = sec.get(usize::try_from(at).ok()?..)?.get(..n)?;
+        Some(if big {
+            b.iter().fold(0, |v, &x| (v << 8) | x as u64)
+        } else {
+            b.iter().rev().fold(0, |v, &x| (v << 8) | x as u64)
+        })
+    };
+    let (len, field) = match word(at, 4)? {
+        0xffff_ffff => (word(at + 4, 8)?, 12),
+        l if l >= 0xffff_fff0 => return None,
+        l => (l, 4),
+    };
+    let size = sec.len() as u64;
+    if (at + field).checked_add(len).is_none_or(|end| end > size) {
+        return Some(format!("unit length {len:#x} reaches past the end of the section ({size} bytes)"));
+    }
+    // version, abbreviations offset and address size at least.
+    if len < 7 {
+        return Some(format!("unit length {len} is too short for a unit header"));
+    }
+    None
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -436,6 +466,15 @@ impl<'a, 'd> Decoder<'a, 'd> {
         keep: &dyn Fn(u16, &[u8]) -> bool,
     ) -> Result<Option<Cu<'a>>, DecodeError> {
         let cu_off = header.offset().0 as u64;
+        let abbrevs = header.debug_abbrev_offset().0;
+        let abbrev_len = self.dwarf.debug_abbrev.reader().len();
+        if abbrevs > abbrev_len {
+            return Err(self.err(
+                cu_off,
+                None,
+                format!("the unit's abbreviations offset {abbrevs:#x} is past the end of .debug_abbrev ({abbrev_len} bytes)"),
+            ));
+        }
         let unit = self
             .dwarf
             .unit(header)
@@ -1252,6 +1291,10 @@ mod tests {
 
     /// Builds a one-unit DWARF 4 file with `build`, decodes it.
     fn decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Cu<'static> {
+        try_decode_with(build).unwrap().unwrap()
+    }
+
+    fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<Option<Cu<'static>>, DecodeError> {
         let encoding = gimli::Encoding {
             format: gimli::Format::Dwarf32,
             version: 4,
@@ -1285,7 +1328,35 @@ mod tests {
             },
             endian: RunTimeEndian::Little,
         };
-        dec.decode(headers[0], &|_, _| true).unwrap().unwrap()
+        dec.decode(headers[0], &|_, _| true)
+    }
+
+    #[test]
+    fn unit_length_faults_are_named() {
+        let fault = |b: &[u8]| unit_length_fault(&EndianSlice::new(b, RunTimeEndian::Little), 0);
+        let mut b = vec![0u8; 16];
+        b[..4].copy_from_slice(&0x100u32.to_le_bytes());
+        assert_eq!(fault(&b).unwrap(), "unit length 0x100 reaches past the end of the section (16 bytes)");
+        b[..4].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(fault(&b).unwrap(), "unit length 3 is too short for a unit header");
+        b[..4].copy_from_slice(&0xffff_ffffu32.to_le_bytes());
+        b[4..12].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        assert!(fault(&b).unwrap().contains("0x4000000000000000 reaches past the end"));
+        b[..4].copy_from_slice(&12u32.to_le_bytes());
+        assert_eq!(fault(&b), None);
+    }
+
+    #[test]
+    fn a_chain_of_200000_typedefs_costs_no_stack() {
+        let cu = decode_with(|u, root| {
+            let mut prev = u.add(root, gimli::DW_TAG_base_type);
+            for _ in 0..200_000 {
+                let t = u.add(root, gimli::DW_TAG_typedef);
+                ty(u, t, prev);
+                prev = t;
+            }
+        });
+        assert_eq!(cu.slots.len(), 200_001);
     }
 
     fn name(u: &mut write::Unit, e: UnitEntryId, n: &str) {

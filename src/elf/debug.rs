@@ -25,6 +25,21 @@ const STT_FUNC: u8 = 2;
 /// (the reference's libdwfl leaves a red zone below it).
 const REL_LAYOUT_BASE: u64 = 0x10000;
 
+/// The sections `load_elf` loads into `DebugSections` (keep the two in step).
+const LOADED: [&str; 11] = [
+    ".debug_info",
+    ".debug_abbrev",
+    ".debug_str",
+    ".debug_line",
+    ".debug_line_str",
+    ".debug_str_offsets",
+    ".debug_addr",
+    ".debug_loc",
+    ".debug_loclists",
+    ".debug_ranges",
+    ".debug_rnglists",
+];
+
 /// The DWARF sections the decoder reads. Missing sections are empty.
 #[derive(Default)]
 pub struct DebugSections<'a> {
@@ -96,11 +111,12 @@ impl<'a> ElfInfo<'a> {
         if data.len() < 16 || !data.starts_with(b"\x7fELF") {
             return Err(Error::elf(path, "not an ELF file (no \\x7fELF magic)"));
         }
-        let file = object::File::parse(data).map_err(|e| {
-            Error::elf(
+        let file = object::File::parse(data).map_err(|e| match header_fault(data) {
+            Some(fault) => Error::elf(path, format!("damaged ELF file: {fault} ({e})")),
+            None => Error::elf(
                 path,
                 format!("not a readable ELF file (truncated or damaged headers): {e}"),
-            )
+            ),
         })?;
         match &file {
             object::File::Elf32(f) => load_elf(path, f, false),
@@ -108,6 +124,74 @@ impl<'a> ElfInfo<'a> {
             _ => Err(Error::elf(path, "not an ELF file")),
         }
     }
+}
+
+/// What is wrong with the section header table of a file the ELF parser
+/// refused, said in terms of its fields (the parser's own errors name
+/// neither the field nor the section).
+fn header_fault(d: &[u8]) -> Option<String> {
+    let is64 = match d.get(4)? {
+        1 => false,
+        2 => true,
+        _ => return Some(format!("unknown ELF class {} at offset 4", d[4])),
+    };
+    let big = match d.get(5)? {
+        1 => false,
+        2 => true,
+        _ => return Some(format!("unknown ELF data encoding {} at offset 5", d[5])),
+    };
+    let get = |at: usize, n: usize| -> Option<u64> {
+        let b = d.get(at..at.checked_add(n)?)?;
+        Some(if big {
+            b.iter().fold(0u64, |v, &x| (v << 8) | x as u64)
+        } else {
+            b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64)
+        })
+    };
+    let len = d.len() as u64;
+    let (hdr_len, want_ent) = if is64 { (64, 64u64) } else { (52, 40u64) };
+    if len < hdr_len {
+        return Some(format!("the ELF header needs {hdr_len} bytes, the file has {len}"));
+    }
+    let (shoff, ent, num, strndx) = if is64 {
+        (get(0x28, 8)?, get(0x3a, 2)?, get(0x3c, 2)?, get(0x3e, 2)?)
+    } else {
+        (get(0x20, 4)?, get(0x2e, 2)?, get(0x30, 2)?, get(0x32, 2)?)
+    };
+    if shoff == 0 {
+        return None;
+    }
+    if ent != want_ent {
+        return Some(format!("e_shentsize is {ent}, a section header is {want_ent} bytes"));
+    }
+    if shoff.checked_add(ent).is_none_or(|end| end > len) {
+        return Some(format!("the section header table (e_shoff {shoff:#x}) starts past the end of the file ({len} bytes)"));
+    }
+    // Section 0's fields, for extended numbering.
+    let sh = |i: u64, field64: usize, field32: usize| -> Option<u64> {
+        let at = (shoff + i * ent) as usize;
+        if is64 { get(at + field64, if field64 == 0x28 || field64 == 4 { 4 } else { 8 }) } else { get(at + field32, 4) }
+    };
+    let count = if num == 0 { sh(0, 0x20, 0x14)? } else { num };
+    if count.checked_mul(ent).and_then(|n| n.checked_add(shoff)).is_none_or(|end| end > len) {
+        return Some(format!(
+            "the section header table ({count} entries at {shoff:#x}) reaches past the end of the file ({len} bytes)"
+        ));
+    }
+    let strndx = if strndx == 0xffff { sh(0, 0x28, 0x18)? } else { strndx };
+    if strndx >= count {
+        return Some(format!("e_shstrndx {strndx}: no such section name table (there are {count} sections)"));
+    }
+    for i in 1..count {
+        let ty = sh(i, 4, 4)?;
+        let (off, size) = (sh(i, 0x18, 0x10)?, sh(i, 0x20, 0x14)?);
+        if ty != SHT_NOBITS as u64 && off.checked_add(size).is_none_or(|end| end > len) {
+            return Some(format!(
+                "section {i}: contents [{off:#x}, +{size:#x}) reach past the end of the file ({len} bytes)"
+            ));
+        }
+    }
+    None
 }
 
 fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
@@ -140,6 +224,47 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                     lto_note = true;
                 }
             }
+        }
+    }
+    // The sections read besides the debug sections (checked as they are
+    // loaded): section names, symbols and their names, relocations of the
+    // loaded debug sections. Their readers treat a range outside the file
+    // as empty, which would quietly change the output. Other sections may
+    // lie outside, as the reference allows.
+    let file_len = f.data().len() as u64;
+    let shstrndx = hdr.shstrndx(e, f.data()).unwrap_or(0) as usize;
+    let mut needed = vec![shstrndx];
+    for (i, sh) in table.iter().enumerate() {
+        match sh.sh_type(e) {
+            object::elf::SHT_SYMTAB => needed.extend([i, sh.sh_link(e) as usize]),
+            object::elf::SHT_REL | object::elf::SHT_RELA => {
+                // Only relocations of the sections loaded below are applied.
+                let target = table.section(object::SectionIndex(sh.sh_info(e) as usize)).ok();
+                if target
+                    .and_then(|t| table.section_name(e, t).ok())
+                    .is_some_and(|n| LOADED.iter().any(|l| l.as_bytes() == n))
+                {
+                    needed.push(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    for i in needed {
+        let Ok(sh) = table.section(object::SectionIndex(i)) else { continue };
+        let Some((off, size)) = sh.file_range(e) else { continue };
+        if i != 0 && off.checked_add(size).is_none_or(|end| end > file_len) {
+            let name = match table.section_name(e, sh) {
+                _ if i == shstrndx => "the section name table".into(),
+                Ok(n) => String::from_utf8_lossy(n),
+                Err(_) => "".into(),
+            };
+            return Err(Error::elf(
+                path,
+                format!(
+                    "section {i} ({name}): contents [{off:#x}, +{size:#x}) reach past the end of the file ({file_len} bytes)"
+                ),
+            ));
         }
     }
     let mut next_addr = REL_LAYOUT_BASE;
@@ -210,12 +335,21 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
             return Ok(Cow::Borrowed(&[]));
         };
         let sec_name = sec.name().unwrap_or(name).to_string();
-        let data = sec.uncompressed_data().map_err(|err| {
-            Error::elf(
-                path,
-                format!("section {sec_name}: compressed contents do not inflate: {err}"),
-            )
-        })?;
+        if let Some((off, size)) = sec.file_range() {
+            if off.checked_add(size).is_none_or(|end| end > f.data().len() as u64) {
+                return Err(Error::elf(
+                    path,
+                    format!(
+                        "section {sec_name}: contents [{off:#x}, +{size:#x}) reach past the end of the file ({} bytes)",
+                        f.data().len()
+                    ),
+                ));
+            }
+        }
+        let packed = sec
+            .compressed_data()
+            .map_err(|err| Error::elf(path, format!("section {sec_name}: unreadable compression header: {err}")))?;
+        let data = inflate(packed).map_err(|msg| Error::elf(path, format!("section {sec_name}: {msg}")))?;
         if !is_rel {
             return Ok(data);
         }
@@ -252,6 +386,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         Ok(Cow::Owned(buf))
     };
 
+    // The same names as LOADED.
     let debug = DebugSections {
         info: load(".debug_info")?,
         abbrev: load(".debug_abbrev")?,
@@ -278,6 +413,49 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         lto_note,
         file_mapped: false,
     })
+}
+
+/// The contents of a possibly compressed section. The header's size is only
+/// believed as far as the data bears it out: at most that many bytes (plus
+/// one, to notice a longer stream) are inflated, and the buffer grows with
+/// the data rather than being reserved from the claim, so a lying header
+/// costs no more memory than the real contents.
+fn inflate(c: object::CompressedData<'_>) -> std::result::Result<Cow<'_, [u8]>, String> {
+    use std::io::Read;
+    use object::CompressionFormat as F;
+    let claimed = c.uncompressed_size;
+    let mut stream: Box<dyn Read + '_> = match c.format {
+        F::None => return Ok(Cow::Borrowed(c.data)),
+        F::Zlib => Box::new(flate2::read::ZlibDecoder::new(c.data)),
+        F::Zstandard => Box::new(
+            zstd::stream::read::Decoder::with_buffer(c.data)
+                .map_err(|e| format!("compressed contents (zstd) do not inflate: {e}"))?,
+        ),
+        other => return Err(format!("unsupported compression {other:?}")),
+    };
+    let what = match c.format {
+        F::Zlib => "zlib",
+        _ => "zstd",
+    };
+    // A first reservation the compressed size can justify; growth after that.
+    let guess = claimed.min(c.data.len() as u64 * 4 + 4096).min(1 << 30) as usize;
+    let mut buf = Vec::with_capacity(guess);
+    (&mut stream)
+        .take(claimed.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("compressed contents ({what}) do not inflate: {e}"))?;
+    if buf.len() as u64 > claimed {
+        return Err(format!(
+            "compression header says {claimed} bytes but the {what} data inflates to more"
+        ));
+    }
+    if (buf.len() as u64) < claimed {
+        return Err(format!(
+            "compression header says {claimed} bytes but the {what} data inflates to only {}",
+            buf.len()
+        ));
+    }
+    Ok(Cow::Owned(buf))
 }
 
 fn read_word(b: &[u8], e: Endian) -> u64 {
@@ -311,6 +489,40 @@ fn write_word(b: &mut [u8], v: u64, e: Endian) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn claim(data: &[u8], size: u64) -> object::CompressedData<'_> {
+        object::CompressedData { format: object::CompressionFormat::Zlib, data, uncompressed_size: size }
+    }
+
+    #[test]
+    fn inflate_believes_the_header_only_as_far_as_the_data_goes() {
+        let plain = vec![7u8; 1000];
+        let z = zlib(&plain);
+        assert_eq!(&*inflate(claim(&z, 1000)).unwrap(), &plain[..]);
+        // Shorter: the old reader stopped at the claim and returned a prefix.
+        assert!(inflate(claim(&z, 999)).unwrap_err().contains("inflates to more"));
+        assert!(inflate(claim(&z, 1001)).unwrap_err().contains("only 1000"));
+        // Absurd claims cost nothing: no reservation is made from them.
+        assert!(inflate(claim(&z, 1 << 62)).unwrap_err().contains("only 1000"));
+    }
+
+    #[test]
+    fn header_faults_name_the_field() {
+        let mut d = vec![0u8; 64];
+        d[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        d[0x28] = 0x40; // e_shoff = 64: the table starts at the end of the file
+        d[0x3a] = 64;
+        assert!(header_fault(&d).unwrap().contains("e_shoff"));
+        d[0x3a] = 32;
+        assert!(header_fault(&d).unwrap().contains("e_shentsize is 32"));
+    }
 
     #[test]
     fn words_round_trip_both_orders() {

@@ -203,11 +203,15 @@ impl<'a> Enc<'_, '_, 'a> {
         core
     }
 
-    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32) {
+    /// (bit offset, bit size) as BTF stores them (32 bits, cut as the
+    /// reference cuts them), and whether the offset was cut: then the
+    /// member lies 512 MiB or more into its struct.
+    fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
         let bit_size = m.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
         if let Some(dbo) = m.data_bit_offset {
-            return (dbo as u32, bit_size);
+            return (dbo as u32, bit_size, dbo > u32::MAX as u64);
         }
+        let wide = m.loc.unwrap_or(0) as u128 * 8;
         let byte_off = m.loc.unwrap_or(0) as u32;
         let mut bit_off = byte_off.wrapping_mul(8);
         if m.bit_size.is_some() {
@@ -222,7 +226,12 @@ impl<'a> Enc<'_, '_, 'a> {
                 bit_off = bit_off.wrapping_add(bo);
             }
         }
-        (bit_off, bit_size)
+        // The bitfield adjustment is small (within the storage unit), so the
+        // true offset is the byte offset's plus the cut offset's distance
+        // from the cut byte offset.
+        let adjust = bit_off.wrapping_sub(byte_off.wrapping_mul(8)) as i32 as i128;
+        let cut = wide as i128 + adjust != bit_off as i128;
+        (bit_off, bit_size, cut)
     }
 
     fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
@@ -308,21 +317,45 @@ impl<'a> Enc<'_, '_, 'a> {
                 let kind = if union { Kind::Union } else { Kind::Struct };
                 o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
                 let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
-                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> = members
+                let list: smallvec::SmallVec<[(u32, u32, u32, u32, bool); 32]> = members
                     .iter()
                     .enumerate()
                     .map(|(i, m)| {
-                        let (bo, bs) = self.member_bit_offset(m);
-                        (i as u32, bo, bs, r(m.ty))
+                        let (bo, bs, cut) = self.member_bit_offset(m);
+                        (i as u32, bo, bs, r(m.ty), cut)
                     })
                     .collect();
+                // BTF holds a member's bit offset in 32 bits, and in 24 once
+                // the struct has a bitfield (kind_flag: the size takes the top
+                // 8). The reference cuts a larger offset silently (libbpf checks
+                // only the bitfield's own), giving a wrong layout, or one the
+                // kernel refuses; refuse instead.
+                let kflag = list.iter().any(|&(_, bo, bs, _, _)| bs != 0 || bo % 8 != 0);
+                for &(i, bo, _, _, cut) in &list {
+                    if cut || (kflag && bo > 0xff_ffff) {
+                        let m = &members[i as usize];
+                        return Err(self.unsupported(
+                            m.die,
+                            format!(
+                                "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
+                                String::from_utf8_lossy(nm(m.name)),
+                                m.loc.or(m.data_bit_offset.map(|b| b / 8)).unwrap_or(0),
+                                if cut { 32 } else { 24 },
+                                if cut { "" } else { " in a struct with bitfields" },
+                            ),
+                        ));
+                    }
+                }
+                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> =
+                    list.into_iter().map(|(i, bo, bs, ty, _)| (i, bo, bs, ty)).collect();
                 if cu.language == DW_LANG_RUST {
                     list.sort_by_key(|&(i, bo, _, _)| match members[i as usize].data_bit_offset {
                         Some(_) => bo / 8,
                         None => members[i as usize].loc.unwrap_or(0) as u32,
                     });
                 }
-                for (i, bit_off, bit_size, ty) in list {
+                let keep = kept_entries(list.len());
+                for (pos, (i, bit_off, bit_size, ty)) in list.into_iter().enumerate() {
                     let m = &members[i as usize];
                     let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
                     if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
@@ -348,7 +381,9 @@ impl<'a> Enc<'_, '_, 'a> {
                     if is_bitfield {
                         o.set_kflag();
                     }
-                    o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                    if pos < keep {
+                        o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+                    }
                 }
             }
             dw::DW_TAG_enumeration_type => {
@@ -368,18 +403,22 @@ impl<'a> Enc<'_, '_, 'a> {
                         t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
                     });
                     o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
-                    for e in enums {
+                    let keep = kept_entries(enums.len());
+                    for (pos, e) in enums.iter().enumerate() {
                         if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
                         let en = o.s(e.name);
                         o.bump_vlen();
-                        o.o.words
-                            .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                        if pos < keep {
+                            o.o.words
+                                .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                        }
                     }
                 } else {
                     o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
-                    for e in enums {
+                    let keep = kept_entries(enums.len());
+                    for (pos, e) in enums.iter().enumerate() {
                         if name_empty(e.name) {
                             return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
                         }
@@ -402,7 +441,9 @@ impl<'a> Enc<'_, '_, 'a> {
                         if v < 0 {
                             o.set_kflag();
                         }
-                        o.o.words.extend_from_slice(&[en, v as u32]);
+                        if pos < keep {
+                            o.o.words.extend_from_slice(&[en, v as u32]);
+                        }
                     }
                 }
             }
@@ -412,14 +453,19 @@ impl<'a> Enc<'_, '_, 'a> {
             }
             dw::DW_TAG_subroutine_type => {
                 o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
-                for p in &cu.params[s.kids as usize..(s.kids + s.nkids) as usize] {
+                let keep = kept_entries(s.nkids as usize + s.varargs as usize);
+                for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize].iter().enumerate() {
                     let pn = o.s(p.name);
                     o.bump_vlen();
-                    o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                    if pos < keep {
+                        o.o.words.extend_from_slice(&[pn, r(p.ty)]);
+                    }
                 }
                 if s.varargs {
                     o.bump_vlen();
-                    o.o.words.extend_from_slice(&[0, 0]);
+                    if (s.nkids as usize) < keep {
+                        o.o.words.extend_from_slice(&[0, 0]);
+                    }
                 }
             }
             DW_TAG_LLVM_ANNOTATION => {
@@ -439,6 +485,15 @@ impl<'a> Enc<'_, '_, 'a> {
         }
         Ok(())
     }
+}
+
+/// How many of `n` members, enumerators or parameters a record keeps. BTF's
+/// vlen is 16 bits: the reference (libbpf) counts on with it wrapping, and
+/// its compaction after dedup keeps the first `vlen` entries, so past 65535
+/// it keeps `n mod 65536` (names of the others still go into the string
+/// section). Writing only those here keeps the pre-dedup BTF valid too.
+pub(crate) fn kept_entries(n: usize) -> usize {
+    n % 65536
 }
 
 /// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.
@@ -490,14 +545,27 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
+    // Core id -> index of the record it emitted (NONE: none).
+    let mut rec_of = vec![NONE; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
             o.o.int_core = Some(core);
         }
+        let before = o.o.offs.len();
         enc.encode_slot(&mut o, core, s)?;
+        if o.o.offs.len() > before {
+            rec_of[core as usize] = before as u32;
+        }
     }
     o.o.n_types = o.o.offs.len();
+    if let Some((core, msg)) = type_loop(&o.o, &rec_of) {
+        let s = &cu.slots[core as usize - 1];
+        return Err(EncodeError::Input {
+            path: enc.path(),
+            msg: format!(".debug_info: {} {msg} at DIE {:#x} (CU {:#x})", s.tag, s.die, cu.offset),
+        });
+    }
     o.o.strs_in_types = o.o.strs.len() as u32;
 
     // Decl tags of structs, unions and typedefs. An empty value stops the rest
@@ -526,6 +594,126 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     record_functions(ctx, cu, &mut o);
     encode_vars(&enc, &mut o)?;
     Ok(finish(ctx, o.o))
+}
+
+/// Which references a loop check follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    /// Through qualifiers, typedefs, pointers, arrays and prototypes, which
+    /// BTF dedup resolves depth-first: a loop that no struct or union breaks
+    /// cannot be deduplicated (libbpf fails with ELOOP, and so the reference).
+    Reference,
+    /// Through qualifiers, typedefs, arrays and members: a struct that holds
+    /// itself by value has no size (the kernel refuses it as a loop; the
+    /// reference writes it).
+    Containment,
+}
+
+/// A loop in the CU's type references that BTF cannot hold, as (core id
+/// where it closes, message); only damaged DWARF has one. It runs on the
+/// records just encoded, whose references are already resolved to core ids
+/// (no lookups), depth-first with an explicit stack (chains of any depth
+/// cost no stack).
+fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
+    let n = rec_of.len();
+    // Per core id: where its record starts in `o.words` (u32::MAX: none).
+    let start: Vec<u32> = rec_of.iter().map(|&r| if r == NONE { u32::MAX } else { o.offs[r as usize] }).collect();
+    let words = &o.words[..];
+    const PTR: u32 = Kind::Ptr as u32;
+    const ARRAY: u32 = Kind::Array as u32;
+    const STRUCT: u32 = Kind::Struct as u32;
+    const UNION: u32 = Kind::Union as u32;
+    const TYPEDEF: u32 = Kind::Typedef as u32;
+    const VOLATILE: u32 = Kind::Volatile as u32;
+    const CONST: u32 = Kind::Const as u32;
+    const RESTRICT: u32 = Kind::Restrict as u32;
+    const FUNC_PROTO: u32 = Kind::FuncProto as u32;
+    const TYPE_TAG: u32 = Kind::TypeTag as u32;
+    for mode in [Loop::Reference, Loop::Containment] {
+        // The i-th reference `mode` follows out of `core`'s record.
+        let edge = |core: u32, i: u32| -> Option<u32> {
+            let s = start[core as usize];
+            if s == u32::MAX {
+                return None;
+            }
+            let w = &words[s as usize..];
+            let info = w[1];
+            let vlen = info & 0xffff;
+            let at = match ((info >> 24) & 0x1f, mode) {
+                (CONST | VOLATILE | RESTRICT | TYPEDEF, _) if i == 0 => 2,
+                // The element type.
+                (ARRAY, _) if i == 0 => 3,
+                (PTR | TYPE_TAG, Loop::Reference) if i == 0 => 2,
+                // The return type, then each parameter's.
+                (FUNC_PROTO, Loop::Reference) if i == 0 => 2,
+                (FUNC_PROTO, Loop::Reference) if i <= vlen => 3 + 2 * (i - 1) + 1,
+                // Each member's type.
+                (STRUCT | UNION, Loop::Containment) if i < vlen => 3 + 3 * i + 1,
+                _ => return None,
+            };
+            Some(w[at as usize])
+        };
+        // 0 unvisited, 1 on the path, 2 done. Nodes are taken in id order,
+        // so those below `root` are done: a node whose references all go
+        // down is done at once, and only one with an upward reference (a
+        // loop has one) needs the search.
+        let mut color = vec![0u8; n];
+        let mut path: Vec<(u32, u32)> = Vec::new();
+        for root in 1..n as u32 {
+            if color[root as usize] != 0 {
+                continue;
+            }
+            // The common case, scanned straight off the record.
+            let down = match start[root as usize] {
+                u32::MAX => true,
+                s => {
+                    let w = &words[s as usize..];
+                    let vlen = (w[1] & 0xffff) as usize;
+                    match ((w[1] >> 24) & 0x1f, mode) {
+                        (STRUCT | UNION, Loop::Containment) => w[3..3 + 3 * vlen].chunks_exact(3).all(|m| m[1] < root),
+                        (FUNC_PROTO, Loop::Reference) => {
+                            w[2] < root && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| p[1] < root)
+                        }
+                        _ => edge(root, 0).is_none_or(|t| t < root),
+                    }
+                }
+            };
+            if down {
+                color[root as usize] = 2;
+                continue;
+            }
+            color[root as usize] = 1;
+            path.push((root, 0));
+            while let Some(&mut (node, ref mut next)) = path.last_mut() {
+                let e = edge(node, *next);
+                *next += 1;
+                match e {
+                    None => {
+                        color[node as usize] = 2;
+                        path.pop();
+                    }
+                    Some(t) if t == 0 || t as usize >= n || color[t as usize] == 2 => {}
+                    Some(t) if color[t as usize] == 0 => {
+                        color[t as usize] = 1;
+                        path.push((t, 0));
+                    }
+                    Some(t) => {
+                        let len = path.len() - path.iter().position(|p| p.0 == t).unwrap_or(0);
+                        let msg = match mode {
+                            Loop::Reference => format!(
+                                "refers back to itself through {len} type(s) with no struct or union between (a type loop BTF cannot hold)"
+                            ),
+                            Loop::Containment => {
+                                format!("contains itself by value through {len} type(s) (a type loop BTF cannot hold)")
+                            }
+                        };
+                        return Some((t, msg));
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Looks up, in parallel with the merge, which strings already have a BTF
@@ -903,6 +1091,76 @@ mod tests {
         let be = bitfield_struct(btf::Endian::Big);
         // BE: byte_off*8 + bit_offset
         assert_eq!(&be[3..], &[3, 1, (3 << 24) | 29, 4, 1, (5 << 24) | 24, 5, 1, 32]);
+    }
+
+    /// A CU with a struct at 0x20 whose one member has type `member_ty`,
+    /// plus the slots `more` adds.
+    fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<'static>, EncodeError> {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        more(&mut c);
+        let mut st = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
+        st.nkids = 1;
+        c.members = vec![Member {
+            name: b"m",
+            ty: member_ty,
+            die: 0x21,
+            loc: Some(0),
+            data_bit_offset: None,
+            bit_size: None,
+            byte_size: None,
+            bit_offset: None,
+        }];
+        add(&mut c, st);
+        run(&c, btf::Endian::Little, Features::default())
+    }
+
+    fn loop_msg(r: Result<CuOut<'static>, EncodeError>) -> String {
+        match r {
+            Err(EncodeError::Input { msg, .. }) => msg,
+            Err(e) => panic!("not a damaged-input error: {e}"),
+            Ok(_) => panic!("no loop found"),
+        }
+    }
+
+    #[test]
+    fn type_loops_are_refused_and_loops_through_structs_are_not() {
+        // typedef A (0x30) -> typedef B (0x40) -> A.
+        let m = loop_msg(loop_cu(0x10, |c| {
+            add(c, slot(gimli::DW_TAG_typedef, 0x30, b"A", 0x40, 0));
+            add(c, slot(gimli::DW_TAG_typedef, 0x40, b"B", 0x30, 0));
+        }));
+        assert!(m.contains("DW_TAG_typedef refers back to itself through 2 type(s)"), "{m}");
+        assert!(m.contains("at DIE 0x30"), "{m}");
+        // struct s { const s m; }
+        let m = loop_msg(loop_cu(0x30, |c| {
+            add(c, slot(gimli::DW_TAG_const_type, 0x30, b"", 0x20, 0));
+        }));
+        assert!(m.contains("contains itself by value through 2 type(s)"), "{m}");
+        // struct s { s *m; }: legal, and so is a pointer to a typedef of s.
+        loop_cu(0x30, |c| {
+            add(c, slot(gimli::DW_TAG_pointer_type, 0x30, b"", 0x40, 8));
+            add(c, slot(gimli::DW_TAG_typedef, 0x40, b"T", 0x20, 0));
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_chain_of_200000_typedefs_costs_no_stack() {
+        // Each typedef refers to the next (upward ids), so the search runs
+        // the whole chain.
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        const N: u32 = 200_000;
+        for i in 0..N {
+            let to = if i + 1 == N { 0x10 } else { 0x20 + i + 1 };
+            // `add` re-sorts the index each time: pushed directly, sorted once.
+            c.slots.push(slot(gimli::DW_TAG_typedef, 0x20 + i, b"t", to, 0));
+            c.index.push((0x20 + i, c.slots.len() as u32));
+        }
+        c.index.sort_unstable();
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        assert_eq!(out.n_types, N as usize + 1);
     }
 
     fn enum_cu(size: u64, values: Vec<(&'static [u8], u64)>, signed_base: bool) -> Cu<'static> {

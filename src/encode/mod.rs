@@ -83,8 +83,17 @@ pub struct Summary {
     pub vars: usize,
 }
 
+/// The most types one BTF may have (ids are 31-bit in libbpf, whose
+/// `btf__add_*` fail past it, and so the reference). The kernel caps lower
+/// (BTF_MAX_TYPE, 2^20 - 1); that is its verdict, not a format limit.
+pub const MAX_TYPES: u32 = 0x7fff_ffff;
+/// The largest string offset (libbpf's BTF_MAX_STR_OFFSET).
+pub const MAX_STR_OFFSET: u32 = 0x7fff_ffff;
+
 /// Run-wide merge state.
 struct Merger {
+    /// `MAX_TYPES`, smaller in tests.
+    max_types: u32,
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -147,7 +156,33 @@ impl Merger {
         }
     }
 
-    fn merge<'a>(&mut self, mut out: CuOut<'a>) {
+    /// Whether the BTF built so far, plus `more` types, is within the
+    /// format's limits; the message says which limit is passed.
+    fn check_limits(&self, more: usize, more_words: usize) -> Result<(), String> {
+        let bytes = self.btf.type_section_len() as u64 + 4 * more_words as u64;
+        if bytes > u32::MAX as u64 {
+            return Err(format!("type section of {bytes} bytes: more than BTF's 32-bit length"));
+        }
+        let n = self.btf.type_count() as u64 + more as u64;
+        if n > self.max_types as u64 {
+            return Err(format!(
+                "{n} types: more than BTF's {} (type ids are 31-bit)",
+                self.max_types
+            ));
+        }
+        if self.btf.strs_end() > MAX_STR_OFFSET {
+            return Err(format!(
+                "string section of {} bytes: more than BTF's {MAX_STR_OFFSET} (string offsets are 31-bit)",
+                self.btf.strs_end()
+            ));
+        }
+        Ok(())
+    }
+
+    fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), String> {
+        // Checked before any id is assigned: ids past the limit never exist,
+        // so none can wrap. +1 for the `int` an array may need.
+        self.check_limits(out.offs.len() + 1, out.words.len() + 4)?;
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
         let mut candidate = 0;
@@ -236,6 +271,7 @@ impl Merger {
         self.funcs
             .extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
         self.summary.func_states = self.funcs.len();
+        Ok(())
     }
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
@@ -263,9 +299,21 @@ impl Merger {
         Ok(())
     }
 
-    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) {
+    fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), String> {
         let secs = std::mem::take(&mut self.datasecs);
         for (sec, mut entries) in secs {
+            // The reference counts a section's variables in 16 bits: it keeps
+            // the first `n mod 65536` met, sorts those and sizes the section
+            // by the last of them.
+            let n = entries.len();
+            entries.truncate(local::kept_entries(n));
+            if entries.is_empty() {
+                return Err(format!(
+                    "section {}: {n} variables, a multiple of 65536: BTF's 16-bit DATASEC count would be 0 \
+                     (the reference then writes an empty DATASEC sized from memory outside its list)",
+                    String::from_utf8_lossy(elf.sections[sec as usize].name)
+                ));
+            }
             entries.sort_by_key(|e| e.1);
             let last = *entries.last().expect("datasec has entries");
             let name = elf.sections[sec as usize].name;
@@ -281,6 +329,7 @@ impl Merger {
             }
             self.btf.push_words(&words);
         }
+        Ok(())
     }
 }
 
@@ -403,6 +452,7 @@ pub fn encode_elf(
     };
     btf.set_endian(elf.endian);
     let mut m = Merger {
+        max_types: MAX_TYPES,
         btf,
         has_index: false,
         index: 0,
@@ -499,7 +549,10 @@ pub fn encode_elf(
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => m.merge(out),
+                            Ok(Some(out)) => m.merge(out).map_err(|msg| EncodeError::Unsupported {
+                                path: path.to_path_buf(),
+                                msg,
+                            })?,
                             Ok(None) => {}
                             Err(e @ EncodeError::StopFile { .. }) => {
                                 eprintln!("btfkit: {e}");
@@ -545,7 +598,9 @@ pub fn encode_elf(
         m.emit_funcs(elf, data, &opts.features)
             .map_err(|e| input_err(e.to_string()))?;
     }
-    m.finish_datasecs(elf);
+    m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    // Functions and DATASECs come after the last CU's check.
+    m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     m.btf.shrink_to_fit();
     let summary = m.summary.clone();
     Ok(Encoded {
@@ -560,6 +615,7 @@ mod tests {
 
     fn merger() -> Merger {
         Merger {
+            max_types: MAX_TYPES,
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
@@ -615,22 +671,43 @@ mod tests {
     fn index_type_is_decided_once_and_synthesized_when_missing() {
         let mut m = merger();
         // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
-        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3));
+        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
         assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
         assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
         // CU 2 has its own `int`, but the index stays id 3.
-        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3));
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3)).unwrap();
         assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
         // Strings: first use order, "int" not duplicated.
         assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
     }
 
     #[test]
+    fn more_types_than_the_format_allows_is_an_error_before_any_id_is_given() {
+        let mut m = merger();
+        m.max_types = 5;
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        // 2 + 3, +1 for an `int` arrays may need: refused whole.
+        let e = m.merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3)).unwrap_err();
+        assert_eq!(e, "6 types: more than BTF's 5 (type ids are 31-bit)");
+        assert_eq!(m.btf.type_count(), 2, "nothing of a refused CU is kept");
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        assert_eq!(m.btf.type_count(), 4);
+        // The final check (functions and DATASECs are added after the CUs).
+        assert!(m.check_limits(1, 0).is_ok());
+        assert!(m.check_limits(2, 0).unwrap_err().starts_with("6 types"));
+        // The type section's length is 32-bit too.
+        let e = m.check_limits(0, (u32::MAX / 4) as usize).unwrap_err();
+        assert_eq!(e, format!("type section of {} bytes: more than BTF's 32-bit length", 64 + 4 * (u32::MAX as u64 / 4)));
+        // The real limit is libbpf's BTF_MAX_NR_TYPES.
+        assert_eq!(MAX_TYPES, 0x7fff_ffff);
+    }
+
+    #[test]
     fn a_cu_with_int_decides_the_index_before_any_array() {
         let mut m = merger();
-        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2));
-        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3));
+        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
         assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
     }
