@@ -58,6 +58,16 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
 }
 
 #[test]
+fn dwarf_cu_regressions() {
+    let cases = inputs("dwarf_cu");
+    assert!(!cases.is_empty());
+    for (name, data) in cases {
+        eprintln!("{name}");
+        btfkit::dwarf::fuzz_input::check(&data);
+    }
+}
+
+#[test]
 fn elf_open_regressions() {
     let cases = inputs("elf_open");
     assert!(!cases.is_empty());

@@ -53,6 +53,11 @@ pub struct CuOut<'a> {
     pub int_core: Option<u32>,
     /// Slots including slot 0.
     pub nslots: u32,
+    /// A nested DW_TAG_unspecified_type holds a core id but emits nothing,
+    /// so the CU's later ids are shifted (as in the reference).
+    pub shifted_ids: bool,
+    /// Section offset of the CU (for messages).
+    pub cu_offset: u64,
     pub vars: Vec<VarOut>,
     /// Saved function states with CU-local ids (core ids, local string indices).
     pub funcs: FuncStates,
@@ -538,6 +543,8 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             strs_in_types: 0,
             int_core: None,
             nslots: cu.slots.len() as u32 + 1,
+            shifted_ids: cu.has_nested_unspecified,
+            cu_offset: cu.offset,
             vars: Vec::new(),
             funcs: FuncStates::default(),
         },

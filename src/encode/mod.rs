@@ -94,6 +94,8 @@ pub const MAX_STR_OFFSET: u32 = 0x7fff_ffff;
 struct Merger {
     /// `MAX_TYPES`, smaller in tests.
     max_types: u32,
+    /// The first CU whose ids a nested DW_TAG_unspecified_type shifted.
+    shifted_cu: Option<u64>,
     btf: Btf,
     has_index: bool,
     index: u32,
@@ -156,6 +158,34 @@ impl Merger {
         }
     }
 
+    /// After a CU whose ids a nested DW_TAG_unspecified_type shifted: the
+    /// reference writes such CUs with every later reference pointing one
+    /// type further per unspecified type (we write the same bytes), which
+    /// only goes unnoticed while the shifted ids stay inside the BTF. One
+    /// past the last type is invalid BTF: refused instead. A pass over all
+    /// references, paid only by runs with such a CU (C++ only).
+    fn check_refs_in_range(&self, cu: u64) -> Result<(), String> {
+        let (start, last) = (self.btf.start_id(), self.btf.type_count());
+        for (i, &o) in self.btf.type_offsets().iter().enumerate() {
+            let w = &self.btf.raw_words()[o as usize..];
+            let mut bad = None;
+            Btf::for_each_type_ref(w, |t| {
+                if t > last && bad.is_none() {
+                    bad = Some(t);
+                }
+            });
+            if let Some(t) = bad {
+                return Err(format!(
+                    "type [{}] refers to type {t}, past the last type {last}: a DW_TAG_unspecified_type nested in another DIE \
+                     (first in the CU at {cu:#x}) takes a type id but emits no type, shifting the CU's later references \
+                     as the reference encoder does; here that would give invalid BTF",
+                    start + i as u32
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the BTF built so far, plus `more` types, is within the
     /// format's limits; the message says which limit is passed.
     fn check_limits(&self, more: usize, more_words: usize) -> Result<(), String> {
@@ -183,6 +213,9 @@ impl Merger {
         // Checked before any id is assigned: ids past the limit never exist,
         // so none can wrap. +1 for the `int` an array may need.
         self.check_limits(out.offs.len() + 1, out.words.len() + 4)?;
+        if out.shifted_ids && self.shifted_cu.is_none() {
+            self.shifted_cu = Some(out.cu_offset);
+        }
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
         let mut candidate = 0;
@@ -453,6 +486,7 @@ pub fn encode_elf(
     btf.set_endian(elf.endian);
     let mut m = Merger {
         max_types: MAX_TYPES,
+        shifted_cu: None,
         btf,
         has_index: false,
         index: 0,
@@ -601,6 +635,9 @@ pub fn encode_elf(
     m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     // Functions and DATASECs come after the last CU's check.
     m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    if let Some(cu) = m.shifted_cu {
+        m.check_refs_in_range(cu).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    }
     m.btf.shrink_to_fit();
     let summary = m.summary.clone();
     Ok(Encoded {
@@ -616,6 +653,8 @@ mod tests {
     fn merger() -> Merger {
         Merger {
             max_types: MAX_TYPES,
+            shifted_cu: None,
+        shifted_cu: None,
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
@@ -655,6 +694,8 @@ mod tests {
             strs_in_types: n,
             int_core,
             nslots,
+            shifted_ids: false,
+            cu_offset: 0,
             vars: vec![],
             funcs: FuncStates::default(),
         }
