@@ -399,6 +399,13 @@ pub fn encode_file(
     let mut elf = ElfInfo::load(path, input.bytes())?;
     // `Input` maps the file read-only.
     elf.file_mapped = true;
+    if matches!(elf.debug.info, std::borrow::Cow::Owned(_)) {
+        // A relocatable object (a module): its debug sections were copied
+        // out with relocations applied, and reading them touched every
+        // page of the mapping. Those pages are not needed again (the
+        // sections left in place are read back from the page cache).
+        release_pages(input.bytes());
+    }
     encode_elf(path, &elf, input.bytes(), base, opts)
 }
 
