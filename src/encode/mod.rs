@@ -661,7 +661,6 @@ mod tests {
         Merger {
             max_types: MAX_TYPES,
             shifted_cu: None,
-        shifted_cu: None,
             btf: Btf::new(btf::Endian::Little),
             has_index: false,
             index: 0,
@@ -758,5 +757,26 @@ mod tests {
         m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
         assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
+    }
+
+    #[test]
+    fn shifted_ids_are_refused_only_when_they_leave_the_btf() {
+        let ptr = |to: u32| vec![0, make_info(Kind::Ptr, false, 0), to];
+        // Core ids 1 (an unspecified type: no record), 2 int, 3 pointer to
+        // core 2: the records are int, ptr -> 2 (the int is type 1 now).
+        let mut shifted = cu(vec![int(1, 4), ptr(2)], vec![b"int"], Some(2), 4);
+        shifted.shifted_ids = true;
+        let mut m = merger();
+        m.merge(shifted).unwrap();
+        assert_eq!(m.shifted_cu, Some(0));
+        // type 2 -> 2 stays inside the BTF: the reference's bytes, accepted
+        assert!(m.check_refs_in_range(0).is_ok());
+        // a pointer to core 3 would be type 3, past the last: refused
+        let mut past = cu(vec![int(1, 4), ptr(3)], vec![b"int"], Some(2), 4);
+        past.shifted_ids = true;
+        let mut m = merger();
+        m.merge(past).unwrap();
+        let e = m.check_refs_in_range(0).unwrap_err();
+        assert!(e.contains("type [2] refers to type 3") && e.contains("DW_TAG_unspecified_type"), "{e}");
     }
 }
