@@ -99,10 +99,13 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                     if kind == Kind::Union && bit_off != 0 {
                         warn(format!("union member '{}' at bit offset {bit_off}", String::from_utf8_lossy(m)));
                     }
+                    // Sizes saturate (an array of 2^32 elements of a huge
+                    // struct): so does the end, which then exceeds any size.
                     let end_bits = if bits != 0 {
                         bit_off as u64 + bits as u64
                     } else {
-                        bit_off as u64 + type_size_with(btf, TypeId(_ty), ptr_size).unwrap_or(0) * 8
+                        let size = type_size_with(btf, TypeId(_ty), ptr_size).unwrap_or(0);
+                        (bit_off as u64).saturating_add(size.saturating_mul(8))
                     };
                     if end_bits.div_ceil(8) > t.size() as u64 {
                         warn(format!("member '{}' exceeds the struct size {}", String::from_utf8_lossy(m), t.size()));
