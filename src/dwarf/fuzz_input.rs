@@ -2,8 +2,9 @@
 //! seed builder (`examples/fuzz_seed.rs`) and the regression tests, so that a
 //! checked-in crash replays exactly as the fuzzer ran it.
 //!
-//! Layout: one flags byte, then `SECTIONS` lengths as little-endian `u32`,
-//! then the section bytes back to back, in `SECTIONS` order. A length past
+//! Layout: one flags byte, then `NSECS` lengths as little-endian `u32`,
+//! then the section bytes back to back: the debug sections in
+//! `elf::debug::LOADED` order, then the symbols. A length past
 //! the end of the input is cut to what is left. The last "section" is a list
 //! of NUL-separated symbol names: they become the function table and the
 //! object symbols of a synthetic ELF whose only section, `.data`, covers the
@@ -12,34 +13,22 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use crate::elf::debug::DebugSections;
+use crate::elf::debug::{DebugSections, LOADED};
 use crate::btf::{self, Endian};
 use crate::elf::debug::{ElfInfo, SHT_PROGBITS, SectionInfo};
 use crate::elf::functab::{FuncTable, func_key};
 use crate::encode::{Options, encode_elf, features::FEATURE_NAMES};
 
-/// Section order of the header.
-pub const SECTIONS: [&str; 12] = [
-    ".debug_info",
-    ".debug_abbrev",
-    ".debug_str",
-    ".debug_line",
-    ".debug_line_str",
-    ".debug_str_offsets",
-    ".debug_addr",
-    ".debug_loc",
-    ".debug_loclists",
-    ".debug_ranges",
-    ".debug_rnglists",
-    "symbols",
-];
+/// Sections of the header: the debug sections in `elf::debug::LOADED`
+/// order, then the symbol names.
+const NSECS: usize = LOADED.len() + 1;
 /// Flag bits.
 pub const BIG_ENDIAN: u8 = 1;
 pub const FUNCS: u8 = 2;
 pub const ALL_FEATURES: u8 = 4;
 pub const AARCH64: u8 = 8;
 
-const HEADER: usize = 1 + 4 * SECTIONS.len();
+const HEADER: usize = 1 + 4 * NSECS;
 const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
 
@@ -53,50 +42,25 @@ pub struct FuzzInput<'a> {
 /// Splits `data`; `None` if it is shorter than the header.
 pub fn parse(data: &[u8]) -> Option<FuzzInput<'_>> {
     let (head, mut rest) = data.split_at_checked(HEADER)?;
-    let mut secs: Vec<&[u8]> = Vec::with_capacity(SECTIONS.len());
-    for i in 0..SECTIONS.len() {
+    let mut secs: Vec<&[u8]> = Vec::with_capacity(NSECS);
+    for i in 0..NSECS {
         let len = u32::from_le_bytes(head[1 + 4 * i..5 + 4 * i].try_into().unwrap()) as usize;
         let (s, r) = rest.split_at(len.min(rest.len()));
         secs.push(s);
         rest = r;
     }
-    let b = |i: usize| Cow::Borrowed(secs[i]);
-    let debug = DebugSections {
-        info: b(0),
-        abbrev: b(1),
-        str: b(2),
-        line: b(3),
-        line_str: b(4),
-        str_offsets: b(5),
-        addr: b(6),
-        loc: b(7),
-        loclists: b(8),
-        ranges: b(9),
-        rnglists: b(10),
-    };
-    let symbols = secs[11].split(|&c| c == 0).filter(|n| !n.is_empty()).collect();
+    let debug = DebugSections::from_order(std::array::from_fn(|i| Cow::Borrowed(secs[i])));
+    let symbols = secs[LOADED.len()].split(|&c| c == 0).filter(|n| !n.is_empty()).collect();
     Some(FuzzInput { flags: head[0], debug, symbols })
 }
 
 /// The bytes of an input (what `parse` reads back).
 pub fn build(flags: u8, debug: &DebugSections<'_>, symbols: &[&[u8]]) -> Vec<u8> {
     let syms: Vec<u8> = symbols.iter().flat_map(|s| s.iter().copied().chain([0])).collect();
-    let secs: [&[u8]; 12] = [
-        &debug.info,
-        &debug.abbrev,
-        &debug.str,
-        &debug.line,
-        &debug.line_str,
-        &debug.str_offsets,
-        &debug.addr,
-        &debug.loc,
-        &debug.loclists,
-        &debug.ranges,
-        &debug.rnglists,
-        &syms,
-    ];
+    let mut secs: Vec<&[u8]> = debug.in_order().iter().map(|c| &***c).collect();
+    secs.push(&syms);
     let mut out = vec![flags];
-    for s in secs {
+    for s in &secs {
         out.extend_from_slice(&(s.len() as u32).to_le_bytes());
     }
     for s in secs {
@@ -108,19 +72,7 @@ pub fn build(flags: u8, debug: &DebugSections<'_>, symbols: &[&[u8]]) -> Vec<u8>
 impl<'a> FuzzInput<'a> {
     /// The synthetic ELF around the sections (64-bit, x86-64 or AArch64).
     pub fn elf_info(&self) -> ElfInfo<'_> {
-        let debug = DebugSections {
-            info: Cow::Borrowed(&self.debug.info),
-            abbrev: Cow::Borrowed(&self.debug.abbrev),
-            str: Cow::Borrowed(&self.debug.str),
-            line: Cow::Borrowed(&self.debug.line),
-            line_str: Cow::Borrowed(&self.debug.line_str),
-            str_offsets: Cow::Borrowed(&self.debug.str_offsets),
-            addr: Cow::Borrowed(&self.debug.addr),
-            loc: Cow::Borrowed(&self.debug.loc),
-            loclists: Cow::Borrowed(&self.debug.loclists),
-            ranges: Cow::Borrowed(&self.debug.ranges),
-            rnglists: Cow::Borrowed(&self.debug.rnglists),
-        };
+        let debug = DebugSections::from_order(self.debug.in_order().map(|c| Cow::Borrowed(&**c)));
         let funcs = self
             .symbols
             .iter()

@@ -25,8 +25,9 @@ const STT_FUNC: u8 = 2;
 /// (the reference's libdwfl leaves a red zone below it).
 const REL_LAYOUT_BASE: u64 = 0x10000;
 
-/// The sections `load_elf` loads into `DebugSections` (keep the two in step).
-const LOADED: [&str; 11] = [
+/// The sections `load_elf` loads into `DebugSections`, in the order of
+/// [`DebugSections::in_order`] and [`DebugSections::from_order`].
+pub const LOADED: [&str; 11] = [
     ".debug_info",
     ".debug_abbrev",
     ".debug_str",
@@ -55,6 +56,31 @@ pub struct DebugSections<'a> {
     pub loclists: Cow<'a, [u8]>,
     pub ranges: Cow<'a, [u8]>,
     pub rnglists: Cow<'a, [u8]>,
+}
+
+impl<'a> DebugSections<'a> {
+    /// The sections in [`LOADED`] order.
+    pub fn in_order(&self) -> [&Cow<'a, [u8]>; 11] {
+        [
+            &self.info,
+            &self.abbrev,
+            &self.str,
+            &self.line,
+            &self.line_str,
+            &self.str_offsets,
+            &self.addr,
+            &self.loc,
+            &self.loclists,
+            &self.ranges,
+            &self.rnglists,
+        ]
+    }
+
+    /// The sections from their contents in [`LOADED`] order.
+    pub fn from_order(secs: [Cow<'a, [u8]>; 11]) -> DebugSections<'a> {
+        let [info, abbrev, str, line, line_str, str_offsets, addr, loc, loclists, ranges, rnglists] = secs;
+        DebugSections { info, abbrev, str, line, line_str, str_offsets, addr, loc, loclists, ranges, rnglists }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -386,20 +412,11 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         Ok(Cow::Owned(buf))
     };
 
-    // The same names as LOADED.
-    let debug = DebugSections {
-        info: load(".debug_info")?,
-        abbrev: load(".debug_abbrev")?,
-        str: load(".debug_str")?,
-        line: load(".debug_line")?,
-        line_str: load(".debug_line_str")?,
-        str_offsets: load(".debug_str_offsets")?,
-        addr: load(".debug_addr")?,
-        loc: load(".debug_loc")?,
-        loclists: load(".debug_loclists")?,
-        ranges: load(".debug_ranges")?,
-        rnglists: load(".debug_rnglists")?,
-    };
+    let mut loaded = Vec::with_capacity(LOADED.len());
+    for name in LOADED {
+        loaded.push(load(name)?);
+    }
+    let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
     Ok(ElfInfo {
         endian,
         is_64,
