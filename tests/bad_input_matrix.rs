@@ -14,7 +14,7 @@ mod common;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use std::time::{Duration, Instant};
 
@@ -660,21 +660,6 @@ fn array_bound_cases() -> Vec<(String, Vec<u8>)> {
 
 // ---------------------------------------------------------------- deep nesting (gcc)
 
-/// Compiles C `src` with `gcc -g -O0 -c` into `dir`; None (after a loud
-/// message) without gcc.
-fn gcc(dir: &Path, stem: &str, src: &str) -> Option<PathBuf> {
-    if !have_tool("gcc", "--version") {
-        eprintln!("SKIPPED {stem}: gcc not found; this case compiles its input with gcc");
-        return None;
-    }
-    let c = dir.join(format!("{stem}.c"));
-    let o = dir.join(format!("{stem}.o"));
-    std::fs::write(&c, src).unwrap();
-    let r = Command::new("gcc").args(["-g", "-O0", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
-    assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
-    Some(o)
-}
-
 /// Encodes `obj` (bounded), checks exit 0, the type count, and, as root,
 /// that the kernel accepts the result.
 fn encode_ok(obj: &Path, types: usize) {
@@ -703,7 +688,7 @@ fn deeply_nested_types() {
         src.push_str(&format!("typedef t{} t{i};\n", i - 1));
     }
     src.push_str(&format!("t{} v;\n", N - 1));
-    let Some(o) = gcc(&dir, "typedefs", &src) else { return };
+    let Some(o) = gcc_object(&dir, "typedefs", &src) else { return };
     encode_ok(&o, N + 1); // int and the typedefs
     const P: usize = 4_000;
     let mut src = String::from("typedef int p0;\n");
@@ -711,7 +696,7 @@ fn deeply_nested_types() {
         src.push_str(&format!("typedef p{} *p{i};\n", i - 1));
     }
     src.push_str(&format!("p{} v;\n", P - 1));
-    let o = gcc(&dir, "pointers", &src).unwrap();
+    let o = gcc_object(&dir, "pointers", &src).unwrap();
     encode_ok(&o, 2 * P); // int, the typedefs, the pointers
     const S: usize = 5_000;
     let mut src = String::from("struct s0 { int x; };\n");
@@ -719,7 +704,7 @@ fn deeply_nested_types() {
         src.push_str(&format!("struct s{i} {{ struct s{} m; }};\n", i - 1));
     }
     src.push_str(&format!("struct s{} v;\n", S - 1));
-    let o = gcc(&dir, "structs", &src).unwrap();
+    let o = gcc_object(&dir, "structs", &src).unwrap();
     encode_ok(&o, S + 1);
     const B: usize = 3_000;
     let mut src = String::from("int f(int a) {\n");
@@ -729,7 +714,7 @@ fn deeply_nested_types() {
     src.push_str(&format!("struct deep {{ int a; }} x = {{ v{} }}; return x.a;\n", B - 1));
     src.push_str(&"}".repeat(B));
     src.push_str("\n}\n");
-    let o = gcc(&dir, "blocks", &src).unwrap();
+    let o = gcc_object(&dir, "blocks", &src).unwrap();
     encode_ok(&o, 4);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,24 +40,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
 const N: usize = 70_000;
-
-fn gcc(dir: &Path, stem: &str, src: &str) -> Option<PathBuf> {
-    if !have_tool("gcc", "--version") {
-        eprintln!("SKIPPED format_limits {stem}: gcc not found; these cases compile their inputs with gcc");
-        return None;
-    }
-    let c = dir.join(format!("{stem}.c"));
-    let o = dir.join(format!("{stem}.o"));
-    std::fs::write(&c, src).unwrap();
-    let r = Command::new("gcc").args(["-g", "-O0", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
-    assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
-    Some(o)
-}
 
 fn encode(obj: &Path) -> (std::process::Output, PathBuf) {
     let out = obj.with_extension("btf");
@@ -134,7 +120,7 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
         ),
     ];
     for (stem, src, want) in cases {
-        let Some(o) = gcc(&dir, stem, &src) else { return };
+        let Some(o) = gcc_object(&dir, stem, &src) else { return };
         expect_reference_bytes(&o, want);
         // The rule itself, independent of the bytes: vlen 70000 mod 65536.
         let btf = btfkit::btf::read::parse(&std::fs::read(o.with_extension("btf")).unwrap()).unwrap();
@@ -158,7 +144,7 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
 fn a_function_with_more_than_65535_parameters_is_refused() {
     let dir = scratch("limits-params");
     let params: Vec<String> = (0..N).map(|i| format!("int a{i}")).collect();
-    let Some(o) = gcc(&dir, "func", &format!("int f({}) {{ return a0; }}\n", params.join(", "))) else { return };
+    let Some(o) = gcc_object(&dir, "func", &format!("int f({}) {{ return a0; }}\n", params.join(", "))) else { return };
     expect_refusal(&o, &["`f`", "70000 parameters", "65535"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -167,22 +153,22 @@ fn a_function_with_more_than_65535_parameters_is_refused() {
 fn member_offsets_beyond_the_offset_field() {
     let dir = scratch("limits-offsets");
     // A bitfield just inside the 24-bit field: encoded as the reference does.
-    let Some(o) = gcc(&dir, "bf-inside", "struct s { char pad[(1 << 21) - 1]; int bf : 3; int after : 5; };\nstruct s *p;\n")
+    let Some(o) = gcc_object(&dir, "bf-inside", "struct s { char pad[(1 << 21) - 1]; int bf : 3; int after : 5; };\nstruct s *p;\n")
     else {
         return;
     };
     expect_reference_bytes(&o, "5e678962b13d62a1c37b6f725936ea3ab043ac226eb60a0667d70f68d4811273");
     // A bitfield 3 MiB in.
-    let o = gcc(&dir, "bf-past", "struct s { char pad[3 << 20]; int bf : 3; int after; };\nstruct s *p;\n").unwrap();
+    let o = gcc_object(&dir, "bf-past", "struct s { char pad[3 << 20]; int bf : 3; int after; };\nstruct s *p;\n").unwrap();
     expect_refusal(&o, &["`bf`", "3145728 bytes", "24-bit"]);
     // A plain member 3 MiB into a struct that has a bitfield.
-    let o = gcc(&dir, "after-bf", "struct s { int bf : 3; char pad[3 << 20]; int after; };\nstruct s *p;\n").unwrap();
+    let o = gcc_object(&dir, "after-bf", "struct s { int bf : 3; char pad[3 << 20]; int after; };\nstruct s *p;\n").unwrap();
     expect_refusal(&o, &["`after`", "3145732 bytes", "24-bit", "bitfields"]);
     // A plain member 600 MiB in (2^32 bits is 512 MiB).
-    let o = gcc(&dir, "huge", "struct h { char pad[600 << 20]; int x; };\nstruct h *p;\n").unwrap();
+    let o = gcc_object(&dir, "huge", "struct h { char pad[600 << 20]; int x; };\nstruct h *p;\n").unwrap();
     expect_refusal(&o, &["`x`", "629145600 bytes", "32-bit"]);
     // Exactly at 2^32 bits.
-    let o = gcc(&dir, "at-4g-bits", "struct h { char pad[(1u << 29) - 4]; int x; long y; };\nstruct h *p;\n").unwrap();
+    let o = gcc_object(&dir, "at-4g-bits", "struct h { char pad[(1u << 29) - 4]; int x; long y; };\nstruct h *p;\n").unwrap();
     expect_refusal(&o, &["`y`", "536870912 bytes", "32-bit"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -193,7 +179,7 @@ const GLOBAL_VARS: &str = "--btf_features=encode_force,var,float,enum64,decl_tag
 fn more_than_65535_variables_in_a_section() {
     let dir = scratch("limits-vars");
     let src = |n: usize| (0..n).map(|i| format!("int v{i} = {};\n", i + 1)).collect::<String>() + "int main(void){return v0;}\n";
-    let Some(o) = gcc(&dir, "vars", &src(N)) else { return };
+    let Some(o) = gcc_object(&dir, "vars", &src(N)) else { return };
     let out = dir.join("vars.btf");
     let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
@@ -206,7 +192,7 @@ fn more_than_65535_variables_in_a_section() {
         let v = run(&["verify", &s(&out)]);
         assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     }
-    let o = gcc(&dir, "vars65536", &src(65536)).unwrap();
+    let o = gcc_object(&dir, "vars65536", &src(65536)).unwrap();
     let out = dir.join("vars65536.btf");
     let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
     let err = String::from_utf8_lossy(&r.stderr);

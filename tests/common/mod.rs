@@ -86,3 +86,19 @@ pub fn unhex(s: &str) -> Vec<u8> {
     assert!(s.len() % 2 == 0, "odd hex length");
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit")).collect()
 }
+
+/// Compiles C `src` with `gcc -g -O0 -c` into `dir/stem.o`; `None`, after a
+/// SKIPPED line naming the case, when gcc is not installed.
+#[allow(dead_code)]
+pub fn gcc_object(dir: &std::path::Path, stem: &str, src: &str) -> Option<std::path::PathBuf> {
+    if !have_tool("gcc", "--version") {
+        eprintln!("SKIPPED {stem}: gcc not found; this case compiles its input with gcc");
+        return None;
+    }
+    let c = dir.join(format!("{stem}.c"));
+    let o = dir.join(format!("{stem}.o"));
+    std::fs::write(&c, src).unwrap();
+    let r = std::process::Command::new("gcc").args(["-g", "-O0", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
+    assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
+    Some(o)
+}
