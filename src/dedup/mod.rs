@@ -620,18 +620,8 @@ pub fn signature_hashes(btf: &Btf) -> Vec<u64> {
     offs.iter()
         .map(|&o| {
             let o = o as usize;
-            let r = &w[o..o + rec_len(w[o + 1])];
-            match kind(r) {
-                CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => {
-                    hash_common(r)
-                }
-                INT | DECL_TAG => hash_int_tag(r),
-                ENUM | ENUM64 => hash_enum(r),
-                STRUCT | UNION => hash_struct(r),
-                ARRAY => hash_array(r),
-                FUNC_PROTO => hash_fnproto(r),
-                _ => 0,
-            }
+            // the prep pass's hash: the same per-kind choice every pass makes
+            prep_hash(&w[o..o + rec_len(w[o + 1])], 0).ok().flatten().unwrap_or(0)
         })
         .collect()
 }
