@@ -1021,35 +1021,21 @@ impl<'a, 'd> Decoder<'a, 'd> {
         die: u64,
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
-        for spec in abbrev.attributes() {
-            // Most DIEs carry decl_file/line/column and the like: skip those
-            // without building a value.
-            if !matches!(
-                spec.name(),
-                dw::DW_AT_name
-                    | dw::DW_AT_type
-                    | dw::DW_AT_byte_size
-                    | dw::DW_AT_encoding
-                    | dw::DW_AT_declaration
-                    | dw::DW_AT_external
-                    | dw::DW_AT_artificial
-                    | dw::DW_AT_upper_bound
-                    | dw::DW_AT_count
-                    | dw::DW_AT_data_member_location
-                    | dw::DW_AT_data_bit_offset
-                    | dw::DW_AT_bit_size
-                    | dw::DW_AT_bit_offset
-                    | dw::DW_AT_const_value
-                    | dw::DW_AT_location
-                    | dw::DW_AT_abstract_origin
-                    | dw::DW_AT_specification
-                    | dw::DW_AT_language
-            ) {
+        let specs = abbrev.attributes();
+        let mut i = 0;
+        while i < specs.len() {
+            // Most DIEs carry decl_file/line/column and the like: skip each
+            // run of those in one call, without building values.
+            let run = specs[i..].iter().take_while(|s| !wanted(s.name())).count();
+            if run > 0 {
                 entries
-                    .skip_attributes(std::slice::from_ref(spec))
-                    .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
+                    .skip_attributes(&specs[i..i + run])
+                    .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", specs[i].name())))?;
+                i += run;
                 continue;
             }
+            let spec = &specs[i];
+            i += 1;
             if spec.form() == gimli::DW_FORM_ref_addr {
                 let mut e = self.err(
                     cu_off,
@@ -1095,6 +1081,32 @@ impl<'a, 'd> Decoder<'a, 'd> {
         }
         Ok(())
     }
+}
+
+/// The attributes some handler reads; the rest are skipped unparsed.
+#[inline]
+fn wanted(at: DwAt) -> bool {
+    matches!(
+        at,
+        dw::DW_AT_name
+            | dw::DW_AT_type
+            | dw::DW_AT_byte_size
+            | dw::DW_AT_encoding
+            | dw::DW_AT_declaration
+            | dw::DW_AT_external
+            | dw::DW_AT_artificial
+            | dw::DW_AT_upper_bound
+            | dw::DW_AT_count
+            | dw::DW_AT_data_member_location
+            | dw::DW_AT_data_bit_offset
+            | dw::DW_AT_bit_size
+            | dw::DW_AT_bit_offset
+            | dw::DW_AT_const_value
+            | dw::DW_AT_location
+            | dw::DW_AT_abstract_origin
+            | dw::DW_AT_specification
+            | dw::DW_AT_language
+    )
 }
 
 /// A name as stored in the arena (possibly running on past its NUL) → its text.
