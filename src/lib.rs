@@ -11,6 +11,7 @@ pub mod dedup;
 pub mod elf;
 pub mod error;
 pub mod funcs;
+pub mod heap;
 pub mod output;
 pub mod verify;
 

@@ -22,7 +22,7 @@ pub struct Ctx<'e, 'a> {
     pub elf: &'e ElfInfo<'a>,
     pub path: &'e Path,
     /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
-    pub str_cache: &'e [std::sync::atomic::AtomicU32],
+    pub str_cache: &'e super::strcache::StrCache,
 }
 
 /// A VAR record of the CU and where it goes in a DATASEC.
@@ -730,10 +730,7 @@ fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
     o.strs_known = o
         .strs_off
         .iter()
-        .map(|&off| match cache.get(off as usize) {
-            Some(c) if off != NONE => c.load(std::sync::atomic::Ordering::Relaxed),
-            _ => 0,
-        })
+        .map(|&off| if off != NONE { cache.get(off) } else { 0 })
         .collect();
     o
 }
@@ -1006,7 +1003,7 @@ mod tests {
             features,
             elf: &e,
             path: Path::new("t.o"),
-            str_cache: &[],
+            str_cache: &crate::encode::strcache::StrCache::empty(),
         };
         encode_cu(&ctx, cu)
     }
@@ -1323,7 +1320,7 @@ mod tests {
             features: Features::default(),
             elf: &e,
             path: Path::new("t.o"),
-            str_cache: &[],
+            str_cache: &crate::encode::strcache::StrCache::empty(),
         };
         let out = encode_cu(&ctx, &c).unwrap();
         // Both instances of `f` (entry 0 of the table) are saved.
@@ -1360,7 +1357,7 @@ mod tests {
         c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"h", 3, 1)];
         let mut e = elf(btf::Endian::Little);
         e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
-        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &[] };
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &crate::encode::strcache::StrCache::empty() };
         let out = encode_cu(&ctx, &c).unwrap();
         let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
         assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);

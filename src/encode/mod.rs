@@ -13,11 +13,11 @@
 pub mod features;
 pub mod lang;
 mod local;
+mod strcache;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use gimli::RunTimeEndian;
 use rayon::prelude::*;
@@ -106,7 +106,7 @@ struct Merger {
     /// is idempotent and the string section only grows, so a value once set
     /// is final: the workers read it too (see `CuOut::strs_known`) and the
     /// merge only looks up what they did not find.
-    str_cache: Arc<[AtomicU32]>,
+    str_cache: Arc<strcache::StrCache>,
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (the function phase emits them).
@@ -143,14 +143,13 @@ impl Merger {
             let s = out.strs[i];
             let off = out.strs_off[i];
             if off != dwarf::NONE {
-                let slot = &self.str_cache[off as usize];
-                let c = slot.load(Ordering::Relaxed);
+                let c = self.str_cache.get(off);
                 if c != 0 {
                     self.map[i + 1] = c;
                     continue;
                 }
                 let b = self.btf.add_str(dwarf::nm(s)).0;
-                slot.store(b, Ordering::Relaxed);
+                self.str_cache.set(off, b);
                 self.map[i + 1] = b;
             } else {
                 self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
@@ -485,7 +484,7 @@ pub fn encode_elf(
         chunks.push(start..headers.len());
     }
 
-    let str_cache: Arc<[AtomicU32]> = (0..elf.debug.str.len()).map(|_| AtomicU32::new(0)).collect();
+    let str_cache = Arc::new(strcache::StrCache::new(&elf.debug.str));
     let mut btf = match &base {
         Some(b) => Btf::new_split(b.clone()),
         None => Btf::new(elf.endian),
@@ -624,11 +623,12 @@ pub fn encode_elf(
         // Decoding is over: the function phase reads only `.BTF_ids` again.
         release_pages(data);
     }
-    // So is string interning by .debug_str offset (4 bytes per byte of
-    // .debug_str, 18 MB on a vmlinux): free it before the function phase
-    // grows the BTF to its largest.
-    m.str_cache = Arc::from(Vec::new());
+    // So is string interning by .debug_str offset: free it before the
+    // function phase grows the BTF to its largest.
+    m.str_cache = Arc::new(strcache::StrCache::empty());
     drop(str_cache);
+    // the workers' freed decode buffers
+    crate::heap::release_free();
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
@@ -666,7 +666,7 @@ mod tests {
             index: 0,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
-            str_cache: Arc::from(Vec::new()),
+            str_cache: Arc::new(strcache::StrCache::empty()),
             scratch: Vec::new(),
             summary: Summary::default(),
             funcs: FuncStates::default(),
