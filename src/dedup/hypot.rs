@@ -1,0 +1,132 @@
+//! The hypothetical canonical → candidate map of one struct-equivalence walk.
+//!
+//! libbpf keeps it as an array over all type ids. A walk records a few
+//! hundred pairs on average (a vmlinux: 18 M pairs over 395 k walks), so a
+//! small open-addressing table, emptied slot by slot after each walk, holds
+//! the same entries in a few kilobytes that stay in cache, instead of 4 bytes
+//! for each of 4.35 M ids (17 MiB at dedup's memory peak).
+
+/// A free slot's key: no type id reaches it (ids are below 2^31).
+const EMPTY: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    key: u32,
+    val: u32,
+}
+
+const FREE: Slot = Slot { key: EMPTY, val: 0 };
+
+pub(super) struct HypotMap {
+    slots: Vec<Slot>,
+    /// 32 − log2(slots.len()).
+    shift: u32,
+    /// Pairs of the current walk in insertion order (libbpf's hypot_list),
+    /// each with the slot it occupies (for clearing).
+    pairs: Vec<(u32, u32, u32)>,
+}
+
+impl HypotMap {
+    const MIN_BITS: u32 = 10;
+
+    pub(super) fn new() -> HypotMap {
+        HypotMap {
+            slots: vec![FREE; 1 << Self::MIN_BITS],
+            shift: 32 - Self::MIN_BITS,
+            pairs: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn home(&self, key: u32) -> usize {
+        // Fibonacci hashing: a walk's ids cluster by CU; their low bits
+        // alone make long probe runs (measured: twice the struct pass)
+        (key.wrapping_mul(0x9e37_79b1) >> self.shift) as usize
+    }
+
+    /// The candidate recorded for `key`, or else records `val` for it: one
+    /// probe for the walk's look-up-then-record step.
+    #[inline(always)]
+    pub(super) fn get_or_insert(&mut self, key: u32, val: u32) -> Option<u32> {
+        debug_assert!(key != EMPTY);
+        if (self.pairs.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = self.slots[i];
+            if s.key == key {
+                return Some(s.val);
+            }
+            if s.key == EMPTY {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = Slot { key, val };
+        self.pairs.push((key, val, i as u32));
+        None
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        self.slots = vec![FREE; self.slots.len() * 2];
+        self.shift -= 1;
+        let mask = self.slots.len() - 1;
+        for n in 0..self.pairs.len() {
+            let (key, val, _) = self.pairs[n];
+            let mut i = self.home(key);
+            while self.slots[i].key != EMPTY {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = Slot { key, val };
+            self.pairs[n].2 = i as u32;
+        }
+    }
+
+    /// The number of pairs recorded in this walk.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// The `n`th (key, value) pair of this walk, in insertion order.
+    #[inline]
+    pub(super) fn pair(&self, n: usize) -> (u32, u32) {
+        let (k, v, _) = self.pairs[n];
+        (k, v)
+    }
+
+    /// Empties the map for the next walk: only the slots it used.
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        for &(_, _, i) in &self.pairs {
+            self.slots[i as usize] = FREE;
+        }
+        self.pairs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HypotMap;
+
+    #[test]
+    fn entries_live_for_one_walk_and_survive_growth() {
+        let mut m = HypotMap::new();
+        for k in 0..5000u32 {
+            assert_eq!(m.get_or_insert(k * 7, k + 1), None);
+        }
+        assert!((0..5000u32).all(|k| m.get_or_insert(k * 7, 0) == Some(k + 1)));
+        assert_eq!(m.len(), 5000);
+        assert_eq!(m.pair(4999), (4999 * 7, 5000));
+        m.clear();
+        assert_eq!(m.len(), 0);
+        assert!(m.slots.iter().all(|s| s.key == super::EMPTY));
+        assert_eq!(m.get_or_insert(14, 3), None);
+        assert_eq!(m.get_or_insert(14, 4), Some(3));
+        assert_eq!(m.get_or_insert(21, 4), None);
+        assert_eq!((m.len(), m.pair(0), m.pair(1)), (2, (14, 3), (21, 4)));
+    }
+}

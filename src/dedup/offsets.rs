@@ -1,0 +1,86 @@
+//! Where each type id's record starts in dedup's word array.
+//!
+//! One `u32` per id would be 17 MiB for a vmlinux's 4.35 M pre-dedup types,
+//! at dedup's memory peak. Records are laid out in id order, so a block of
+//! 64 ids spans few words: a `u32` start per block and a `u16` step from it
+//! per id hold the same in 8.8 MiB. An input where some block of 64 spans
+//! 64 K words or more (structs with thousands of members) gets smaller
+//! blocks, down to one id per block if it must; the look-up is the same two
+//! loads and an add either way, with no branch.
+
+pub(super) struct Offsets {
+    block: Vec<u32>,
+    step: Vec<u16>,
+    /// log2 of the ids per block.
+    bits: u32,
+}
+
+impl Offsets {
+    const MAX_BITS: u32 = 6;
+
+    /// From one offset per id (ascending by id, as records are laid out).
+    pub(super) fn new(flat: Vec<u32>) -> Offsets {
+        let fits = |bits: u32| {
+            flat.chunks(1 << bits).all(|c| {
+                let lo = c[0];
+                c.iter().all(|&o| o >= lo && o - lo <= u16::MAX as u32)
+            })
+        };
+        let bits = (0..=Self::MAX_BITS).rev().find(|&b| fits(b)).unwrap_or(0);
+        let block = flat.chunks(1 << bits).map(|c| c[0]).collect::<Vec<_>>();
+        let step = flat
+            .iter()
+            .enumerate()
+            .map(|(i, &o)| o.wrapping_sub(block[i >> bits]) as u16)
+            .collect();
+        Offsets { block, step, bits }
+    }
+
+    #[inline(always)]
+    pub(super) fn get(&self, id: u32) -> u32 {
+        let step = self.step[id as usize];
+        // SAFETY: `block` has one entry per started block of 2^bits ids of
+        // `step` (see `new`), and `id` indexes `step` (checked just above).
+        let block = unsafe { *self.block.get_unchecked((id >> self.bits) as usize) };
+        block + step as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Offsets;
+
+    #[test]
+    fn blocks_shrink_until_every_step_fits() {
+        // record starts: running sums of record lengths
+        let small: Vec<u32> = (0..1000u32)
+            .scan(0u32, |at, i| {
+                let o = *at;
+                *at += 3 + 3 * (i % 7);
+                Some(o)
+            })
+            .collect();
+        let o = Offsets::new(small.clone());
+        assert_eq!(o.bits, 6);
+        assert!((0..1000u32).all(|i| o.get(i) == small[i as usize]));
+
+        // one record of 100 000 words (id 70): blocks of one id
+        let mut big = small.clone();
+        for x in &mut big[71..] {
+            *x += 100_000;
+        }
+        let o = Offsets::new(big.clone());
+        assert_eq!(o.bits, 0);
+        assert!((0..1000u32).all(|i| o.get(i) == big[i as usize]));
+
+        // a record of 65 400 words (id 70): its 64-id block does not fit,
+        // smaller ones than a single id do
+        let mut mid = small.clone();
+        for x in &mut mid[71..] {
+            *x += 65_400;
+        }
+        let o = Offsets::new(mid.clone());
+        assert!(o.bits > 0 && o.bits < 6, "{}", o.bits);
+        assert!((0..1000u32).all(|i| o.get(i) == mid[i as usize]));
+    }
+}
