@@ -452,9 +452,9 @@ fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
 struct Dedup<'a> {
     /// Precomputed base state (prep's table, base struct names), if any.
     base_index: Option<&'a BaseIndex>,
-    /// Records of every id: base and own in one slice (borrowed when there is
-    /// no base and the string pass did not run).
-    words: Cow<'a, [u32]>,
+    /// Records of every id: base and own in one slice (a plain slice here,
+    /// so the hot paths index it without first asking whose it is).
+    words: &'a [u32],
     /// Where each id's record starts in `words`; kind and length come from
     /// the record itself.
     nodes: Offsets,
@@ -582,7 +582,7 @@ fn run(
         (0..end).into_par_iter().collect()
     };
     let mut d = Dedup {
-        words,
+        words: &words,
         nodes,
         link,
         state,
@@ -610,7 +610,9 @@ fn run(
     clock.lap("fwds");
     d.ref_types()?;
     clock.lap("refs");
-    let out = d.compact_and_remap()?;
+    let (survivors, nwords) = d.final_links();
+    let Dedup { nodes, link, .. } = d;
+    let out = compact(words, &nodes, &link, &survivors, nwords)?;
     clock.lap("compact+remap");
     Ok(out)
 }
@@ -1403,13 +1405,13 @@ impl Dedup<'_> {
         }
     }
 
+    /// Turns `link` into old id -> new id (libbpf reuses its hypothetical
+    /// map for this): first every link points straight at its canonical
+    /// type, then each survivor's own link holds its new id, tagged with
+    /// [`NEW`] so a lookup through a non-survivor can tell "new id" from
+    /// "canonical old id". Returns the surviving own ids and their words.
     #[inline(never)]
-    fn compact_and_remap(&mut self) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
-        // `link` becomes old id -> new id (libbpf reuses its hypothetical map
-        // for this): first every link points straight at its canonical type,
-        // then each survivor's own link holds its new id, tagged so a lookup
-        // through a non-survivor can tell "new id" from "canonical old id".
-        const NEW: u32 = 1 << 31;
+    fn final_links(&mut self) -> (Vec<u32>, usize) {
         let (start, end) = (self.start, self.end);
         let mut survivors = Vec::new();
         let mut nwords = 0usize;
@@ -1431,67 +1433,84 @@ impl Dedup<'_> {
         for (i, &id) in survivors.iter().enumerate() {
             self.link[id as usize] = (start + i as u32) | NEW;
         }
-        // a non-survivor's new id; MAX_ID+ if its canonical did not survive
-        let new_id = |link: &[u32], id: u32| -> u32 {
-            let l = link[id as usize];
-            if l & NEW != 0 {
-                return l & !NEW;
-            }
-            let c = link[l as usize];
-            if c & NEW != 0 { c & !NEW } else { u32::MAX }
-        };
-        let mut offs = Vec::with_capacity(survivors.len());
-        let bad_ref = |id| DedupError::Invalid {
-            id,
-            what: "a referenced type has no surviving representative",
-        };
-        if let Cow::Owned(words) = &mut self.words {
-            // In place: survivors keep their order, so each record moves to
-            // or below where it was and never over one not yet moved. Saves
-            // the output's allocation at dedup's memory peak.
-            let (link, nodes) = (&self.link, &self.nodes);
-            let mut at = 0usize;
-            let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
-            for &id in &survivors {
-                let off = nodes.get(id) as usize;
-                let len = rec_len(words[off + 1]);
-                words.copy_within(off..off + len, at);
-                offs.push(at as u32);
-                let rec = &mut words[at..at + len];
-                pos.clear();
-                for_each_id_pos(rec, |p| pos.push(p));
-                for &p in &pos {
-                    let n = new_id(link, rec[p]);
-                    if n > MAX_ID {
-                        return Err(bad_ref(id));
-                    }
-                    rec[p] = n;
-                }
-                at += len;
-            }
-            debug_assert_eq!(at, nwords);
-            words.truncate(at);
-            words.shrink_to_fit();
-            return Ok((std::mem::take(words), offs));
-        }
-        let mut words = Vec::with_capacity(nwords);
-        for &id in &survivors {
-            let w = rec!(self, id);
-            let at = words.len();
-            offs.push(at as u32);
-            words.extend_from_slice(w);
-            let mut bad = false;
-            for_each_id_pos(w, |p| {
-                let n = new_id(&self.link, w[p]);
-                bad |= n > MAX_ID;
-                words[at + p] = n;
-            });
-            if bad {
-                return Err(bad_ref(id));
-            }
-        }
-        Ok((words, offs))
+        (survivors, nwords)
     }
+}
+
+/// Tags a final link as a new id (see [`Dedup::final_links`]).
+const NEW: u32 = 1 << 31;
+
+/// The new id of `id` from the final links; above `MAX_ID` if its canonical
+/// type did not survive.
+#[inline]
+fn new_id(link: &[u32], id: u32) -> u32 {
+    let l = link[id as usize];
+    if l & NEW != 0 {
+        return l & !NEW;
+    }
+    let c = link[l as usize];
+    if c & NEW != 0 { c & !NEW } else { u32::MAX }
+}
+
+/// The survivors' records with their ids renumbered, and their offsets.
+#[inline(never)]
+fn compact(
+    mut words: Cow<'_, [u32]>,
+    nodes: &Offsets,
+    link: &[u32],
+    survivors: &[u32],
+    nwords: usize,
+) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+    let mut offs = Vec::with_capacity(survivors.len());
+    let bad_ref = |id| DedupError::Invalid {
+        id,
+        what: "a referenced type has no surviving representative",
+    };
+    if let Cow::Owned(words) = &mut words {
+        // In place: survivors keep their order, so each record moves to
+        // or below where it was and never over one not yet moved. Saves
+        // the output's allocation at dedup's memory peak.
+        let mut at = 0usize;
+        let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
+        for &id in survivors {
+            let off = nodes.get(id) as usize;
+            let len = rec_len(words[off + 1]);
+            words.copy_within(off..off + len, at);
+            offs.push(at as u32);
+            let rec = &mut words[at..at + len];
+            pos.clear();
+            for_each_id_pos(rec, |p| pos.push(p));
+            for &p in &pos {
+                let n = new_id(link, rec[p]);
+                if n > MAX_ID {
+                    return Err(bad_ref(id));
+                }
+                rec[p] = n;
+            }
+            at += len;
+        }
+        debug_assert_eq!(at, nwords);
+        words.truncate(at);
+        words.shrink_to_fit();
+        return Ok((std::mem::take(words), offs));
+    }
+    let mut out = Vec::with_capacity(nwords);
+    for &id in survivors {
+        let w = rec_of(&words, nodes, id);
+        let at = out.len();
+        offs.push(at as u32);
+        out.extend_from_slice(w);
+        let mut bad = false;
+        for_each_id_pos(w, |p| {
+            let n = new_id(link, w[p]);
+            bad |= n > MAX_ID;
+            out[at + p] = n;
+        });
+        if bad {
+            return Err(bad_ref(id));
+        }
+    }
+    Ok((out, offs))
 }
 
 /// Phase timings on stderr (wall clock and process CPU time: the machine is
