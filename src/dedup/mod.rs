@@ -845,16 +845,6 @@ impl Dedup<'_> {
         self.mapped(id) && self.link[id as usize] == id
     }
 
-    /// A FWD whose chain ends in a non-FWD type resolves to it.
-    #[inline]
-    fn resolve_fwd(&self, id: u32) -> u32 {
-        if self.kind_of(id) != FWD {
-            return id;
-        }
-        let r = self.resolve(id);
-        if self.kind_of(r) != FWD { r } else { id }
-    }
-
     fn set_map(&mut self, id: u32, to: u32) {
         self.state.set(id, ST_MAPPED);
         self.link[id as usize] = to;
@@ -1033,7 +1023,15 @@ impl Dedup<'_> {
     /// to the same type) is known to fail here.
     #[inline]
     fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
-        let k = self.resolve_fwd(k);
+        // resolve_fwd, fused with reading the record the step needs anyway
+        let (mut k, mut kw) = (k, rec_of(self.words, &self.nodes, k));
+        if kind(kw) == FWD {
+            let r = self.resolve(k);
+            let rw = rec_of(self.words, &self.nodes, r);
+            if kind(rw) != FWD {
+                (k, kw) = (r, rw);
+            }
+        }
         if let Some(h) = self.hypot.get_or_insert(k, c) {
             if h == c {
                 return Ok(true);
@@ -1043,8 +1041,7 @@ impl Dedup<'_> {
                 || self.identical_ptrs(h, c));
         }
 
-        let cw = rec!(self, c);
-        let kw = rec!(self, k);
+        let cw = rec_of(self.words, &self.nodes, c);
         if cw[0] != kw[0] {
             return Ok(false);
         }
