@@ -44,6 +44,23 @@ impl HypotMap {
         (key.wrapping_mul(0x9e37_79b1) >> self.shift) as usize
     }
 
+    /// The candidate recorded for `key` in this walk.
+    #[inline(always)]
+    pub(super) fn get(&self, key: u32) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = self.slots[i];
+            if s.key == key {
+                return Some(s.val);
+            }
+            if s.key == EMPTY {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// The candidate recorded for `key`, or else records `val` for it: one
     /// probe for the walk's look-up-then-record step.
     #[inline(always)]
@@ -124,7 +141,9 @@ mod tests {
         m.clear();
         assert_eq!(m.len(), 0);
         assert!(m.slots.iter().all(|s| s.key == super::EMPTY));
+        assert_eq!(m.get(14), None);
         assert_eq!(m.get_or_insert(14, 3), None);
+        assert_eq!(m.get(14), Some(3));
         assert_eq!(m.get_or_insert(14, 4), Some(3));
         assert_eq!(m.get_or_insert(21, 4), None);
         assert_eq!((m.len(), m.pair(0), m.pair(1)), (2, (14, 3), (21, 4)));
