@@ -2,9 +2,11 @@
 """Whole-process benchmark: btfkit against a reference pahole, side by side.
 
 Runs the same pahole-style command line through both encoders, alternating
-them, for each thread count; records wall time, CPU time (user+sys) and peak
-RSS (from wait4's rusage) per run; prints a Markdown table of medians and the
-ratios, and writes an SVG plot of time and RSS against threads.
+them, for each thread count; records wall time, CPU time (user+sys), peak
+RSS (from wait4's rusage) and peak anonymous memory (RssAnon of
+/proc/PID/status, sampled every 10 ms: the heap, without the mapped input)
+per run; prints a Markdown table of medians and the ratios, and writes an
+SVG plot of time and RSS against threads.
 
     PAHOLE=/path/to/pahole benches/sweep.py --input vmlinux [--runs 5] \
         [--threads 1,2] [--btfkit target/release/btfkit] [--svg perf.svg]
@@ -18,23 +20,44 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 KERNEL_FLAGS = ("--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,"
                 "optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build")
 
 
+def sample_anon(pid, peak, done):
+    """Largest RssAnon (KiB) of `pid` until `done` is set or it is gone."""
+    path = f"/proc/{pid}/status"
+    while not done.is_set():
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        peak[0] = max(peak[0], int(line.split()[1]))
+                        break
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def run_once(argv):
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak, done = [0], threading.Event()
+    sampler = threading.Thread(target=sample_anon, args=(p.pid, peak, done))
+    sampler.start()
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"{' '.join(argv)}: exit {code}: {err.strip()}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, peak[0] / 1024.0
 
 
 def main():
@@ -74,20 +97,20 @@ def main():
         if len(encoders) == 2:
             same = open(os.path.join(out, "btfkit.btf"), "rb").read() == open(os.path.join(out, "pahole.btf"), "rb").read()
             print(f"-j{t}: outputs {'identical' if same else 'DIFFER'}")
-    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in res.items()}
+    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4)) for k, v in res.items()}
     print(f"\ninput: {a.input}; median of {a.runs} runs, alternating encoders\n")
-    print("| threads | encoder | wall s | CPU s | peak RSS MiB | wall vs ref | CPU vs ref | RSS vs ref |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| threads | encoder | wall s | CPU s | peak RSS MiB | peak anon MiB | wall vs ref | CPU vs ref | RSS vs ref | anon vs ref |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in threads:
         for name, _ in encoders:
-            w, c, m = med[(name, t)]
+            w, c, m, an = med[(name, t)]
             ratio = ""
             if name == "btfkit" and ("pahole", t) in med:
-                pw, pc, pm = med[("pahole", t)]
-                ratio = f" {w / pw:.2f} | {c / pc:.2f} | {m / pm:.2f} |"
+                pw, pc, pm, pa = med[("pahole", t)]
+                ratio = f" {w / pw:.2f} | {c / pc:.2f} | {m / pm:.2f} | {an / pa:.2f} |"
             else:
-                ratio = " | | |"
-            print(f"| {t} | {name} | {w:.2f} | {c:.2f} | {m:.0f} |{ratio}")
+                ratio = " | | | |"
+            print(f"| {t} | {name} | {w:.2f} | {c:.2f} | {m:.0f} | {an:.0f} |{ratio}")
     if a.svg:
         write_svg(a.svg, threads, encoders, med)
         print(f"\nplot: {a.svg}")
