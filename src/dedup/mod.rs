@@ -577,8 +577,11 @@ fn run(
         drop(state);
         packed
     };
-    // what layout freed (the flat offsets, its parallel scratch)
-    crate::heap::release_free();
+    // what layout freed (the flat offsets, its parallel scratch), when
+    // that is much
+    if words.len() * 4 >= crate::heap::WORTH_TRIMMING {
+        crate::heap::release_free();
+    }
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()

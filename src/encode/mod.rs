@@ -627,8 +627,10 @@ pub fn encode_elf(
     // function phase grows the BTF to its largest.
     m.str_cache = Arc::new(strcache::StrCache::empty());
     drop(str_cache);
-    // the workers' freed decode buffers
-    crate::heap::release_free();
+    // the workers' freed decode buffers (a vmlinux's, not a module's)
+    if elf.debug.info.len() >= crate::heap::WORTH_TRIMMING {
+        crate::heap::release_free();
+    }
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
