@@ -44,21 +44,25 @@ impl HypotMap {
         (key.wrapping_mul(0x9e37_79b1) >> self.shift) as usize
     }
 
-    /// The candidate recorded for `key` in this walk.
+    /// Where `key` is (`Ok`) or would go (`Err`: the free slot that ends
+    /// its probe run).
     #[inline(always)]
-    pub(super) fn get(&self, key: u32) -> Option<u32> {
+    fn probe(&self, key: u32) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
-            let s = self.slots[i];
-            if s.key == key {
-                return Some(s.val);
+            match self.slots[i].key {
+                k if k == key => return Ok(i),
+                EMPTY => return Err(i),
+                _ => i = (i + 1) & mask,
             }
-            if s.key == EMPTY {
-                return None;
-            }
-            i = (i + 1) & mask;
         }
+    }
+
+    /// The candidate recorded for `key` in this walk.
+    #[inline(always)]
+    pub(super) fn get(&self, key: u32) -> Option<u32> {
+        self.probe(key).ok().map(|i| self.slots[i].val)
     }
 
     /// The candidate recorded for `key`, or else records `val` for it: one
@@ -69,34 +73,24 @@ impl HypotMap {
         if (self.pairs.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let s = self.slots[i];
-            if s.key == key {
-                return Some(s.val);
+        match self.probe(key) {
+            Ok(i) => Some(self.slots[i].val),
+            Err(i) => {
+                self.slots[i] = Slot { key, val };
+                self.pairs.push((key, val, i as u32));
+                None
             }
-            if s.key == EMPTY {
-                break;
-            }
-            i = (i + 1) & mask;
         }
-        self.slots[i] = Slot { key, val };
-        self.pairs.push((key, val, i as u32));
-        None
     }
 
     #[cold]
     fn grow(&mut self) {
         self.slots = vec![FREE; self.slots.len() * 2];
         self.shift -= 1;
-        let mask = self.slots.len() - 1;
         for n in 0..self.pairs.len() {
             let (key, val, _) = self.pairs[n];
-            let mut i = self.home(key);
-            while self.slots[i].key != EMPTY {
-                i = (i + 1) & mask;
-            }
+            // keys are distinct, so each probe ends at a free slot
+            let i = self.probe(key).unwrap_err();
             self.slots[i] = Slot { key, val };
             self.pairs[n].2 = i as u32;
         }
