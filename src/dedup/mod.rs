@@ -179,8 +179,7 @@ impl BaseIndex {
         let mut table = CandTable::with_capacity(1 << 16);
         let mut composite_names = hashbrown::HashMap::new();
         for id in 1..nodes.len() as u32 {
-            let o = nodes[id as usize] as usize;
-            let w = &words[o..o + rec_len(words[o + 1])];
+            let w = rec_at(&words, nodes[id as usize]);
             if let Some(h) = prep_hash(w, id)? {
                 table.insert(h, id);
             }
@@ -436,10 +435,18 @@ fn rec_len(info: u32) -> usize {
 }
 
 /// libbpf's `map[id]` is UNPROCESSED, IN_PROGRESS or an id. We keep the id in
-/// `link` (see [`Dedup::link`]) and the other two states in one byte.
+/// `link` (see [`Dedup::link`]) and which of the three it is in two bits
+/// ([`States`]).
 const ST_UNPROCESSED: u8 = 0;
 const ST_IN_PROGRESS: u8 = 1;
 const ST_MAPPED: u8 = 2;
+
+/// The record that starts at word `off`.
+#[inline(always)]
+fn rec_at(words: &[u32], off: u32) -> &[u32] {
+    let s = off as usize;
+    &words[s..s + rec_len(words[s + 1])]
+}
 
 /// The record of `id` (ids of the whole space; 0 is void).
 #[inline(always)]
@@ -447,8 +454,7 @@ fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
     if id == 0 {
         return &VOID;
     }
-    let s = nodes.get(id) as usize;
-    &words[s..s + rec_len(words[s + 1])]
+    rec_at(words, nodes.get(id))
 }
 
 struct Dedup<'a> {
@@ -577,11 +583,8 @@ fn run(
         drop(state);
         packed
     };
-    // what layout freed (the flat offsets, its parallel scratch), when
-    // that is much
-    if words.len() * 4 >= crate::heap::WORTH_TRIMMING {
-        crate::heap::release_free();
-    }
+    // what layout freed (the flat offsets, its parallel scratch)
+    crate::heap::release_free_after(words.len() * 4);
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
@@ -629,11 +632,8 @@ fn run(
 pub fn signature_hashes(btf: &Btf) -> Vec<u64> {
     let (w, offs) = (btf.raw_words(), btf.type_offsets());
     offs.iter()
-        .map(|&o| {
-            let o = o as usize;
-            // the prep pass's hash: the same per-kind choice every pass makes
-            prep_hash(&w[o..o + rec_len(w[o + 1])], 0).ok().flatten().unwrap_or(0)
-        })
+        // the prep pass's hash: the same per-kind choice every pass makes
+        .map(|&o| prep_hash(rec_at(w, o), 0).ok().flatten().unwrap_or(0))
         .collect()
 }
 
@@ -1468,6 +1468,22 @@ fn new_id(link: &[u32], id: u32) -> u32 {
     if c & NEW != 0 { c & !NEW } else { u32::MAX }
 }
 
+/// Rewrites the type ids of `rec` (a survivor's record, already in its
+/// output place) to new ids; `false` if one has no surviving representative.
+#[inline]
+fn renumber(rec: &mut [u32], link: &[u32]) -> bool {
+    let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
+    for_each_id_pos(rec, |p| pos.push(p));
+    for p in pos {
+        let n = new_id(link, rec[p]);
+        if n > MAX_ID {
+            return false;
+        }
+        rec[p] = n;
+    }
+    true
+}
+
 /// The survivors' records with their ids renumbered, and their offsets.
 #[inline(never)]
 fn compact(
@@ -1477,55 +1493,38 @@ fn compact(
     survivors: &[u32],
     nwords: usize,
 ) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
-    let mut offs = Vec::with_capacity(survivors.len());
-    let bad_ref = |id| DedupError::Invalid {
-        id,
-        what: "a referenced type has no surviving representative",
+    // Owned records are compacted in place: survivors keep their order, so
+    // each record moves to or below where it was and never over one not yet
+    // moved. That saves the output's allocation at dedup's memory peak.
+    let (mut out, in_place) = match &mut words {
+        Cow::Owned(w) => (std::mem::take(w), true),
+        Cow::Borrowed(_) => (Vec::with_capacity(nwords), false),
     };
-    if let Cow::Owned(words) = &mut words {
-        // In place: survivors keep their order, so each record moves to
-        // or below where it was and never over one not yet moved. Saves
-        // the output's allocation at dedup's memory peak.
-        let mut at = 0usize;
-        let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
-        for &id in survivors {
-            let off = nodes.get(id) as usize;
-            let len = rec_len(words[off + 1]);
-            words.copy_within(off..off + len, at);
-            offs.push(at as u32);
-            let rec = &mut words[at..at + len];
-            pos.clear();
-            for_each_id_pos(rec, |p| pos.push(p));
-            for &p in &pos {
-                let n = new_id(link, rec[p]);
-                if n > MAX_ID {
-                    return Err(bad_ref(id));
-                }
-                rec[p] = n;
-            }
-            at += len;
-        }
-        debug_assert_eq!(at, nwords);
-        words.truncate(at);
-        words.shrink_to_fit();
-        return Ok((std::mem::take(words), offs));
-    }
-    let mut out = Vec::with_capacity(nwords);
+    let mut offs = Vec::with_capacity(survivors.len());
+    let mut at = 0usize;
     for &id in survivors {
-        let w = rec_of(&words, nodes, id);
-        let at = out.len();
+        let off = nodes.get(id) as usize;
+        let len = if in_place {
+            let len = rec_len(out[off + 1]);
+            out.copy_within(off..off + len, at);
+            len
+        } else {
+            let rec = rec_at(&words, off as u32);
+            out.extend_from_slice(rec);
+            rec.len()
+        };
         offs.push(at as u32);
-        out.extend_from_slice(w);
-        let mut bad = false;
-        for_each_id_pos(w, |p| {
-            let n = new_id(link, w[p]);
-            bad |= n > MAX_ID;
-            out[at + p] = n;
-        });
-        if bad {
-            return Err(bad_ref(id));
+        if !renumber(&mut out[at..at + len], link) {
+            return Err(DedupError::Invalid {
+                id,
+                what: "a referenced type has no surviving representative",
+            });
         }
+        at += len;
     }
+    debug_assert_eq!(at, nwords);
+    out.truncate(at);
+    out.shrink_to_fit();
     Ok((out, offs))
 }
 

@@ -932,6 +932,7 @@ mod tests {
     use crate::dwarf::{Enumerator, Member, UnitKind};
     use crate::elf::debug::DebugSections;
     use crate::elf::functab::FuncTable;
+    use crate::encode::strcache::StrCache;
 
     fn elf(endian: btf::Endian) -> ElfInfo<'static> {
         ElfInfo {
@@ -1003,7 +1004,7 @@ mod tests {
             features,
             elf: &e,
             path: Path::new("t.o"),
-            str_cache: &crate::encode::strcache::StrCache::empty(),
+            str_cache: &StrCache::empty(),
         };
         encode_cu(&ctx, cu)
     }
@@ -1320,7 +1321,7 @@ mod tests {
             features: Features::default(),
             elf: &e,
             path: Path::new("t.o"),
-            str_cache: &crate::encode::strcache::StrCache::empty(),
+            str_cache: &StrCache::empty(),
         };
         let out = encode_cu(&ctx, &c).unwrap();
         // Both instances of `f` (entry 0 of the table) are saved.
@@ -1357,7 +1358,7 @@ mod tests {
         c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"h", 3, 1)];
         let mut e = elf(btf::Endian::Little);
         e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
-        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &crate::encode::strcache::StrCache::empty() };
+        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &StrCache::empty() };
         let out = encode_cu(&ctx, &c).unwrap();
         let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
         assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);

@@ -628,9 +628,7 @@ pub fn encode_elf(
     m.str_cache = Arc::new(strcache::StrCache::empty());
     drop(str_cache);
     // the workers' freed decode buffers (a vmlinux's, not a module's)
-    if elf.debug.info.len() >= crate::heap::WORTH_TRIMMING {
-        crate::heap::release_free();
-    }
+    crate::heap::release_free_after(elf.debug.info.len());
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
