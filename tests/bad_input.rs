@@ -8,19 +8,11 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use gimli::{EndianSlice, LittleEndian};
-use object::{Object, ObjectSection};
 
 const FIXTURE: &str = "fixtures/bin/structs_unions.gcc-O2.o";
 
 fn fixture() -> Vec<u8> {
     std::fs::read(corpus_file(FIXTURE)).unwrap()
-}
-
-fn section_range(data: &[u8], name: &str) -> (usize, usize, usize) {
-    let obj = object::File::parse(data).unwrap();
-    let s = obj.section_by_name(name).unwrap();
-    let (off, size) = s.file_range().unwrap();
-    (off as usize, size as usize, s.index().0)
 }
 
 /// Encodes `bytes` (written as `name`) and checks the failure shape.

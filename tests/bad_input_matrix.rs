@@ -19,7 +19,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use object::{Object, ObjectSection};
 
 const FIXTURE: &str = "fixtures/bin/structs_unions.gcc-O2.o";
 /// Address-space limit for every run.
@@ -82,6 +81,11 @@ fn run_bounded(case: &str, args: &[String]) -> Outcome {
     o
 }
 
+/// `btfkit pahole -J --btf_encode_detached=OUT INPUT` under the limits.
+fn encode_detached(case: &str, input: &Path, out: &Path) -> Outcome {
+    run_bounded(case, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(out)), s(input)])
+}
+
 /// Checks the failure shape: exit 2, one line naming `input`, each of
 /// `mention`, nothing on stdout, no panic.
 fn check_failure(case: &str, o: &Outcome, input: &Path, mention: &[&str]) {
@@ -106,10 +110,7 @@ fn expect_encode_failure(name: &str, bytes: &[u8], mention: &[&str]) {
     let input = dir.join(name);
     std::fs::write(&input, bytes).unwrap();
     let out = dir.join("out.btf");
-    let o = run_bounded(
-        name,
-        &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)],
-    );
+    let o = encode_detached(name, &input, &out);
     check_failure(name, &o, &input, mention);
     assert!(!out.exists(), "{name}: an output file was written");
     assert_eq!(files_in(&dir), vec![input.clone()], "{name}: stray files");
@@ -157,12 +158,6 @@ fn shdr(d: &[u8], idx: usize) -> usize {
 }
 
 /// (file offset, size, index) of the section called `name`.
-fn section(d: &[u8], name: &str) -> (usize, usize, usize) {
-    let obj = object::File::parse(d).unwrap();
-    let s = obj.section_by_name(name).unwrap_or_else(|| panic!("no {name}"));
-    let (off, size) = s.file_range().unwrap();
-    (off as usize, size as usize, s.index().0)
-}
 
 // ---------------------------------------------------------------- truncation
 
@@ -275,14 +270,14 @@ fn huge_section_count() {
 fn debug_section_past_the_end() {
     for (name, size) in [(".debug_info", 0x10_0000u64), (".debug_abbrev", u64::MAX / 2), (".debug_str", u64::MAX)] {
         let mut d = fixture();
-        let (_, _, idx) = section(&d, name);
+        let (_, _, idx) = section_range(&d, name);
         let h = shdr(&d, idx);
         wr64(&mut d, h + SH_SIZE, size);
         expect_encode_failure(&format!("past-eof{name}.o"), &d, &[name, "past the end of the file"]);
     }
     // The offset, not the size, is out of the file.
     let mut d = fixture();
-    let (_, _, idx) = section(&d, ".debug_info");
+    let (_, _, idx) = section_range(&d, ".debug_info");
     let h = shdr(&d, idx);
     wr64(&mut d, h + SH_OFFSET, 1 << 40);
     expect_encode_failure("offset-past-eof.o", &d, &[".debug_info", "past the end of the file"]);
@@ -294,8 +289,8 @@ fn debug_section_past_the_end() {
 #[test]
 fn overlapping_sections() {
     let mut d = fixture();
-    let (info_off, _, _) = section(&d, ".debug_info");
-    let (_, _, ab) = section(&d, ".debug_abbrev");
+    let (info_off, _, _) = section_range(&d, ".debug_info");
+    let (_, _, ab) = section_range(&d, ".debug_abbrev");
     let h = shdr(&d, ab);
     wr64(&mut d, h + SH_OFFSET, info_off as u64);
     expect_encode_failure("overlap.o", &d, &[".debug_info"]);
@@ -317,7 +312,7 @@ fn zlib(data: &[u8]) -> Vec<u8> {
 /// header claims `claimed` bytes (appended at the end of the file).
 fn with_compressed(name: &str, ch_type: u32, claimed: impl Fn(u64) -> u64) -> Vec<u8> {
     let mut d = fixture();
-    let (off, size, idx) = section(&d, name);
+    let (off, size, idx) = section_range(&d, name);
     let plain = d[off..off + size].to_vec();
     let packed = match ch_type {
         ELFCOMPRESS_ZSTD => zstd::encode_all(&plain[..], 3).unwrap(),
@@ -347,14 +342,14 @@ fn compressed_sections_with_honest_headers_encode() {
     let plain = dir.join("plain.o");
     std::fs::write(&plain, fixture()).unwrap();
     let want = dir.join("plain.btf");
-    let o = run_bounded("plain", &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&want)), s(&plain)]);
+    let o = encode_detached("plain", &plain, &want);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     for (tag, ty) in [("zlib", ELFCOMPRESS_ZLIB), ("zstd", ELFCOMPRESS_ZSTD)] {
         for name in [".debug_info", ".debug_abbrev", ".debug_str"] {
             let input = dir.join(format!("{tag}{name}.o"));
             std::fs::write(&input, with_compressed(name, ty, |n| n)).unwrap();
             let out = dir.join(format!("{tag}{name}.btf"));
-            let o = run_bounded(tag, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)]);
+            let o = encode_detached(tag, &input, &out);
             assert_eq!(o.code, Some(0), "{tag}{name}: {}", o.stderr);
             assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&want).unwrap(), "{tag}{name}");
         }
@@ -391,7 +386,7 @@ fn compressed_section_with_unknown_algorithm_or_short_header() {
     let d = with_compressed(".debug_info", 7, |n| n);
     expect_encode_failure("ch-type-7.o", &d, &[".debug_info", "compress"]);
     let mut d = fixture();
-    let (_, _, idx) = section(&d, ".debug_info");
+    let (_, _, idx) = section_range(&d, ".debug_info");
     let h = shdr(&d, idx);
     wr64(&mut d, h + SH_SIZE, 12);
     let flags = rd64(&d, h + SH_FLAGS);
@@ -413,8 +408,8 @@ struct Die {
 /// .debug_info file offset.
 fn dies(data: &[u8]) -> (Vec<Die>, usize) {
     use gimli::LittleEndian;
-    let (info_off, info_size, _) = section(data, ".debug_info");
-    let (ab_off, ab_size, _) = section(data, ".debug_abbrev");
+    let (info_off, info_size, _) = section_range(data, ".debug_info");
+    let (ab_off, ab_size, _) = section_range(data, ".debug_abbrev");
     let info = gimli::DebugInfo::new(&data[info_off..info_off + info_size], LittleEndian);
     let abbrev = gimli::DebugAbbrev::new(&data[ab_off..ab_off + ab_size], LittleEndian);
     let header = info.units().next().unwrap().unwrap();
@@ -460,7 +455,7 @@ fn retarget(fixture: &str, tag: gimli::DwTag, nth: usize, to: impl Fn(&[Die], us
 fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     let mut v: Vec<(String, Vec<u8>, Vec<&'static str>)> = Vec::new();
     let base = fixture();
-    let (info_off, _, _) = section(&base, ".debug_info");
+    let (info_off, _, _) = section_range(&base, ".debug_info");
     // Unit lengths: too long, too short (the unit ends inside a DIE), zero,
     // the 64-bit escape followed by a huge length, a reserved value.
     for (tag, len, what) in [
@@ -492,12 +487,12 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     // object file the field (DWARF 5: at +8) is filled by a relocation, so
     // its addend is what is changed.
     let mut d = base.clone();
-    let (rela, rela_size, _) = section(&d, ".rela.debug_info");
+    let (rela, rela_size, _) = section_range(&d, ".rela.debug_info");
     let r = (rela..rela + rela_size).step_by(24).find(|&r| rd64(&d, r) == 8).expect("relocation at +8");
     wr64(&mut d, r + 16, 0x10_0000);
     v.push(("abbrev-offset-past-end.o".into(), d, vec!["offset 0x100000 is past the end of .debug_abbrev"]));
     // Unknown forms: the first DW_AT_name form in .debug_abbrev replaced.
-    let (ab_off, ab_size, _) = section(&base, ".debug_abbrev");
+    let (ab_off, ab_size, _) = section_range(&base, ".debug_abbrev");
     let name_form = (ab_off..ab_off + ab_size - 1).find(|&i| base[i] == 0x03 && matches!(base[i + 1], 0x08 | 0x0e | 0x1f)).unwrap();
     for form in [0x7eu8, 0x30, 0x00] {
         let mut d = base.clone();
@@ -591,7 +586,7 @@ fn damaged_dwarf_the_reference_accepts() {
         let input = dir.join(&name);
         std::fs::write(&input, &bytes).unwrap();
         let out = dir.join("out.btf");
-        let o = run_bounded(&name, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)]);
+        let o = encode_detached(&name, &input, &out);
         assert_eq!(o.code, Some(0), "{name}: {}", o.stderr);
         let got = sha2::Sha256::digest(std::fs::read(&out).unwrap());
         let got: String = got.iter().map(|b| format!("{b:02x}")).collect();
@@ -640,7 +635,7 @@ fn write_cases() {
 /// 0 of the flexible arrays becomes -1 (2^64-1).
 fn array_bound_cases() -> Vec<(String, Vec<u8>)> {
     let base = read_corpus("fixtures/bin/arrays.gcc-O2.o");
-    let (ab, ab_size, _) = section(&base, ".debug_abbrev");
+    let (ab, ab_size, _) = section_range(&base, ".debug_abbrev");
     let abbrevs = &base[ab..ab + ab_size];
     let ub = ab + abbrevs.windows(4).position(|w| w == [0x49, 0x13, 0x2f, 0x0b]).expect("upper_bound data1") + 3;
     let cnt = ab + abbrevs.windows(3).position(|w| w == [0x37, 0x21, 0x00]).expect("count implicit 0") + 2;
@@ -664,7 +659,7 @@ fn array_bound_cases() -> Vec<(String, Vec<u8>)> {
 /// that the kernel accepts the result.
 fn encode_ok(obj: &Path, types: usize) {
     let out = obj.with_extension("btf");
-    let o = run_bounded(&s(obj), &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(obj)]);
+    let o = encode_detached(&s(obj), obj, &out);
     assert_eq!(o.code, Some(0), "{}: {}", obj.display(), o.stderr);
     let btf = btfkit::btf::read::parse(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(btf.type_count() as usize, types, "{}", obj.display());
@@ -859,7 +854,7 @@ fn other_sections_past_the_end() {
     let clean = dir.join("clean.o");
     std::fs::write(&clean, fixture()).unwrap();
     let want = dir.join("clean.btf");
-    let o = run_bounded("clean", &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&want)), s(&clean)]);
+    let o = encode_detached("clean", &clean, &want);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     for (rela, refused) in [
         (".rela.debug_info", Some(".rela.debug_info")),
@@ -870,7 +865,7 @@ fn other_sections_past_the_end() {
         (".text", None),
     ] {
         let mut d = fixture();
-        let (_, _, idx) = section(&d, rela);
+        let (_, _, idx) = section_range(&d, rela);
         let h = shdr(&d, idx);
         wr64(&mut d, h + SH_SIZE, 0x10_0000);
         if let Some(what) = refused {
@@ -880,7 +875,7 @@ fn other_sections_past_the_end() {
         let input = dir.join(format!("past-eof{rela}.o"));
         std::fs::write(&input, &d).unwrap();
         let out = dir.join("out.btf");
-        let o = run_bounded(rela, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(&out)), s(&input)]);
+        let o = encode_detached(rela, &input, &out);
         assert_eq!(o.code, Some(0), "{rela}: {}", o.stderr);
         assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&want).unwrap(), "{rela}");
     }

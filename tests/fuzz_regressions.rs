@@ -17,17 +17,26 @@ fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     v
 }
 
-#[test]
-fn btf_read_regressions() {
-    let cases = inputs("btf_read");
+/// Runs `check` on every checked-in input of `target` (there must be some),
+/// naming each on stderr first so a panic points at its file.
+fn replay(target: &str, check: impl Fn(&str, &[u8])) {
+    let cases = inputs(target);
     assert!(!cases.is_empty());
     for (name, data) in cases {
-        if let Ok(b) = read::parse(&data) {
+        eprintln!("{name}");
+        check(&name, &data);
+    }
+}
+
+#[test]
+fn btf_read_regressions() {
+    replay("btf_read", |name, data| {
+        if let Ok(b) = read::parse(data) {
             assert_eq!(write::to_bytes(&b), data, "{name}: round trip");
             let _ = dump::raw_string(&b);
             let _ = lint::kernel_warnings(&b);
         }
-    }
+    });
 }
 
 /// The `dwarf_cu` input layout carries the DWARF of a file completely: the
@@ -59,20 +68,10 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
 
 #[test]
 fn dwarf_cu_regressions() {
-    let cases = inputs("dwarf_cu");
-    assert!(!cases.is_empty());
-    for (name, data) in cases {
-        eprintln!("{name}");
-        btfkit::dwarf::fuzz_input::check(&data);
-    }
+    replay("dwarf_cu", |_, data| btfkit::dwarf::fuzz_input::check(data));
 }
 
 #[test]
 fn elf_open_regressions() {
-    let cases = inputs("elf_open");
-    assert!(!cases.is_empty());
-    for (name, data) in cases {
-        eprintln!("{name}");
-        btfkit::elf::fuzz::check_open(&data);
-    }
+    replay("elf_open", |_, data| btfkit::elf::fuzz::check_open(data));
 }

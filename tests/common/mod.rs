@@ -102,3 +102,13 @@ pub fn gcc_object(dir: &std::path::Path, stem: &str, src: &str) -> Option<std::p
     assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
     Some(o)
 }
+
+/// File offset, size and section index of ELF section `name` in `data`
+/// (panics naming the section when it is missing).
+pub fn section_range(data: &[u8], name: &str) -> (usize, usize, usize) {
+    use object::{Object, ObjectSection};
+    let obj = object::File::parse(data).unwrap();
+    let s = obj.section_by_name(name).unwrap_or_else(|| panic!("no {name}"));
+    let (off, size) = s.file_range().unwrap();
+    (off as usize, size as usize, s.index().0)
+}
