@@ -184,9 +184,18 @@ pub struct Cu<'a> {
     pub vars: Vec<Var<'a>>,
     /// (unit offset, core id), sorted by offset: reference resolution.
     pub index: Vec<(u32, u32)>,
+    /// Per 2^BUCKET_SHIFT bytes of unit offset, the first `index` position at
+    /// or past it (built with [`Cu::build_buckets`]; empty = binary search).
+    /// Type references resolve in a step or two instead of a 13-step binary
+    /// search with a cache miss per step, which was 4 % of an encode.
+    pub buckets: Vec<u32>,
     /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
     pub has_nested_unspecified: bool,
 }
+
+/// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
+/// in memory, a few index entries per bucket at most.
+const BUCKET_SHIFT: u32 = 5;
 
 impl<'a> Cu<'a> {
     /// Core id of the type at unit offset `off` (0 = void / not placed).
@@ -195,9 +204,37 @@ impl<'a> Cu<'a> {
         if off == NONE {
             return 0;
         }
+        let Some(&first) = self.buckets.get((off >> BUCKET_SHIFT) as usize) else {
+            return self.core_searched(off);
+        };
+        for &(o, core) in &self.index[first as usize..] {
+            if o >= off {
+                return if o == off { core } else { 0 };
+            }
+        }
+        0
+    }
+
+    fn core_searched(&self, off: u32) -> u32 {
         match self.index.binary_search_by_key(&off, |e| e.0) {
             Ok(i) => self.index[i].1,
             Err(_) => 0,
+        }
+    }
+
+    /// Fills `buckets` from the sorted `index`.
+    pub fn build_buckets(&mut self) {
+        let n = self.index.last().map_or(0, |e| (e.0 >> BUCKET_SHIFT) as usize + 1);
+        self.buckets.clear();
+        self.buckets.reserve_exact(n);
+        let mut i = 0;
+        for b in 0..n {
+            let lo = (b as u32) << BUCKET_SHIFT;
+            // stops at the last entry at the latest: its offset is >= lo
+            while self.index[i].0 < lo {
+                i += 1;
+            }
+            self.buckets.push(i as u32);
         }
     }
     #[inline]
@@ -498,6 +535,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
             fparams: Vec::new(),
             vars: Vec::new(),
             index: Vec::with_capacity(unit_end as usize / 48),
+            buckets: Vec::new(),
             has_nested_unspecified: false,
         };
         let mut entries = unit
@@ -876,6 +914,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
             );
         }
         cu.index.sort_unstable_by_key(|e| e.0);
+        cu.build_buckets();
         Ok(Some(cu))
     }
 
@@ -1117,9 +1156,10 @@ pub fn nm(s: &[u8]) -> &[u8] {
 
 /// The NUL-terminated string at the start of `s` (all of `s` if no NUL).
 fn cstr(s: &[u8]) -> &[u8] {
-    match std::ffi::CStr::from_bytes_until_nul(s) {
-        Ok(c) => c.to_bytes(),
-        Err(_) => s,
+    // memchr's SIMD search: the standard library's byte loop was 2.5 % of an encode
+    match memchr::memchr(0, s) {
+        Some(n) => &s[..n],
+        None => s,
     }
 }
 
@@ -1300,6 +1340,40 @@ mod tests {
     use crate::elf::debug::DebugSections;
     use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections, UnitEntryId};
     use std::borrow::Cow;
+
+    #[test]
+    fn bucketed_reference_lookup_matches_binary_search() {
+        let mut cu = Cu {
+            offset: 0,
+            language: 0x1d,
+            name: b"t.c",
+            kind: UnitKind::Normal,
+            address_size: 8,
+            slots: vec![],
+            members: vec![],
+            enumerators: vec![],
+            params: vec![],
+            annots: vec![],
+            funcs: vec![],
+            fparams: vec![],
+            vars: vec![],
+            index: vec![],
+            buckets: vec![],
+            has_nested_unspecified: false,
+        };
+        // gaps of 1..70 bytes, several entries per bucket and empty buckets
+        let mut off = 11u32;
+        for i in 0..500u32 {
+            cu.index.push((off, i + 1));
+            off += 1 + (i * 37) % 70;
+        }
+        cu.build_buckets();
+        for probe in 0..off + 100 {
+            assert_eq!(cu.core(probe), cu.core_searched(probe), "offset {probe}");
+        }
+        assert_eq!(cu.core(11), 1);
+        assert_eq!(cu.core(NONE), 0);
+    }
 
     /// Builds a one-unit DWARF 4 file with `build`, decodes it.
     fn decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Cu<'static> {

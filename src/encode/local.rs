@@ -966,6 +966,7 @@ mod tests {
             fparams: vec![],
             vars: vec![],
             index: vec![],
+            buckets: vec![],
             has_nested_unspecified: false,
         }
     }
