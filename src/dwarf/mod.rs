@@ -13,11 +13,14 @@
 
 use std::path::Path;
 
-use gimli::{AttributeValue, DwAt, DwTag, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
+use gimli::{AttributeValue, DwTag, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
 
 use crate::elf::debug::DebugSections;
 
+mod dies;
 pub mod fuzz_input;
+
+use dies::{Dies, Field, ReadError, Value};
 
 pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
 pub type Dwarf<'a> = gimli::Dwarf<R<'a>>;
@@ -538,9 +541,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
             buckets: Vec::new(),
             has_nested_unspecified: false,
         };
-        let mut entries = unit
-            .entries_raw(None)
-            .map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
+        let mut entries =
+            Dies::new(&unit).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
         // Scratch columns (stack discipline: a frame owns [start..] until it ends).
         let mut s_members: Vec<Member<'a>> = Vec::new();
         let mut s_enums: Vec<Enumerator<'a>> = Vec::new();
@@ -560,13 +562,13 @@ impl<'a, 'd> Decoder<'a, 'd> {
 
         loop {
             let depth = entries.next_depth();
-            let uoff = entries.next_offset().0 as u32;
+            let uoff = entries.next_offset() as u32;
             let die = cu_off + uoff as u64;
             if entries.is_empty() {
                 break;
             }
             let abbrev = entries
-                .read_abbreviation()
+                .abbrev()
                 .map_err(|e| self.err(cu_off, Some(die), format!("cannot read DIE: {e}")))?;
             let Some(abbrev) = abbrev else { continue };
             // Close finished frames.
@@ -583,7 +585,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     &stack,
                 );
             }
-            let tag = abbrev.tag();
+            let tag = abbrev.tag;
             if first {
                 first = false;
                 self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
@@ -600,7 +602,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 if !keep(cu.language, cu.name) {
                     return Ok(None);
                 }
-                if abbrev.has_children() {
+                if abbrev.has_children {
                     stack.push(frame(depth, Ctx::Root));
                 }
                 continue;
@@ -612,7 +614,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
             match role {
                 Role::Skip => {
                     entries
-                        .skip_attributes(abbrev.attributes())
+                        .skip(abbrev)
                         .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
                 }
                 Role::ImportedUnit => {
@@ -622,13 +624,13 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 }
                 Role::Block => {
                     entries
-                        .skip_attributes(abbrev.attributes())
+                        .skip(abbrev)
                         .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
                     ctx = Ctx::Block;
                 }
                 Role::Varargs => {
                     entries
-                        .skip_attributes(abbrev.attributes())
+                        .skip(abbrev)
                         .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attributes: {e}")))?;
                     if let Some(f) = stack.last_mut() {
                         if let Some(s) = f.slot.as_mut() {
@@ -712,7 +714,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 f.annots_start = s_annots.len();
                                 f.last_tag = s.ty;
                                 f.slot = Some(s);
-                                if abbrev.has_children() {
+                                if abbrev.has_children {
                                     stack.push(f);
                                 } else {
                                     self.finish(
@@ -747,7 +749,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 });
                             }
                             ctx = Ctx::Member;
-                            if abbrev.has_children() {
+                            if abbrev.has_children {
                                 let mut fr = frame(depth, ctx);
                                 fr.component = comp;
                                 stack.push(fr);
@@ -794,7 +796,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 facts,
                             });
                             ctx = Ctx::FParam;
-                            if abbrev.has_children() {
+                            if abbrev.has_children {
                                 let mut fr = frame(depth, ctx);
                                 fr.component = comp;
                                 stack.push(fr);
@@ -835,7 +837,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             f.annots_start = s_annots.len();
                             f.fparams_start = s_fparams.len();
                             f.func = Some(func);
-                            if abbrev.has_children() {
+                            if abbrev.has_children {
                                 stack.push(f);
                             } else {
                                 self.finish(
@@ -875,7 +877,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 let mut f = frame(depth, Ctx::Var);
                                 f.annots_start = s_annots.len();
                                 f.var = Some(var);
-                                if abbrev.has_children() {
+                                if abbrev.has_children {
                                     stack.push(f);
                                 } else {
                                     self.finish(
@@ -897,7 +899,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     }
                 }
             }
-            if abbrev.has_children() {
+            if abbrev.has_children {
                 stack.push(frame(depth, ctx));
             }
         }
@@ -1053,100 +1055,89 @@ impl<'a, 'd> Decoder<'a, 'd> {
     fn read_attrs(
         &self,
         unit: &gimli::Unit<R<'a>>,
-        entries: &mut gimli::EntriesRaw<'_, R<'a>>,
-        abbrev: &gimli::Abbreviation,
+        entries: &mut Dies<'a, '_>,
+        abbrev: dies::Abbrev,
         a: &mut Attrs<'a>,
         cu_off: u64,
         die: u64,
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
-        let specs = abbrev.attributes();
-        let mut i = 0;
-        while i < specs.len() {
-            // Most DIEs carry decl_file/line/column and the like: skip each
-            // run of those in one call, without building values.
-            let run = specs[i..].iter().take_while(|s| !wanted(s.name())).count();
-            if run > 0 {
-                entries
-                    .skip_attributes(&specs[i..i + run])
-                    .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", specs[i].name())))?;
-                i += run;
-                continue;
+        let debug_str = self.dwarf.debug_str.reader().slice();
+        let res = entries.read(abbrev, |field, v| match field {
+            Field::Name => {
+                a.name = match v {
+                    // Kept as the tail of .debug_str from the offset, cut at
+                    // the NUL only where the text is needed (see `string`).
+                    Value::Strp(off) => debug_str.get(off as usize..).unwrap_or(b""),
+                    v => self.string(unit, &Some(v.raw())),
+                }
             }
-            let spec = &specs[i];
-            i += 1;
-            if spec.form() == gimli::DW_FORM_ref_addr {
+            Field::Type => a.ty = ref_value(v),
+            Field::Origin => a.origin = ref_value(v),
+            Field::Spec => a.spec = ref_value(v),
+            Field::ByteSize => a.byte_size = num_value(v),
+            Field::Encoding => a.encoding = num_value(v).unwrap_or(0) as u8,
+            Field::Declaration => a.declaration = flag(&v.raw()),
+            Field::External => a.external = flag(&v.raw()),
+            Field::Artificial => a.artificial = flag(&v.raw()),
+            Field::UpperBound => a.upper_bound = Some(num_value(v)),
+            Field::Count => a.count = Some(num_value(v)),
+            Field::MemberLoc => {
+                a.member_loc = Some(match v {
+                    Value::Const(x) => x,
+                    v => member_location(&v.raw()),
+                })
+            }
+            Field::DataBitOffset => a.data_bit_offset = num_value(v),
+            Field::BitSize => a.bit_size = num_value(v),
+            Field::BitOffset => {
+                a.bit_offset = match v.raw() {
+                    AttributeValue::Sdata(x) => Some(x),
+                    v => udata(&v).map(|x| x as i64),
+                }
+            }
+            Field::ConstValue => a.const_value = Some(v.raw()),
+            Field::Location => a.location = Some(v.raw()),
+            Field::Language => a.language = num_value(v).map(|x| x as u16),
+        });
+        match res {
+            Ok(()) => Ok(()),
+            Err(ReadError::RefAddr(at)) => {
                 let mut e = self.err(
                     cu_off,
                     Some(die),
                     format!(
-                        "{} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
-                         the reference's merged-CU mode for such files is not implemented",
-                        spec.name()
+                        "{at} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
+                         the reference's merged-CU mode for such files is not implemented"
                     ),
                 );
                 e.kind = DecodeErrorKind::MergedMode;
-                return Err(e);
+                Err(e)
             }
-            let attr = entries
-                .read_attribute_inline(*spec)
-                .map_err(|e| self.err(cu_off, Some(die), format!("cannot read attribute {}: {e}", spec.name())))?;
-            match attr.name() {
-                dw::DW_AT_name => a.name = self.string(unit, &Some(attr.raw_value())),
-                dw::DW_AT_type => a.ty = ref_of(attr.raw_value()),
-                dw::DW_AT_byte_size => a.byte_size = udata(&attr.raw_value()),
-                dw::DW_AT_encoding => a.encoding = udata(&attr.raw_value()).unwrap_or(0) as u8,
-                dw::DW_AT_declaration => a.declaration = flag(&attr.raw_value()),
-                dw::DW_AT_external => a.external = flag(&attr.raw_value()),
-                dw::DW_AT_artificial => a.artificial = flag(&attr.raw_value()),
-                dw::DW_AT_upper_bound => a.upper_bound = Some(udata(&attr.raw_value())),
-                dw::DW_AT_count => a.count = Some(udata(&attr.raw_value())),
-                dw::DW_AT_data_member_location => a.member_loc = Some(member_location(&attr.raw_value())),
-                dw::DW_AT_data_bit_offset => a.data_bit_offset = udata(&attr.raw_value()),
-                dw::DW_AT_bit_size => a.bit_size = udata(&attr.raw_value()),
-                dw::DW_AT_bit_offset => {
-                    a.bit_offset = match attr.raw_value() {
-                        AttributeValue::Sdata(x) => Some(x),
-                        v => udata(&v).map(|x| x as i64),
-                    }
-                }
-                dw::DW_AT_const_value => a.const_value = Some(attr.raw_value()),
-                dw::DW_AT_location => a.location = Some(attr.raw_value()),
-                dw::DW_AT_abstract_origin => a.origin = ref_of(attr.value()),
-                dw::DW_AT_specification => a.spec = ref_of(attr.value()),
-                dw::DW_AT_language => a.language = udata(&attr.raw_value()).map(|x| x as u16),
-                DwAt(_) => {}
-            }
+            Err(ReadError::Bad(Some(at), e)) => Err(self.err(cu_off, Some(die), format!("cannot read attribute {at}: {e}"))),
+            Err(ReadError::Bad(None, e)) => Err(self.err(cu_off, Some(die), format!("cannot read attributes: {e}"))),
         }
-        Ok(())
     }
 }
 
-/// The attributes some handler reads; the rest are skipped unparsed.
+/// A reference field: a unit offset, or `NOT_UNIT` for any other form.
 #[inline]
-fn wanted(at: DwAt) -> bool {
-    matches!(
-        at,
-        dw::DW_AT_name
-            | dw::DW_AT_type
-            | dw::DW_AT_byte_size
-            | dw::DW_AT_encoding
-            | dw::DW_AT_declaration
-            | dw::DW_AT_external
-            | dw::DW_AT_artificial
-            | dw::DW_AT_upper_bound
-            | dw::DW_AT_count
-            | dw::DW_AT_data_member_location
-            | dw::DW_AT_data_bit_offset
-            | dw::DW_AT_bit_size
-            | dw::DW_AT_bit_offset
-            | dw::DW_AT_const_value
-            | dw::DW_AT_location
-            | dw::DW_AT_abstract_origin
-            | dw::DW_AT_specification
-            | dw::DW_AT_language
-    )
+fn ref_value(v: Value<'_>) -> u64 {
+    match v {
+        Value::UnitRef(o) => o,
+        v => ref_of(v.raw()),
+    }
 }
+
+/// A numeric field: any constant form, `None` for others.
+#[inline]
+fn num_value(v: Value<'_>) -> Option<u64> {
+    match v {
+        Value::Const(x) => Some(x),
+        v => udata(&v.raw()),
+    }
+}
+
 
 /// A name as stored in the arena (possibly running on past its NUL) → its text.
 #[inline]

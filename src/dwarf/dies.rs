@@ -1,0 +1,762 @@
+//! The DIE cursor of the decoder: one unit's entries read straight from its
+//! bytes, each abbreviation compiled once into a plan of what to read.
+//!
+//! Why not gimli's `EntriesRaw`: decoding is a third of an encode, and its
+//! generic attribute path asked per attribute whether anyone reads it, then
+//! dispatched on the form and built an `AttributeValue` even for the
+//! decl_file/line/column triple every DIE carries. A plan turns each run of
+//! unread fixed-size attributes into one cursor step and names, per read
+//! attribute, the field it fills, so a DIE costs a handful of loads.
+//!
+//! Values are the raw values gimli would produce (`Attribute::raw_value`),
+//! form by form, so everything downstream of `Attrs` is unchanged.
+
+use gimli::{
+    AttributeValue, DebugAddrIndex, DebugInfoOffset, DebugLineStrOffset, DebugLocListsIndex, DebugRngListsIndex,
+    DebugStrOffset, DebugStrOffsetsIndex, DebugTypeSignature, DwAt, DwForm, DwTag, EndianSlice, Endianity,
+    Expression, Format, ReaderOffsetId, RunTimeEndian, UnitOffset, constants as dw,
+};
+
+type R<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// Which `Attrs` field a read attribute fills.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Field {
+    Name,
+    Type,
+    Origin,
+    Spec,
+    ByteSize,
+    Encoding,
+    Declaration,
+    External,
+    Artificial,
+    UpperBound,
+    Count,
+    MemberLoc,
+    DataBitOffset,
+    BitSize,
+    BitOffset,
+    ConstValue,
+    Location,
+    Language,
+}
+
+impl Field {
+    /// The field an attribute fills, or `None` if nothing reads it.
+    pub(super) fn of(at: DwAt) -> Option<Field> {
+        Some(match at {
+            dw::DW_AT_name => Field::Name,
+            dw::DW_AT_type => Field::Type,
+            dw::DW_AT_abstract_origin => Field::Origin,
+            dw::DW_AT_specification => Field::Spec,
+            dw::DW_AT_byte_size => Field::ByteSize,
+            dw::DW_AT_encoding => Field::Encoding,
+            dw::DW_AT_declaration => Field::Declaration,
+            dw::DW_AT_external => Field::External,
+            dw::DW_AT_artificial => Field::Artificial,
+            dw::DW_AT_upper_bound => Field::UpperBound,
+            dw::DW_AT_count => Field::Count,
+            dw::DW_AT_data_member_location => Field::MemberLoc,
+            dw::DW_AT_data_bit_offset => Field::DataBitOffset,
+            dw::DW_AT_bit_size => Field::BitSize,
+            dw::DW_AT_bit_offset => Field::BitOffset,
+            dw::DW_AT_const_value => Field::ConstValue,
+            dw::DW_AT_location => Field::Location,
+            dw::DW_AT_language => Field::Language,
+            _ => return None,
+        })
+    }
+}
+
+/// One step of a plan.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Op {
+    /// Unread attributes of known total size.
+    Skip(u32),
+    /// An unread attribute of variable size.
+    SkipForm(DwForm),
+    /// A read attribute: its name (for messages and gimli's DWARF 2/3
+    /// section-offset rule), form, target field and implicit constant.
+    Read { at: DwAt, form: DwForm, field: Field, implicit: i64 },
+    /// A read attribute in DW_FORM_ref_addr: the decoder reports it.
+    RefAddr(DwAt),
+}
+
+/// A compiled abbreviation.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Abbrev {
+    pub tag: DwTag,
+    pub has_children: bool,
+    /// `ops[read.0..read.1]`: read the wanted attributes.
+    read: (u32, u32),
+    /// `ops[skip.0..skip.1]`: skip every attribute.
+    skip: (u32, u32),
+}
+
+/// One read attribute, as [`Dies::read`] hands it to the decoder.
+pub(super) enum Value<'a> {
+    /// A `.debug_str` offset (DW_FORM_strp), the common name form.
+    Strp(u64),
+    /// A unit reference (DW_FORM_ref1/2/4/8/udata).
+    UnitRef(u64),
+    /// A constant (data1/2/4/8, udata, flag as 0/1) where the field wants a number.
+    Const(u64),
+    /// Anything else, as gimli's raw value.
+    Other(AttributeValue<R<'a>>),
+}
+
+/// Why [`Dies::read`] stopped.
+pub(super) enum ReadError {
+    /// A read attribute in DW_FORM_ref_addr (a reference across units).
+    RefAddr(DwAt),
+    /// Malformed input, while reading the named attribute if known.
+    Bad(Option<DwAt>, gimli::Error),
+}
+
+impl<'a> Value<'a> {
+    /// As gimli's raw value (a constant becomes `Udata`, which every
+    /// consumer of a numeric field reads as it reads data1/data2).
+    pub(super) fn raw(self) -> AttributeValue<R<'a>> {
+        match self {
+            Value::Strp(o) => AttributeValue::DebugStrRef(DebugStrOffset(o as usize)),
+            Value::UnitRef(o) => AttributeValue::UnitRef(UnitOffset(o as usize)),
+            Value::Const(x) => AttributeValue::Udata(x),
+            Value::Other(v) => v,
+        }
+    }
+}
+
+pub(super) struct Dies<'a, 'u> {
+    data: &'a [u8],
+    pos: usize,
+    /// Unit offset of `data[0]`.
+    base: u64,
+    depth: isize,
+    endian: RunTimeEndian,
+    enc: gimli::Encoding,
+    abbrevs: &'u gimli::Abbreviations,
+    /// Abbreviation code → index in `compiled` + 1 (0: not compiled yet).
+    by_code: Vec<u32>,
+    compiled: Vec<Abbrev>,
+    ops: Vec<Op>,
+}
+
+type Res<T> = Result<T, gimli::Error>;
+
+/// Codes up to this many get a direct slot; larger ones are compiled anew
+/// each time they are met (no producer we know of uses sparse codes).
+const DIRECT_CODES: u64 = 1 << 16;
+
+impl<'a, 'u> Dies<'a, 'u> {
+    /// The entries of `unit` from its root DIE.
+    pub(super) fn new(unit: &'u gimli::Unit<R<'a>>) -> Res<Dies<'a, 'u>> {
+        let root = unit.header.root_offset();
+        let data = unit.header.range_from(root..)?;
+        Ok(Dies {
+            data: data.slice(),
+            pos: 0,
+            base: root.0 as u64,
+            depth: 0,
+            endian: gimli::Reader::endian(&data),
+            enc: unit.encoding(),
+            abbrevs: &unit.abbreviations,
+            by_code: Vec::new(),
+            compiled: Vec::new(),
+            ops: Vec::new(),
+        })
+    }
+
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    /// Unit offset of the next DIE.
+    #[inline]
+    pub(super) fn next_offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Depth of the next DIE (the root is 0).
+    #[inline]
+    pub(super) fn next_depth(&self) -> isize {
+        self.depth
+    }
+
+    /// Reads an abbreviation code: `None` for a null entry.
+    #[inline]
+    pub(super) fn abbrev(&mut self) -> Res<Option<Abbrev>> {
+        let code = self.uleb()?;
+        if code == 0 {
+            self.depth -= 1;
+            return Ok(None);
+        }
+        let a = match self.by_code.get(code as usize) {
+            Some(&i) if i != 0 => self.compiled[i as usize - 1],
+            _ => self.compile(code)?,
+        };
+        if a.has_children {
+            self.depth += 1;
+        }
+        Ok(Some(a))
+    }
+
+    #[cold]
+    fn compile(&mut self, code: u64) -> Res<Abbrev> {
+        let ab = self.abbrevs.get(code).ok_or(gimli::Error::InvalidAbbreviationCode(code))?;
+        let read = self.plan(ab.attributes(), true);
+        let skip = self.plan(ab.attributes(), false);
+        let a = Abbrev { tag: ab.tag(), has_children: ab.has_children(), read, skip };
+        if code < DIRECT_CODES {
+            if self.by_code.len() <= code as usize {
+                self.by_code.resize(code as usize + 1, 0);
+            }
+            self.compiled.push(a);
+            self.by_code[code as usize] = self.compiled.len() as u32;
+        }
+        Ok(a)
+    }
+
+    fn plan(&mut self, specs: &[gimli::AttributeSpecification], reading: bool) -> (u32, u32) {
+        let start = self.ops.len() as u32;
+        let mut run = 0u32;
+        for s in specs {
+            let field = if reading { Field::of(s.name()) } else { None };
+            if let Some(field) = field {
+                if run > 0 {
+                    self.ops.push(Op::Skip(run));
+                    run = 0;
+                }
+                self.ops.push(if s.form() == dw::DW_FORM_ref_addr {
+                    Op::RefAddr(s.name())
+                } else {
+                    Op::Read { at: s.name(), form: s.form(), field, implicit: s.implicit_const_value().unwrap_or(0) }
+                });
+                continue;
+            }
+            match fixed_size(s.form(), self.enc) {
+                Some(n) => run += n as u32,
+                None => {
+                    if run > 0 {
+                        self.ops.push(Op::Skip(run));
+                        run = 0;
+                    }
+                    self.ops.push(Op::SkipForm(s.form()));
+                }
+            }
+        }
+        if run > 0 {
+            self.ops.push(Op::Skip(run));
+        }
+        (start, self.ops.len() as u32)
+    }
+
+    /// Skips all attributes of a DIE.
+    #[inline]
+    pub(super) fn skip(&mut self, a: Abbrev) -> Res<()> {
+        for i in a.skip.0..a.skip.1 {
+            match self.ops[i as usize] {
+                Op::Skip(n) => self.advance(n as usize)?,
+                Op::SkipForm(f) => self.skip_form(f)?,
+                Op::Read { .. } | Op::RefAddr(_) => unreachable!("skip plans hold skips only"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the attributes of a DIE that some field wants, handing each to `f`.
+    #[inline]
+    pub(super) fn read(&mut self, a: Abbrev, mut f: impl FnMut(Field, Value<'a>)) -> Result<(), ReadError> {
+        for i in a.read.0..a.read.1 {
+            match self.ops[i as usize] {
+                Op::Skip(n) => self.advance(n as usize).map_err(|e| ReadError::Bad(None, e))?,
+                Op::SkipForm(form) => self.skip_form(form).map_err(|e| ReadError::Bad(None, e))?,
+                Op::RefAddr(at) => return Err(ReadError::RefAddr(at)),
+                Op::Read { at, form, field, implicit } => {
+                    let v = self.value(at, form, field, implicit).map_err(|e| ReadError::Bad(Some(at), e))?;
+                    f(field, v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn value(&mut self, at: DwAt, form: DwForm, field: Field, implicit: i64) -> Res<Value<'a>> {
+        // the forms of nearly every read attribute, first
+        match form {
+            dw::DW_FORM_strp if field == Field::Name => return Ok(Value::Strp(self.offset(self.enc.format)?)),
+            dw::DW_FORM_ref4 => return Ok(Value::UnitRef(self.u32()? as u64)),
+            dw::DW_FORM_data1 if wants_number(field) => return Ok(Value::Const(self.u8()? as u64)),
+            dw::DW_FORM_data2 if wants_number(field) => return Ok(Value::Const(self.u16()? as u64)),
+            dw::DW_FORM_flag_present => return Ok(Value::Other(AttributeValue::Flag(true))),
+            _ => {}
+        }
+        self.raw_value(at, form, implicit).map(Value::Other)
+    }
+
+    /// gimli's raw value of an attribute in `form`.
+    fn raw_value(&mut self, at: DwAt, mut form: DwForm, implicit: i64) -> Res<AttributeValue<R<'a>>> {
+        let enc = self.enc;
+        loop {
+            return Ok(match form {
+                dw::DW_FORM_indirect => {
+                    form = DwForm(u16::try_from(self.uleb()?).map_err(|_| gimli::Error::BadUnsignedLeb128)?);
+                    continue;
+                }
+                dw::DW_FORM_addr => AttributeValue::Addr(self.sized(enc.address_size)?),
+                dw::DW_FORM_block1 => {
+                    let n = self.u8()? as usize;
+                    AttributeValue::Block(self.split(n)?)
+                }
+                dw::DW_FORM_block2 => {
+                    let n = self.u16()? as usize;
+                    AttributeValue::Block(self.split(n)?)
+                }
+                dw::DW_FORM_block4 => {
+                    let n = self.u32()? as usize;
+                    AttributeValue::Block(self.split(n)?)
+                }
+                dw::DW_FORM_block => {
+                    let n = self.uleb_usize()?;
+                    AttributeValue::Block(self.split(n)?)
+                }
+                dw::DW_FORM_data1 => AttributeValue::Data1(self.u8()?),
+                dw::DW_FORM_data2 => AttributeValue::Data2(self.u16()?),
+                dw::DW_FORM_data4 => {
+                    if enc.format == Format::Dwarf32 && section_offset_allowed(at, enc.version) {
+                        AttributeValue::SecOffset(self.u32()? as usize)
+                    } else {
+                        AttributeValue::Data4(self.u32()?)
+                    }
+                }
+                dw::DW_FORM_data8 => {
+                    if enc.format == Format::Dwarf64 && section_offset_allowed(at, enc.version) {
+                        AttributeValue::SecOffset(self.offset(Format::Dwarf64)? as usize)
+                    } else {
+                        AttributeValue::Data8(self.u64()?)
+                    }
+                }
+                dw::DW_FORM_data16 => {
+                    let b = self.split(16)?.slice();
+                    let v = self.endian.read_u128(b);
+                    AttributeValue::Data16(v)
+                }
+                dw::DW_FORM_udata => AttributeValue::Udata(self.uleb()?),
+                dw::DW_FORM_sdata => AttributeValue::Sdata(self.sleb()?),
+                dw::DW_FORM_exprloc => {
+                    let n = self.uleb_usize()?;
+                    AttributeValue::Exprloc(Expression(self.split(n)?))
+                }
+                dw::DW_FORM_flag => AttributeValue::Flag(self.u8()? != 0),
+                dw::DW_FORM_flag_present => AttributeValue::Flag(true),
+                dw::DW_FORM_sec_offset => AttributeValue::SecOffset(self.offset(enc.format)? as usize),
+                dw::DW_FORM_ref1 => AttributeValue::UnitRef(UnitOffset(self.u8()? as usize)),
+                dw::DW_FORM_ref2 => AttributeValue::UnitRef(UnitOffset(self.u16()? as usize)),
+                dw::DW_FORM_ref4 => AttributeValue::UnitRef(UnitOffset(self.u32()? as usize)),
+                dw::DW_FORM_ref8 => AttributeValue::UnitRef(UnitOffset(to_usize(self.u64()?)?)),
+                dw::DW_FORM_ref_udata => AttributeValue::UnitRef(UnitOffset(self.uleb_usize()?)),
+                dw::DW_FORM_ref_addr => {
+                    let o = if enc.version == 2 { self.sized(enc.address_size)? } else { self.offset(enc.format)? };
+                    AttributeValue::DebugInfoRef(DebugInfoOffset(to_usize(o)?))
+                }
+                dw::DW_FORM_ref_sig8 => AttributeValue::DebugTypesRef(DebugTypeSignature(self.u64()?)),
+                dw::DW_FORM_ref_sup4 => AttributeValue::DebugInfoRefSup(DebugInfoOffset(self.u32()? as usize)),
+                dw::DW_FORM_ref_sup8 => AttributeValue::DebugInfoRefSup(DebugInfoOffset(to_usize(self.u64()?)?)),
+                dw::DW_FORM_GNU_ref_alt => {
+                    AttributeValue::DebugInfoRefSup(DebugInfoOffset(to_usize(self.offset(enc.format)?)?))
+                }
+                dw::DW_FORM_string => {
+                    let rest = &self.data[self.pos..];
+                    let n = memchr::memchr(0, rest).ok_or_else(|| self.eof())?;
+                    let s = EndianSlice::new(&rest[..n], self.endian);
+                    self.pos += n + 1;
+                    AttributeValue::String(s)
+                }
+                dw::DW_FORM_strp => AttributeValue::DebugStrRef(DebugStrOffset(to_usize(self.offset(enc.format)?)?)),
+                dw::DW_FORM_strp_sup | dw::DW_FORM_GNU_strp_alt => {
+                    AttributeValue::DebugStrRefSup(DebugStrOffset(to_usize(self.offset(enc.format)?)?))
+                }
+                dw::DW_FORM_line_strp => {
+                    AttributeValue::DebugLineStrRef(DebugLineStrOffset(to_usize(self.offset(enc.format)?)?))
+                }
+                dw::DW_FORM_implicit_const => AttributeValue::Sdata(implicit),
+                dw::DW_FORM_strx | dw::DW_FORM_GNU_str_index => {
+                    AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.uleb_usize()?))
+                }
+                dw::DW_FORM_strx1 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u8()? as usize)),
+                dw::DW_FORM_strx2 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u16()? as usize)),
+                dw::DW_FORM_strx3 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.sized(3)? as usize)),
+                dw::DW_FORM_strx4 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u32()? as usize)),
+                dw::DW_FORM_addrx | dw::DW_FORM_GNU_addr_index => {
+                    AttributeValue::DebugAddrIndex(DebugAddrIndex(self.uleb_usize()?))
+                }
+                dw::DW_FORM_addrx1 => AttributeValue::DebugAddrIndex(DebugAddrIndex(self.u8()? as usize)),
+                dw::DW_FORM_addrx2 => AttributeValue::DebugAddrIndex(DebugAddrIndex(self.u16()? as usize)),
+                dw::DW_FORM_addrx3 => AttributeValue::DebugAddrIndex(DebugAddrIndex(self.sized(3)? as usize)),
+                dw::DW_FORM_addrx4 => AttributeValue::DebugAddrIndex(DebugAddrIndex(self.u32()? as usize)),
+                dw::DW_FORM_loclistx => AttributeValue::DebugLocListsIndex(DebugLocListsIndex(self.uleb_usize()?)),
+                dw::DW_FORM_rnglistx => AttributeValue::DebugRngListsIndex(DebugRngListsIndex(self.uleb_usize()?)),
+                _ => return Err(gimli::Error::UnknownForm(form)),
+            });
+        }
+    }
+
+    fn skip_form(&mut self, mut form: DwForm) -> Res<()> {
+        loop {
+            if let Some(n) = fixed_size(form, self.enc) {
+                return self.advance(n as usize);
+            }
+            let n = match form {
+                dw::DW_FORM_indirect => {
+                    form = DwForm(u16::try_from(self.uleb()?).map_err(|_| gimli::Error::BadUnsignedLeb128)?);
+                    continue;
+                }
+                dw::DW_FORM_block1 => self.u8()? as usize,
+                dw::DW_FORM_block2 => self.u16()? as usize,
+                dw::DW_FORM_block4 => self.u32()? as usize,
+                dw::DW_FORM_block | dw::DW_FORM_exprloc => self.uleb_usize()?,
+                dw::DW_FORM_string => {
+                    let rest = &self.data[self.pos..];
+                    memchr::memchr(0, rest).ok_or_else(|| self.eof())? + 1
+                }
+                dw::DW_FORM_udata
+                | dw::DW_FORM_sdata
+                | dw::DW_FORM_ref_udata
+                | dw::DW_FORM_strx
+                | dw::DW_FORM_GNU_str_index
+                | dw::DW_FORM_addrx
+                | dw::DW_FORM_GNU_addr_index
+                | dw::DW_FORM_loclistx
+                | dw::DW_FORM_rnglistx => {
+                    let rest = &self.data[self.pos..];
+                    rest.iter().position(|&b| b & 0x80 == 0).ok_or_else(|| self.eof())? + 1
+                }
+                _ => return Err(gimli::Error::UnknownForm(form)),
+            };
+            return self.advance(n);
+        }
+    }
+
+    #[cold]
+    fn eof(&self) -> gimli::Error {
+        gimli::Error::UnexpectedEof(ReaderOffsetId(self.next_offset()))
+    }
+
+    #[inline]
+    fn advance(&mut self, n: usize) -> Res<()> {
+        if self.data.len() - self.pos < n {
+            return Err(self.eof());
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    #[inline]
+    fn take<const N: usize>(&mut self) -> Res<[u8; N]> {
+        match self.data.get(self.pos..self.pos + N) {
+            Some(b) => {
+                self.pos += N;
+                Ok(b.try_into().unwrap())
+            }
+            None => Err(self.eof()),
+        }
+    }
+
+    #[inline]
+    fn u8(&mut self) -> Res<u8> {
+        Ok(self.take::<1>()?[0])
+    }
+
+    #[inline]
+    fn u16(&mut self) -> Res<u16> {
+        let b = self.take::<2>()?;
+        Ok(self.endian.read_u16(&b))
+    }
+
+    #[inline]
+    fn u32(&mut self) -> Res<u32> {
+        let b = self.take::<4>()?;
+        Ok(self.endian.read_u32(&b))
+    }
+
+    #[inline]
+    fn u64(&mut self) -> Res<u64> {
+        let b = self.take::<8>()?;
+        Ok(self.endian.read_u64(&b))
+    }
+
+    /// An unsigned value of `n` bytes (an address, strx3/addrx3).
+    fn sized(&mut self, n: u8) -> Res<u64> {
+        match n {
+            1 => self.u8().map(u64::from),
+            2 => self.u16().map(u64::from),
+            4 => self.u32().map(u64::from),
+            8 => self.u64(),
+            3 => {
+                let b = self.take::<3>()?;
+                let mut w = [0u8; 8];
+                if self.endian.is_big_endian() {
+                    w[5..].copy_from_slice(&b);
+                    Ok(u64::from_be_bytes(w))
+                } else {
+                    w[..3].copy_from_slice(&b);
+                    Ok(u64::from_le_bytes(w))
+                }
+            }
+            n => Err(gimli::Error::UnsupportedAddressSize(n)),
+        }
+    }
+
+    #[inline]
+    fn offset(&mut self, format: Format) -> Res<u64> {
+        match format {
+            Format::Dwarf32 => self.u32().map(u64::from),
+            Format::Dwarf64 => self.u64(),
+        }
+    }
+
+    fn split(&mut self, n: usize) -> Res<R<'a>> {
+        let s = self.data.get(self.pos..self.pos.checked_add(n).ok_or_else(|| self.eof())?).ok_or_else(|| self.eof())?;
+        self.pos += n;
+        Ok(EndianSlice::new(s, self.endian))
+    }
+
+    #[inline]
+    fn uleb(&mut self) -> Res<u64> {
+        let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+        self.pos += 1;
+        if b < 0x80 {
+            return Ok(b as u64);
+        }
+        let mut v = (b & 0x7f) as u64;
+        let mut shift = 7;
+        loop {
+            let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+            self.pos += 1;
+            if shift == 63 && b > 1 {
+                return Err(gimli::Error::BadUnsignedLeb128);
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(gimli::Error::BadUnsignedLeb128);
+            }
+        }
+    }
+
+    fn uleb_usize(&mut self) -> Res<usize> {
+        to_usize(self.uleb()?)
+    }
+
+    fn sleb(&mut self) -> Res<i64> {
+        let mut v = 0i64;
+        let mut shift = 0u32;
+        loop {
+            let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+            self.pos += 1;
+            if shift == 63 && b != 0 && b != 0x7f {
+                return Err(gimli::Error::BadSignedLeb128);
+            }
+            v |= ((b & 0x7f) as i64) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                if shift < 64 && b & 0x40 != 0 {
+                    v |= !0 << shift;
+                }
+                return Ok(v);
+            }
+            if shift > 63 {
+                return Err(gimli::Error::BadSignedLeb128);
+            }
+        }
+    }
+}
+
+fn to_usize(v: u64) -> Res<usize> {
+    usize::try_from(v).map_err(|_| gimli::Error::UnsupportedOffset)
+}
+
+/// Fields whose data1/data2 values are plain numbers (everything read but
+/// names, references, flags and the raw-value fields).
+#[inline]
+fn wants_number(f: Field) -> bool {
+    !matches!(f, Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec)
+}
+
+/// gimli's rule for DWARF 2/3, where data4/data8 may hold a section offset.
+fn section_offset_allowed(at: DwAt, version: u16) -> bool {
+    match at {
+        dw::DW_AT_location
+        | dw::DW_AT_stmt_list
+        | dw::DW_AT_string_length
+        | dw::DW_AT_return_addr
+        | dw::DW_AT_start_scope
+        | dw::DW_AT_frame_base
+        | dw::DW_AT_macro_info
+        | dw::DW_AT_macros
+        | dw::DW_AT_segment
+        | dw::DW_AT_static_link
+        | dw::DW_AT_use_location
+        | dw::DW_AT_vtable_elem_location
+        | dw::DW_AT_ranges => true,
+        dw::DW_AT_data_member_location => version == 2 || version == 3,
+        _ => false,
+    }
+}
+
+/// The encoded size of a fixed-size form.
+fn fixed_size(form: DwForm, enc: gimli::Encoding) -> Option<u8> {
+    Some(match form {
+        dw::DW_FORM_addr => enc.address_size,
+        dw::DW_FORM_implicit_const | dw::DW_FORM_flag_present => 0,
+        dw::DW_FORM_data1 | dw::DW_FORM_flag | dw::DW_FORM_strx1 | dw::DW_FORM_ref1 | dw::DW_FORM_addrx1 => 1,
+        dw::DW_FORM_data2 | dw::DW_FORM_ref2 | dw::DW_FORM_addrx2 | dw::DW_FORM_strx2 => 2,
+        dw::DW_FORM_addrx3 | dw::DW_FORM_strx3 => 3,
+        dw::DW_FORM_data4 | dw::DW_FORM_ref_sup4 | dw::DW_FORM_ref4 | dw::DW_FORM_strx4 | dw::DW_FORM_addrx4 => 4,
+        dw::DW_FORM_data8 | dw::DW_FORM_ref8 | dw::DW_FORM_ref_sig8 | dw::DW_FORM_ref_sup8 => 8,
+        dw::DW_FORM_data16 => 16,
+        dw::DW_FORM_sec_offset
+        | dw::DW_FORM_GNU_ref_alt
+        | dw::DW_FORM_strp
+        | dw::DW_FORM_strp_sup
+        | dw::DW_FORM_GNU_strp_alt
+        | dw::DW_FORM_line_strp => enc.format.word_size(),
+        dw::DW_FORM_ref_addr => {
+            if enc.version == 2 {
+                enc.address_size
+            } else {
+                enc.format.word_size()
+            }
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections};
+
+    /// Every read attribute of every DIE, as `Dies` gives it and as gimli's
+    /// own parser gives it, for a unit with one DIE per value form.
+    #[test]
+    fn values_match_gimli_form_by_form() {
+        for format in [Format::Dwarf32, Format::Dwarf64] {
+            for version in [2u16, 3, 4, 5] {
+                let encoding = gimli::Encoding { format, version, address_size: 8 };
+                let mut dw = write::Dwarf::new();
+                let id = dw.units.add(write::Unit::new(encoding, LineProgram::none()));
+                let unit = dw.units.get_mut(id);
+                let root = unit.root();
+                let first = unit.add(root, gimli::DW_TAG_base_type);
+                let strp = dw.strings.add("strp name");
+                let unit = dw.units.get_mut(id);
+                let values = [
+                    W::Data1(7),
+                    W::Data2(0x1234),
+                    W::Data4(0x1234_5678),
+                    W::Data8(0x1234_5678_9abc_def0),
+                    W::Sdata(-5),
+                    W::Udata(300),
+                    W::Block(vec![1, 2, 3]),
+                    W::Flag(true),
+                    W::FlagPresent,
+                    W::UnitRef(first),
+                    W::String(b"inline".to_vec()),
+                    W::StringRef(strp),
+                    W::Exprloc(write::Expression::raw(vec![0x23, 0x10])),
+                ];
+                for v in values {
+                    let die = unit.add(root, gimli::DW_TAG_variable);
+                    let e = unit.get_mut(die);
+                    e.set(gimli::DW_AT_decl_line, W::Udata(9));
+                    e.set(gimli::DW_AT_const_value, v.clone());
+                    e.set(gimli::DW_AT_location, v.clone());
+                    e.set(gimli::DW_AT_name, W::String(b"n".to_vec()));
+                    e.set(gimli::DW_AT_byte_size, W::Data1(4));
+                    e.set(gimli::DW_AT_decl_file, W::Data2(3));
+                    e.set(gimli::DW_AT_type, W::UnitRef(first));
+                }
+                let mut sections = Sections::new(EndianVec::new(gimli::LittleEndian));
+                dw.write(&mut sections).unwrap();
+                fn r(v: &EndianVec<gimli::LittleEndian>) -> R<'_> {
+                    EndianSlice::new(v.slice(), RunTimeEndian::Little)
+                }
+                let d = gimli::Dwarf {
+                    debug_info: gimli::DebugInfo::from(r(&sections.debug_info)),
+                    debug_abbrev: gimli::DebugAbbrev::from(r(&sections.debug_abbrev)),
+                    ..Default::default()
+                };
+                let header = d.units().next().unwrap().unwrap();
+                let unit = d.unit(header).unwrap();
+
+                let mut ours = Vec::new();
+                let mut dies = Dies::new(&unit).unwrap();
+                while !dies.is_empty() {
+                    let off = dies.next_offset();
+                    let Some(a) = dies.abbrev().unwrap() else { continue };
+                    if dies.read(a, |f, v| ours.push((off, f, v.raw()))).is_err() {
+                        panic!("read failed at {off:#x}");
+                    }
+                }
+                let mut theirs = Vec::new();
+                let mut raw = unit.entries_raw(None).unwrap();
+                while !raw.is_empty() {
+                    let off = raw.next_offset().0 as u64;
+                    let Some(a) = raw.read_abbreviation().unwrap() else { continue };
+                    for spec in a.attributes() {
+                        let at = raw.read_attribute(*spec).unwrap();
+                        if let Some(f) = Field::of(at.name()) {
+                            let v = match (f, at.raw_value()) {
+                                // a constant read as a plain number
+                                (Field::ByteSize, AttributeValue::Data1(x)) => AttributeValue::Udata(x as u64),
+                                (_, v) => v,
+                            };
+                            theirs.push((off, f, v));
+                        }
+                    }
+                }
+                assert_eq!(ours.len(), theirs.len(), "{format:?} v{version}");
+                for (a, b) in ours.iter().zip(&theirs) {
+                    assert_eq!(a, b, "{format:?} v{version}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let enc = gimli::Encoding { format: Format::Dwarf32, version: 4, address_size: 8 };
+        let abbrevs = gimli::Abbreviations::default();
+        let mut d = Dies {
+            data: &[0x80, 0x80],
+            pos: 0,
+            base: 11,
+            depth: 0,
+            endian: RunTimeEndian::Little,
+            enc,
+            abbrevs: &abbrevs,
+            by_code: Vec::new(),
+            compiled: Vec::new(),
+            ops: Vec::new(),
+        };
+        assert!(matches!(d.uleb(), Err(gimli::Error::UnexpectedEof(_))));
+        d.pos = 0;
+        d.data = &[0x05];
+        assert!(matches!(d.abbrev(), Err(gimli::Error::InvalidAbbreviationCode(5))));
+        d.pos = 0;
+        d.data = &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(matches!(d.uleb(), Err(gimli::Error::BadUnsignedLeb128)));
+        d.pos = 0;
+        assert_eq!(d.sleb().unwrap(), -1);
+        d.pos = 0;
+        d.data = b"abc";
+        assert!(matches!(d.skip_form(dw::DW_FORM_string), Err(gimli::Error::UnexpectedEof(_))));
+        assert!(matches!(d.split(4), Err(gimli::Error::UnexpectedEof(_))));
+    }
+}
