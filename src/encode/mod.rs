@@ -107,6 +107,11 @@ struct Merger {
     /// is final: the workers read it too (see `CuOut::strs_known`) and the
     /// merge only looks up what they did not find.
     str_cache: Arc<strcache::StrCache>,
+    /// The same for offsets into the middle of a string (linkers merge
+    /// string tails), which `str_cache` has no slot for: 2 M of a vmlinux's
+    /// name look-ups, each a hash of the text and a compare against the
+    /// string table without this. Merge-only, so a plain map.
+    tail_strs: hashbrown::HashMap<u32, u32>,
     scratch: Vec<u32>,
     summary: Summary,
     /// Saved function states (the function phase emits them).
@@ -146,6 +151,11 @@ impl Merger {
                 let c = self.str_cache.get(off);
                 if c != 0 {
                     self.map[i + 1] = c;
+                    continue;
+                }
+                if !self.str_cache.has_slot(off) {
+                    let btf = &mut self.btf;
+                    self.map[i + 1] = *self.tail_strs.entry(off).or_insert_with(|| btf.add_str(dwarf::nm(s)).0);
                     continue;
                 }
                 let b = self.btf.add_str(dwarf::nm(s)).0;
@@ -499,6 +509,7 @@ pub fn encode_elf(
         datasecs: BTreeMap::new(),
         map: Vec::new(),
         str_cache: str_cache.clone(),
+        tail_strs: hashbrown::HashMap::new(),
         scratch: Vec::new(),
         summary: Summary {
             cus: headers.len(),
@@ -626,6 +637,7 @@ pub fn encode_elf(
     // So is string interning by .debug_str offset: free it before the
     // function phase grows the BTF to its largest.
     m.str_cache = Arc::new(strcache::StrCache::empty());
+    m.tail_strs = hashbrown::HashMap::new();
     drop(str_cache);
     // the workers' freed decode buffers (a vmlinux's, not a module's)
     crate::heap::release_free_after(elf.debug.info.len());
@@ -667,6 +679,7 @@ mod tests {
             datasecs: BTreeMap::new(),
             map: Vec::new(),
             str_cache: Arc::new(strcache::StrCache::empty()),
+            tail_strs: hashbrown::HashMap::new(),
             scratch: Vec::new(),
             summary: Summary::default(),
             funcs: FuncStates::default(),

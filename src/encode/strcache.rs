@@ -67,6 +67,12 @@ impl StrCache {
         self.vals.get((self.rank[w] + below) as usize)
     }
 
+    /// Whether `off` starts a string, so that [`StrCache::set`] keeps it.
+    #[inline]
+    pub fn has_slot(&self, off: u32) -> bool {
+        self.slot(off).is_some()
+    }
+
     /// The BTF offset cached for `off`, or 0.
     #[inline]
     pub fn get(&self, off: u32) -> u32 {
