@@ -265,6 +265,14 @@ pub struct Btf {
     words: Vec<u32>,
     /// Word index of the start of each own type; `offs[i]` is type `start_id + i`.
     offs: Vec<u32>,
+    /// Types appended while offsets are deferred (see [`Btf::defer_offsets`]):
+    /// they follow `offs` and start at word `deferred_from`.
+    deferred: u32,
+    deferred_from: usize,
+    deferring: bool,
+    /// Word index of the last type appended while deferring (the open type
+    /// of the builder methods).
+    last_start: usize,
     /// The own string section (split: without the base's strings).
     strs: StrTab,
     endian: Endian,
@@ -296,6 +304,10 @@ impl Btf {
         Btf {
             words: Vec::new(),
             offs: Vec::new(),
+            deferred: 0,
+            deferred_from: 0,
+            deferring: false,
+            last_start: 0,
             strs: StrTab::new_base(),
             endian,
             base: None,
@@ -309,6 +321,10 @@ impl Btf {
         Btf {
             words: Vec::new(),
             offs: Vec::new(),
+            deferred: 0,
+            deferred_from: 0,
+            deferring: false,
+            last_start: 0,
             strs: StrTab::new_split(start, base.clone()),
             endian,
             base: Some(base),
@@ -325,6 +341,10 @@ impl Btf {
         Btf {
             words,
             offs,
+            deferred: 0,
+            deferred_from: 0,
+            deferring: false,
+            last_start: 0,
             strs,
             endian,
             base,
@@ -339,7 +359,44 @@ impl Btf {
 
     /// The parts [`Btf::from_parts`] takes, for a phase that consumes the BTF.
     pub(crate) fn into_parts(self) -> (Vec<u32>, Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
+        self.expect_offsets();
         (self.words, self.offs, self.strs, self.endian, self.base)
+    }
+
+    /// Stops recording where each appended type starts until
+    /// [`Btf::build_offsets`]. The encoder only appends (the builder methods
+    /// still extend the last type), and a vmlinux's 4.35 M offsets (17 MiB)
+    /// would otherwise sit through the CU loop, at the encoder's memory peak,
+    /// unread. Looking types up in between panics.
+    pub fn defer_offsets(&mut self) {
+        if !self.deferring {
+            self.deferring = true;
+            self.deferred_from = self.words.len();
+        }
+    }
+
+    /// Records the offsets of the types appended since
+    /// [`Btf::defer_offsets`], by walking their records.
+    pub fn build_offsets(&mut self) {
+        if !self.deferring {
+            return;
+        }
+        self.offs.reserve_exact(self.deferred as usize);
+        let mut w = self.deferred_from;
+        for _ in 0..self.deferred {
+            self.offs.push(w as u32);
+            let info = self.words[w + 1];
+            let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
+            w += 3 + kind.trailing_words(info & 0xffff) as usize;
+        }
+        assert_eq!(w, self.words.len(), "appended records end where the words do");
+        self.deferred = 0;
+        self.deferring = false;
+    }
+
+    #[inline]
+    fn expect_offsets(&self) {
+        assert!(!self.deferring, "type offsets are deferred: call Btf::build_offsets first");
     }
 
     pub fn with_capacity(endian: Endian, types: usize, words: usize) -> Btf {
@@ -373,11 +430,11 @@ impl Btf {
     }
     /// Number of ids in use including the base, i.e. the largest valid id.
     pub fn type_count(&self) -> u32 {
-        self.start_id() - 1 + self.offs.len() as u32
+        self.start_id() - 1 + self.own_type_count()
     }
     /// Number of this BTF's own types.
     pub fn own_type_count(&self) -> u32 {
-        self.offs.len() as u32
+        self.offs.len() as u32 + self.deferred
     }
     /// First string offset of the own string section.
     pub fn start_str_off(&self) -> u32 {
@@ -400,6 +457,7 @@ impl Btf {
         &self.words
     }
     pub fn type_offsets(&self) -> &[u32] {
+        self.expect_offsets();
         &self.offs
     }
 
@@ -418,6 +476,7 @@ impl Btf {
                 _ => None,
             };
         }
+        self.expect_offsets();
         let i = (id.0 - start) as usize;
         let s = *self.offs.get(i)? as usize;
         let e = self
@@ -458,7 +517,7 @@ impl Btf {
         size_or_type: u32,
         trailing: &[u32],
     ) -> TypeId {
-        self.offs.push(self.words.len() as u32);
+        self.push_offset();
         self.words.extend_from_slice(&[name.0, info, size_or_type]);
         self.words.extend_from_slice(trailing);
         TypeId(self.type_count())
@@ -467,10 +526,21 @@ impl Btf {
     /// Appends a complete record of words (common part included).
     pub fn push_words(&mut self, w: &[u32]) -> TypeId {
         grow(&mut self.words, w.len());
-        grow(&mut self.offs, 1);
-        self.offs.push(self.words.len() as u32);
+        self.push_offset();
         self.words.extend_from_slice(w);
         TypeId(self.type_count())
+    }
+
+    /// Records that a type starts at the end of the words.
+    #[inline]
+    fn push_offset(&mut self) {
+        if self.deferring {
+            self.deferred += 1;
+            self.last_start = self.words.len();
+        } else {
+            grow(&mut self.offs, 1);
+            self.offs.push(self.words.len() as u32);
+        }
     }
 
     /// Appends complete records in bulk: `words` holds them back to back and
@@ -478,9 +548,16 @@ impl Btf {
     /// which they were placed (for fixing them up with `words_from_mut`).
     pub fn append_records(&mut self, words: &[u32], offs: &[u32]) -> usize {
         grow(&mut self.words, words.len());
-        grow(&mut self.offs, offs.len());
         let base = self.words.len();
-        self.offs.extend(offs.iter().map(|&o| o + base as u32));
+        if self.deferring {
+            self.deferred += offs.len() as u32;
+            if let Some(&o) = offs.last() {
+                self.last_start = base + o as usize;
+            }
+        } else {
+            grow(&mut self.offs, offs.len());
+            self.offs.extend(offs.iter().map(|&o| o + base as u32));
+        }
         self.words.extend_from_slice(words);
         base
     }
@@ -497,6 +574,7 @@ impl Btf {
 
     /// Mutable words of own type `id` (for id rewriting passes).
     pub fn words_mut(&mut self, id: TypeId) -> &mut [u32] {
+        self.expect_offsets();
         let i = (id.0 - self.start_id()) as usize;
         let s = self.offs[i] as usize;
         let e = self
@@ -510,7 +588,7 @@ impl Btf {
     /// Iterates over own type ids.
     pub fn own_ids(&self) -> impl Iterator<Item = TypeId> + use<> {
         let s = self.start_id();
-        (s..s + self.offs.len() as u32).map(TypeId)
+        (s..s + self.own_type_count()).map(TypeId)
     }
 
     // ---- libbpf-compatible builder API ----
@@ -585,7 +663,7 @@ impl Btf {
     }
 
     fn bump_vlen(&mut self) -> usize {
-        let s = *self.offs.last().expect("no open type") as usize;
+        let s = self.last_type_start();
         let info = &mut self.words[s + 1];
         *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
         s
@@ -594,8 +672,16 @@ impl Btf {
     /// Number of entries of the last type (untruncated by the 16-bit field is
     /// not tracked: callers check the 65535 limit themselves).
     pub fn last_vlen(&self) -> u32 {
-        let s = *self.offs.last().expect("no open type") as usize;
+        let s = self.last_type_start();
         self.words[s + 1] & 0xffff
+    }
+
+    fn last_type_start(&self) -> usize {
+        if self.deferred > 0 {
+            self.last_start
+        } else {
+            *self.offs.last().expect("no open type") as usize
+        }
     }
 
     /// STRUCT/UNION member, libbpf style: offset word is `bit_off | size<<24`,
@@ -636,6 +722,7 @@ impl Btf {
 
     /// Drops own types from id `keep_count+start` on (used to roll back a CU).
     pub fn truncate_types(&mut self, own_count: usize) {
+        self.expect_offsets();
         if own_count < self.offs.len() {
             let w = self.offs[own_count] as usize;
             self.offs.truncate(own_count);
@@ -647,6 +734,8 @@ impl Btf {
     pub fn replace_types(&mut self, words: Vec<u32>, offs: Vec<u32>) {
         self.words = words;
         self.offs = offs;
+        self.deferred = 0;
+        self.deferring = false;
     }
 
     /// Byte length of the type section as written.
@@ -726,6 +815,44 @@ impl Btf {
 #[cfg(test)]
 mod append_tests {
     use super::*;
+
+    /// The same types appended with offsets recorded and with them deferred.
+    fn build(defer: bool) -> Btf {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, INT_SIGNED);
+        if defer {
+            b.defer_offsets();
+        }
+        let words = [0, make_info(Kind::Ptr, false, 0), 1, 0, make_info(Kind::Array, false, 0), 0, 1, 1, 4];
+        b.append_records(&words, &[0, 3]);
+        b.begin(Kind::Struct, b"s", 8, false);
+        b.push_member(b"a", int, 0, 0);
+        b.push_member(b"b", int, 32, 3);
+        b.push_words(&[0, make_info(Kind::Const, false, 0), 2]);
+        assert_eq!(b.type_count(), 5);
+        b
+    }
+
+    #[test]
+    fn deferred_offsets_are_rebuilt_from_the_records() {
+        let plain = build(false);
+        let mut deferred = build(true);
+        assert_eq!(deferred.own_type_count(), 5);
+        deferred.build_offsets();
+        assert_eq!(deferred.type_offsets(), plain.type_offsets());
+        assert_eq!(deferred.raw_words(), plain.raw_words());
+        assert_eq!(deferred.ty(TypeId(4)).vlen(), 2);
+        // building again is a no-op
+        deferred.build_offsets();
+        assert_eq!(deferred.type_offsets(), plain.type_offsets());
+    }
+
+    #[test]
+    #[should_panic(expected = "deferred")]
+    fn looking_up_while_deferred_panics() {
+        let b = build(true);
+        b.get(TypeId(2));
+    }
 
     #[test]
     fn bulk_append_keeps_record_boundaries() {

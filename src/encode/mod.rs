@@ -500,6 +500,8 @@ pub fn encode_elf(
         None => Btf::new(elf.endian),
     };
     btf.set_endian(elf.endian);
+    // the merge only appends; offsets are built after the CU loop
+    btf.defer_offsets();
     let mut m = Merger {
         max_types: MAX_TYPES,
         shifted_cu: None,
@@ -641,6 +643,9 @@ pub fn encode_elf(
     drop(str_cache);
     // the workers' freed decode buffers (a vmlinux's, not a module's)
     crate::heap::release_free_after(elf.debug.info.len());
+    // with the CU loop's buffers gone (where the memory peak was); the
+    // function phase looks types up
+    m.btf.build_offsets();
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
