@@ -212,19 +212,20 @@ impl<'a> Enc<'_, '_, 'a> {
     /// reference cuts them), and whether the offset was cut: then the
     /// member lies 512 MiB or more into its struct.
     fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
-        let bit_size = m.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
-        if let Some(dbo) = m.data_bit_offset {
+        let b = self.cu.bits(m);
+        let bit_size = b.bit_size.map(|b| b as u8 as u32).unwrap_or(0);
+        if let Some(dbo) = b.data_bit_offset {
             return (dbo as u32, bit_size, dbo > u32::MAX as u64);
         }
         let wide = m.loc.unwrap_or(0) as u128 * 8;
         let byte_off = m.loc.unwrap_or(0) as u32;
         let mut bit_off = byte_off.wrapping_mul(8);
-        if m.bit_size.is_some() {
-            let storage = match m.byte_size {
+        if b.bit_size.is_some() {
+            let storage = match b.byte_size {
                 Some(b) => b,
                 None => self.size_of(self.strip(self.cu.core(m.ty)), 0),
             } as u32;
-            let bo = m.bit_offset.unwrap_or(0) as i8 as i32 as u32;
+            let bo = b.bit_offset.unwrap_or(0) as i8 as i32 as u32;
             if self.ctx.elf.endian == btf::Endian::Little {
                 bit_off = bit_off.wrapping_add(storage.wrapping_mul(8).wrapping_sub(bo).wrapping_sub(bit_size));
             } else {
@@ -344,7 +345,7 @@ impl<'a> Enc<'_, '_, 'a> {
                             format!(
                                 "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
                                 String::from_utf8_lossy(nm(m.name)),
-                                m.loc.or(m.data_bit_offset.map(|b| b / 8)).unwrap_or(0),
+                                m.loc.or(cu.bits(m).data_bit_offset.map(|b| b / 8)).unwrap_or(0),
                                 if cut { 32 } else { 24 },
                                 if cut { "" } else { " in a struct with bitfields" },
                             ),
@@ -354,7 +355,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> =
                     list.into_iter().map(|(i, bo, bs, ty, _)| (i, bo, bs, ty)).collect();
                 if cu.language == DW_LANG_RUST {
-                    list.sort_by_key(|&(i, bo, _, _)| match members[i as usize].data_bit_offset {
+                    list.sort_by_key(|&(i, bo, _, _)| match cu.bits(&members[i as usize]).data_bit_offset {
                         Some(_) => bo / 8,
                         None => members[i as usize].loc.unwrap_or(0) as u32,
                     });
@@ -636,6 +637,31 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
     const RESTRICT: u32 = Kind::Restrict as u32;
     const FUNC_PROTO: u32 = Kind::FuncProto as u32;
     const TYPE_TAG: u32 = Kind::TypeTag as u32;
+    const REF_DOWN: u8 = 1;
+    const CONTAIN_DOWN: u8 = 2;
+    // Per core id, whether all its edges of each kind go to smaller ids (the
+    // common case, which needs no search), read off each record once for
+    // both searches.
+    let down: Vec<u8> = (0..n as u32)
+        .map(|root| {
+            let s = start[root as usize];
+            if root == 0 || s == u32::MAX {
+                return REF_DOWN | CONTAIN_DOWN;
+            }
+            let w = &words[s as usize..];
+            let vlen = (w[1] & 0xffff) as usize;
+            let below = |t: u32| t < root;
+            let (r, c) = match (w[1] >> 24) & 0x1f {
+                STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1]))),
+                FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true),
+                CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2])),
+                ARRAY => (below(w[3]), below(w[3])),
+                PTR | TYPE_TAG => (below(w[2]), true),
+                _ => (true, true),
+            };
+            (r as u8 * REF_DOWN) | (c as u8 * CONTAIN_DOWN)
+        })
+        .collect();
     for mode in [Loop::Reference, Loop::Containment] {
         // The i-th reference `mode` follows out of `core`'s record.
         let edge = |core: u32, i: u32| -> Option<u32> {
@@ -670,22 +696,11 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
             if color[root as usize] != 0 {
                 continue;
             }
-            // The common case, scanned straight off the record.
-            let down = match start[root as usize] {
-                u32::MAX => true,
-                s => {
-                    let w = &words[s as usize..];
-                    let vlen = (w[1] & 0xffff) as usize;
-                    match ((w[1] >> 24) & 0x1f, mode) {
-                        (STRUCT | UNION, Loop::Containment) => w[3..3 + 3 * vlen].chunks_exact(3).all(|m| m[1] < root),
-                        (FUNC_PROTO, Loop::Reference) => {
-                            w[2] < root && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| p[1] < root)
-                        }
-                        _ => edge(root, 0).is_none_or(|t| t < root),
-                    }
-                }
+            let bit = match mode {
+                Loop::Reference => REF_DOWN,
+                Loop::Containment => CONTAIN_DOWN,
             };
-            if down {
+            if down[root as usize] & bit != 0 {
                 color[root as usize] = 2;
                 continue;
             }
@@ -959,6 +974,7 @@ mod tests {
             address_size: 8,
             slots: vec![],
             members: vec![],
+            member_bits: vec![],
             enumerators: vec![],
             params: vec![],
             annots: vec![],
@@ -1068,21 +1084,22 @@ mod tests {
         let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
         s.kids = 0;
         s.nkids = 3;
-        let m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| Member {
-            name,
-            ty: 0x10,
-            die: 0,
-            loc: Some(loc),
-            data_bit_offset: None,
-            bit_size,
-            byte_size: bit_size.map(|_| 4),
-            bit_offset,
+        let mut m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| {
+            let bits = if bit_size.is_some() {
+                c.member_bits.push(crate::dwarf::MemberBits {
+                    data_bit_offset: None,
+                    bit_size,
+                    byte_size: bit_size.map(|_| 4),
+                    bit_offset,
+                });
+                c.member_bits.len() as u32
+            } else {
+                0
+            };
+            Member { name, ty: 0x10, bits, die: 0, loc: Some(loc) }
         };
-        c.members = vec![
-            m(b"a", 0, Some(3), Some(29)),
-            m(b"b", 0, Some(5), Some(24)),
-            m(b"c", 4, None, None),
-        ];
+        let members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
+        c.members = members;
         add(&mut c, s);
         let out = run(&c, endian, Features::default()).unwrap();
         record(&out, 1)
@@ -1110,12 +1127,9 @@ mod tests {
         c.members = vec![Member {
             name: b"m",
             ty: member_ty,
+            bits: 0,
             die: 0x21,
             loc: Some(0),
-            data_bit_offset: None,
-            bit_size: None,
-            byte_size: None,
-            bit_offset: None,
         }];
         add(&mut c, st);
         run(&c, btf::Endian::Little, Features::default())

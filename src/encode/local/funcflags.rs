@@ -146,16 +146,17 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
         for m in &cu.members[sl.kids as usize..(sl.kids + sl.nkids) as usize] {
             let core = cu.core(m.ty);
             let stripped = enc.strip(core);
-            let bits = m.bit_size.unwrap_or(0);
+            let mb = cu.bits(m);
+            let bits = mb.bit_size.unwrap_or(0);
             let byte_size = if bits == 0 {
                 enc.size_of(core, 0)
             } else {
-                m.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
+                mb.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
             };
             let raw = RawMember {
-                data_bit_offset: m.data_bit_offset,
+                data_bit_offset: mb.data_bit_offset,
                 data_member_location: m.loc,
-                dw_bit_offset: m.bit_offset.unwrap_or(0),
+                dw_bit_offset: mb.bit_offset.unwrap_or(0),
                 dw_bit_size: bits,
                 byte_size,
                 in_union,
