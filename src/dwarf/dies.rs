@@ -138,14 +138,16 @@ pub(super) struct Dies<'a, 'u> {
     abbrevs: &'u gimli::Abbreviations,
     /// Abbreviation code → index in `compiled` + 1 (0: not compiled yet).
     by_code: Vec<u32>,
+    /// The same for codes of `DIRECT_CODES` and more.
+    sparse: hashbrown::HashMap<u64, u32>,
     compiled: Vec<Abbrev>,
     ops: Vec<Op>,
 }
 
 type Res<T> = Result<T, gimli::Error>;
 
-/// Codes up to this many get a direct slot; larger ones are compiled anew
-/// each time they are met (no producer we know of uses sparse codes).
+/// Codes below this get a direct slot; larger ones (no producer we know of
+/// uses them) a hash map entry.
 const DIRECT_CODES: u64 = 1 << 16;
 
 impl<'a, 'u> Dies<'a, 'u> {
@@ -162,6 +164,7 @@ impl<'a, 'u> Dies<'a, 'u> {
             enc: unit.encoding(),
             abbrevs: &unit.abbreviations,
             by_code: Vec::new(),
+            sparse: hashbrown::HashMap::new(),
             compiled: Vec::new(),
             ops: Vec::new(),
         })
@@ -194,7 +197,10 @@ impl<'a, 'u> Dies<'a, 'u> {
         }
         let a = match self.by_code.get(code as usize) {
             Some(&i) if i != 0 => self.compiled[i as usize - 1],
-            _ => self.compile(code)?,
+            _ => match self.sparse.get(&code) {
+                Some(&i) => self.compiled[i as usize - 1],
+                None => self.compile(code)?,
+            },
         };
         if a.has_children {
             self.depth += 1;
@@ -208,12 +214,15 @@ impl<'a, 'u> Dies<'a, 'u> {
         let read = self.plan(ab.attributes(), true);
         let skip = self.plan(ab.attributes(), false);
         let a = Abbrev { tag: ab.tag(), has_children: ab.has_children(), read, skip };
+        self.compiled.push(a);
+        let index = self.compiled.len() as u32;
         if code < DIRECT_CODES {
             if self.by_code.len() <= code as usize {
                 self.by_code.resize(code as usize + 1, 0);
             }
-            self.compiled.push(a);
-            self.by_code[code as usize] = self.compiled.len() as u32;
+            self.by_code[code as usize] = index;
+        } else {
+            self.sparse.insert(code, index);
         }
         Ok(a)
     }
@@ -730,6 +739,59 @@ mod tests {
     }
 
     #[test]
+    fn sparse_abbreviation_codes_are_compiled_once() {
+        // code 1: compile_unit with children; code 70000: base_type, name as
+        // an inline string, byte_size as data1
+        let abbrev: &[u8] = &[
+            1, 0x11, 1, 0, 0, //
+            0xf0, 0xa2, 0x04, 0x24, 0, 0x03, 0x08, 0x0b, 0x0b, 0, 0, //
+            0,
+        ];
+        let dies: &[u8] = &[1, 0xf0, 0xa2, 0x04, b'i', b'n', b't', 0, 4, 0xf0, 0xa2, 0x04, b'l', 0, 8, 0];
+        let mut info = Vec::new();
+        info.extend_from_slice(&((7 + dies.len()) as u32).to_le_bytes());
+        info.extend_from_slice(&4u16.to_le_bytes());
+        info.extend_from_slice(&0u32.to_le_bytes());
+        info.push(8);
+        info.extend_from_slice(dies);
+        let d = gimli::Dwarf {
+            debug_info: gimli::DebugInfo::from(EndianSlice::new(&info, RunTimeEndian::Little)),
+            debug_abbrev: gimli::DebugAbbrev::from(EndianSlice::new(abbrev, RunTimeEndian::Little)),
+            ..Default::default()
+        };
+        let header = d.units().next().unwrap().unwrap();
+        let unit = d.unit(header).unwrap();
+        let mut c = Dies::new(&unit).unwrap();
+        let mut got = Vec::new();
+        while !c.is_empty() {
+            let Some(a) = c.abbrev().unwrap() else { continue };
+            let mut name = Vec::new();
+            let mut size = None;
+            if c
+                .read(a, |f, v| match (f, v) {
+                    (Field::Name, Value::Other(AttributeValue::String(s))) => name = s.slice().to_vec(),
+                    (Field::ByteSize, Value::Const(x)) => size = Some(x),
+                    _ => {}
+                })
+                .is_err()
+            {
+                panic!("read failed");
+            }
+            got.push((a.tag, name, size));
+        }
+        assert_eq!(
+            got,
+            [
+                (gimli::DW_TAG_compile_unit, vec![], None),
+                (gimli::DW_TAG_base_type, b"int".to_vec(), Some(4)),
+                (gimli::DW_TAG_base_type, b"l".to_vec(), Some(8)),
+            ]
+        );
+        assert_eq!(c.compiled.len(), 2);
+        assert_eq!(c.depth, 0);
+    }
+
+    #[test]
     fn truncated_input_is_an_error() {
         let enc = gimli::Encoding { format: Format::Dwarf32, version: 4, address_size: 8 };
         let abbrevs = gimli::Abbreviations::default();
@@ -742,6 +804,7 @@ mod tests {
             enc,
             abbrevs: &abbrevs,
             by_code: Vec::new(),
+            sparse: hashbrown::HashMap::new(),
             compiled: Vec::new(),
             ops: Vec::new(),
         };
