@@ -639,27 +639,31 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
     const TYPE_TAG: u32 = Kind::TypeTag as u32;
     const REF_DOWN: u8 = 1;
     const CONTAIN_DOWN: u8 = 2;
+    const REF_LEAF: u8 = 4;
+    const CONTAIN_LEAF: u8 = 8;
     // Per core id, whether all its edges of each kind go to smaller ids (the
-    // common case, which needs no search), read off each record once for
-    // both searches.
+    // common case, which needs no search) and whether it has none at all (a
+    // search reaching it is done with it at once: a pointer's struct, a
+    // member's base type), read off each record once for both searches.
     let down: Vec<u8> = (0..n as u32)
         .map(|root| {
             let s = start[root as usize];
             if root == 0 || s == u32::MAX {
-                return REF_DOWN | CONTAIN_DOWN;
+                return REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEAF;
             }
             let w = &words[s as usize..];
             let vlen = (w[1] & 0xffff) as usize;
             let below = |t: u32| t < root;
-            let (r, c) = match (w[1] >> 24) & 0x1f {
-                STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1]))),
-                FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true),
-                CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2])),
-                ARRAY => (below(w[3]), below(w[3])),
-                PTR | TYPE_TAG => (below(w[2]), true),
-                _ => (true, true),
+            // (references down, containment down, no reference edge, no containment edge)
+            let (r, c, rl, cl) = match (w[1] >> 24) & 0x1f {
+                STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])), true, vlen == 0),
+                FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true, false, true),
+                CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2]), false, false),
+                ARRAY => (below(w[3]), below(w[3]), false, false),
+                PTR | TYPE_TAG => (below(w[2]), true, false, true),
+                _ => (true, true, true, true),
             };
-            (r as u8 * REF_DOWN) | (c as u8 * CONTAIN_DOWN)
+            (r as u8 * REF_DOWN) | (c as u8 * CONTAIN_DOWN) | (rl as u8 * REF_LEAF) | (cl as u8 * CONTAIN_LEAF)
         })
         .collect();
     for mode in [Loop::Reference, Loop::Containment] {
@@ -696,9 +700,9 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
             if color[root as usize] != 0 {
                 continue;
             }
-            let bit = match mode {
-                Loop::Reference => REF_DOWN,
-                Loop::Containment => CONTAIN_DOWN,
+            let (bit, leaf) = match mode {
+                Loop::Reference => (REF_DOWN, REF_LEAF),
+                Loop::Containment => (CONTAIN_DOWN, CONTAIN_LEAF),
             };
             if down[root as usize] & bit != 0 {
                 color[root as usize] = 2;
@@ -715,6 +719,7 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
                         path.pop();
                     }
                     Some(t) if t == 0 || t as usize >= n || color[t as usize] == 2 => {}
+                    Some(t) if color[t as usize] == 0 && down[t as usize] & leaf != 0 => color[t as usize] = 2,
                     Some(t) if color[t as usize] == 0 => {
                         color[t as usize] = 1;
                         path.push((t, 0));
