@@ -148,19 +148,12 @@ impl Merger {
             let s = out.strs[i];
             let off = out.strs_off[i];
             if off != dwarf::NONE {
-                let c = self.str_cache.get(off);
-                if c != 0 {
-                    self.map[i + 1] = c;
-                    continue;
-                }
-                if !self.str_cache.has_slot(off) {
-                    let btf = &mut self.btf;
-                    self.map[i + 1] = *self.tail_strs.entry(off).or_insert_with(|| btf.add_str(dwarf::nm(s)).0);
-                    continue;
-                }
-                let b = self.btf.add_str(dwarf::nm(s)).0;
-                self.str_cache.set(off, b);
-                self.map[i + 1] = b;
+                let btf = &mut self.btf;
+                let mut intern = || btf.add_str(dwarf::nm(s)).0;
+                self.map[i + 1] = match self.str_cache.get_or_insert_with(off, &mut intern) {
+                    Some(b) => b,
+                    None => *self.tail_strs.entry(off).or_insert_with(intern),
+                };
             } else {
                 self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
             }

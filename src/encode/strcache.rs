@@ -67,24 +67,27 @@ impl StrCache {
         self.vals.get((self.rank[w] + below) as usize)
     }
 
-    /// Whether `off` starts a string, so that [`StrCache::set`] keeps it.
-    #[inline]
-    pub fn has_slot(&self, off: u32) -> bool {
-        self.slot(off).is_some()
-    }
-
     /// The BTF offset cached for `off`, or 0.
     #[inline]
     pub fn get(&self, off: u32) -> u32 {
         self.slot(off).map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
-    /// Caches `val` for `off` (nothing if `off` is not a string start).
+    /// The BTF offset for `off`, computing and caching it with `intern` if
+    /// it is not known yet; `None` (and `intern` not called) if `off` is
+    /// not a string start and so has no slot. One slot look-up for the
+    /// merge, the only writer.
     #[inline]
-    pub fn set(&self, off: u32, val: u32) {
-        if let Some(s) = self.slot(off) {
-            s.store(val, Ordering::Relaxed);
-        }
+    pub fn get_or_insert_with(&self, off: u32, intern: impl FnOnce() -> u32) -> Option<u32> {
+        let s = self.slot(off)?;
+        Some(match s.load(Ordering::Relaxed) {
+            0 => {
+                let v = intern();
+                s.store(v, Ordering::Relaxed);
+                v
+            }
+            v => v,
+        })
     }
 }
 
@@ -99,11 +102,13 @@ mod tests {
         let c = StrCache::new(sec);
         for off in [0, 3, 5, 6] {
             assert_eq!(c.get(off), 0);
-            c.set(off, off + 100);
+            assert_eq!(c.get_or_insert_with(off, || off + 100), Some(off + 100));
         }
         assert_eq!([c.get(0), c.get(3), c.get(5), c.get(6)], [100, 103, 105, 106]);
+        // a known value is returned without interning again
+        assert_eq!(c.get_or_insert_with(3, || unreachable!()), Some(103));
         // the tail "b" of "ab" and offsets past the end are not cached
-        c.set(1, 7);
+        assert_eq!(c.get_or_insert_with(1, || unreachable!()), None);
         assert_eq!(c.get(1), 0);
         assert_eq!(c.get(7), 0);
         assert_eq!(c.get(u32::MAX), 0);
@@ -119,7 +124,7 @@ mod tests {
         let c = StrCache::new(&sec);
         let starts: Vec<u32> = std::iter::once(0).chain((10..200).step_by(10)).collect();
         for (n, &s) in starts.iter().enumerate() {
-            c.set(s, n as u32 + 1);
+            c.get_or_insert_with(s, || n as u32 + 1);
         }
         for (n, &s) in starts.iter().enumerate() {
             assert_eq!(c.get(s), n as u32 + 1, "offset {s}");
