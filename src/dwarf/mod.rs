@@ -213,6 +213,43 @@ pub struct Cu<'a> {
 const BUCKET_SHIFT: u32 = 5;
 
 impl<'a> Cu<'a> {
+    /// An empty unit at section offset `offset`, its columns sized for a
+    /// unit of `unit_len` bytes.
+    pub fn new(offset: u64, address_size: u8, unit_len: usize) -> Cu<'a> {
+        Cu {
+            offset,
+            language: 0,
+            name: b"",
+            kind: UnitKind::Normal,
+            address_size,
+            // Sized from the unit length (the 6.12 vmlinux averages 11.5 bytes
+            // per DIE, a quarter of them types, two fifths members) so that
+            // the columns rarely grow.
+            slots: Vec::with_capacity(unit_len / 48),
+            members: Vec::with_capacity(unit_len / 28),
+            member_bits: Vec::new(),
+            enumerators: Vec::new(),
+            params: Vec::new(),
+            annots: Vec::new(),
+            funcs: Vec::new(),
+            fparams: Vec::new(),
+            vars: Vec::new(),
+            index: Vec::with_capacity(unit_len / 48),
+            buckets: Vec::new(),
+            has_nested_unspecified: false,
+        }
+    }
+
+    /// Keeps a member's bitfield attributes; the value for `Member::bits`
+    /// (0 when it has none, as most members).
+    pub fn add_member_bits(&mut self, b: MemberBits) -> u32 {
+        if b.data_bit_offset.is_none() && b.bit_size.is_none() && b.byte_size.is_none() && b.bit_offset.is_none() {
+            return 0;
+        }
+        self.member_bits.push(b);
+        self.member_bits.len() as u32
+    }
+
     /// Core id of the type at unit offset `off` (0 = void / not placed).
     #[inline]
     pub fn core(&self, off: u32) -> u32 {
@@ -541,28 +578,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
             .unit(header)
             .map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
         let unit_end = unit.header.length_including_self() as u64;
-        let mut cu = Cu {
-            offset: cu_off,
-            language: 0,
-            name: b"",
-            kind: UnitKind::Normal,
-            address_size: unit.encoding().address_size,
-            // Sized from the unit length (the 6.12 vmlinux averages 11.5 bytes
-            // per DIE, a quarter of them types, two fifths members) so that
-            // the columns rarely grow.
-            slots: Vec::with_capacity(unit_end as usize / 48),
-            members: Vec::with_capacity(unit_end as usize / 28),
-            member_bits: Vec::new(),
-            enumerators: Vec::new(),
-            params: Vec::new(),
-            annots: Vec::new(),
-            funcs: Vec::new(),
-            fparams: Vec::new(),
-            vars: Vec::new(),
-            index: Vec::with_capacity(unit_end as usize / 48),
-            buckets: Vec::new(),
-            has_nested_unspecified: false,
-        };
+        let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
         let mut entries =
             Dies::new(&unit).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
         // Scratch columns (stack discipline: a frame owns [start..] until it ends).
@@ -758,25 +774,14 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             let comp = f.counter;
                             f.counter += 1;
                             if tag == dw::DW_TAG_member {
-                                let b = MemberBits {
+                                // kept in the unit directly: members move
+                                // between columns, their index there does not
+                                let bits = cu.add_member_bits(MemberBits {
                                     data_bit_offset: attrs.data_bit_offset,
                                     bit_size: attrs.bit_size,
                                     byte_size: attrs.byte_size,
                                     bit_offset: attrs.bit_offset,
-                                };
-                                let bits = if b.data_bit_offset.is_some()
-                                    || b.bit_size.is_some()
-                                    || b.byte_size.is_some()
-                                    || b.bit_offset.is_some()
-                                {
-                                    // appended to the unit directly: members
-                                    // move between columns, their index
-                                    // here does not
-                                    cu.member_bits.push(b);
-                                    cu.member_bits.len() as u32
-                                } else {
-                                    0
-                                };
+                                });
                                 s_members.push(Member {
                                     name: attrs.name,
                                     ty,
@@ -1371,25 +1376,7 @@ mod tests {
 
     #[test]
     fn bucketed_reference_lookup_matches_binary_search() {
-        let mut cu = Cu {
-            offset: 0,
-            language: 0x1d,
-            name: b"t.c",
-            kind: UnitKind::Normal,
-            address_size: 8,
-            slots: vec![],
-            members: vec![],
-            member_bits: vec![],
-            enumerators: vec![],
-            params: vec![],
-            annots: vec![],
-            funcs: vec![],
-            fparams: vec![],
-            vars: vec![],
-            index: vec![],
-            buckets: vec![],
-            has_nested_unspecified: false,
-        };
+        let mut cu = Cu::new(0, 8, 0);
         // gaps of 1..70 bytes, several entries per bucket and empty buckets
         let mut off = 11u32;
         for i in 0..500u32 {

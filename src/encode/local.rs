@@ -949,7 +949,7 @@ pub const VAR_REF_MARKER: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dwarf::{Enumerator, Member, UnitKind};
+    use crate::dwarf::{Enumerator, Member};
     use crate::elf::debug::DebugSections;
     use crate::elf::functab::FuncTable;
     use crate::encode::strcache::StrCache;
@@ -971,25 +971,10 @@ mod tests {
     }
 
     fn cu() -> Cu<'static> {
-        Cu {
-            offset: 0,
-            language: 0x1d,
-            name: b"t.c",
-            kind: UnitKind::Normal,
-            address_size: 8,
-            slots: vec![],
-            members: vec![],
-            member_bits: vec![],
-            enumerators: vec![],
-            params: vec![],
-            annots: vec![],
-            funcs: vec![],
-            fparams: vec![],
-            vars: vec![],
-            index: vec![],
-            buckets: vec![],
-            has_nested_unspecified: false,
-        }
+        let mut c = Cu::new(0, 8, 0);
+        c.language = 0x1d;
+        c.name = b"t.c";
+        c
     }
 
     fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -> Slot<'static> {
@@ -1090,17 +1075,12 @@ mod tests {
         s.kids = 0;
         s.nkids = 3;
         let mut m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| {
-            let bits = if bit_size.is_some() {
-                c.member_bits.push(crate::dwarf::MemberBits {
-                    data_bit_offset: None,
-                    bit_size,
-                    byte_size: bit_size.map(|_| 4),
-                    bit_offset,
-                });
-                c.member_bits.len() as u32
-            } else {
-                0
-            };
+            let bits = c.add_member_bits(crate::dwarf::MemberBits {
+                data_bit_offset: None,
+                bit_size,
+                byte_size: bit_size.map(|_| 4),
+                bit_offset,
+            });
             Member { name, ty: 0x10, bits, die: 0, loc: Some(loc) }
         };
         let members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
