@@ -270,9 +270,6 @@ pub struct Btf {
     deferred: u32,
     deferred_from: usize,
     deferring: bool,
-    /// Word index of the last type appended while deferring (the open type
-    /// of the builder methods).
-    last_start: usize,
     /// The own string section (split: without the base's strings).
     strs: StrTab,
     endian: Endian,
@@ -307,7 +304,6 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
-            last_start: 0,
             strs: StrTab::new_base(),
             endian,
             base: None,
@@ -324,7 +320,6 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
-            last_start: 0,
             strs: StrTab::new_split(start, base.clone()),
             endian,
             base: Some(base),
@@ -344,7 +339,6 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
-            last_start: 0,
             strs,
             endian,
             base,
@@ -364,10 +358,10 @@ impl Btf {
     }
 
     /// Stops recording where each appended type starts until
-    /// [`Btf::build_offsets`]. The encoder only appends (the builder methods
-    /// still extend the last type), and a vmlinux's 4.35 M offsets (17 MiB)
-    /// would otherwise sit through the CU loop, at the encoder's memory peak,
-    /// unread. Looking types up in between panics.
+    /// [`Btf::build_offsets`]. The encoder's merge only appends whole
+    /// records, and a vmlinux's 4.35 M offsets (17 MiB) would otherwise sit
+    /// through the CU loop, at the encoder's memory peak, unread. Looking
+    /// types up or extending the last one in between panics.
     pub fn defer_offsets(&mut self) {
         if !self.deferring {
             self.deferring = true;
@@ -536,7 +530,6 @@ impl Btf {
     fn push_offset(&mut self) {
         if self.deferring {
             self.deferred += 1;
-            self.last_start = self.words.len();
         } else {
             grow(&mut self.offs, 1);
             self.offs.push(self.words.len() as u32);
@@ -551,9 +544,6 @@ impl Btf {
         let base = self.words.len();
         if self.deferring {
             self.deferred += offs.len() as u32;
-            if let Some(&o) = offs.last() {
-                self.last_start = base + o as usize;
-            }
         } else {
             grow(&mut self.offs, offs.len());
             self.offs.extend(offs.iter().map(|&o| o + base as u32));
@@ -677,11 +667,8 @@ impl Btf {
     }
 
     fn last_type_start(&self) -> usize {
-        if self.deferred > 0 {
-            self.last_start
-        } else {
-            *self.offs.last().expect("no open type") as usize
-        }
+        self.expect_offsets();
+        *self.offs.last().expect("no open type") as usize
     }
 
     /// STRUCT/UNION member, libbpf style: offset word is `bit_off | size<<24`,
@@ -825,9 +812,8 @@ mod append_tests {
         }
         let words = [0, make_info(Kind::Ptr, false, 0), 1, 0, make_info(Kind::Array, false, 0), 0, 1, 1, 4];
         b.append_records(&words, &[0, 3]);
-        b.begin(Kind::Struct, b"s", 8, false);
-        b.push_member(b"a", int, 0, 0);
-        b.push_member(b"b", int, 32, 3);
+        // struct { int; int :3; } (names left empty)
+        b.push_words(&[0, make_info(Kind::Struct, true, 2), 8, 0, int.0, 0, 0, int.0, 32 | (3 << 24)]);
         b.push_words(&[0, make_info(Kind::Const, false, 0), 2]);
         assert_eq!(b.type_count(), 5);
         b
