@@ -645,6 +645,8 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
     // common case, which needs no search) and whether it has none at all (a
     // search reaching it is done with it at once: a pointer's struct, a
     // member's base type), read off each record once for both searches.
+    // The table mirrors `edge` below; deriving it by calling `edge` per
+    // member measured 1.5 % more instructions for a whole vmlinux encode.
     let down: Vec<u8> = (0..n as u32)
         .map(|root| {
             let s = start[root as usize];
