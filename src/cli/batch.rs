@@ -73,6 +73,7 @@ struct Done {
 }
 
 pub fn run(b: Batch) -> anyhow::Result<i32> {
+    super::encode::size_global_pool(b.opts.jobs);
     let t0 = Instant::now();
     let files = collect_inputs(&b.inputs)?;
     if files.is_empty() {

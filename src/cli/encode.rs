@@ -120,7 +120,17 @@ fn dedup_keep(
     dedup::dedup_owned(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
 }
 
+/// Sizes rayon's global pool, where dedup's parallel steps run, to `-j`
+/// (the encoder builds its own pool of that size): `-j1` means one thread
+/// for the whole run.
+pub fn size_global_pool(jobs: usize) {
+    // Err only if the pool exists already (a second job in this process),
+    // which was sized by the first call.
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build_global();
+}
+
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
+    size_global_pool(plan.opts.jobs);
     let base: Option<Arc<Btf>> = match &plan.base {
         Some(p) => Some(Arc::new(
             btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?,
