@@ -39,6 +39,9 @@ impl StrOff {
 pub const BTF_MAGIC: u16 = 0xEB9F;
 pub const HDR_LEN: u32 = 24;
 /// The kernel's `BPF_BTF_LOAD` size limit.
+/// Deferred types between two marks of [`Btf::build_offsets`]'s parallel walk.
+const DEFER_MARK_TYPES: u32 = 1 << 16;
+
 pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -270,6 +273,10 @@ pub struct Btf {
     deferred: u32,
     deferred_from: usize,
     deferring: bool,
+    /// Where deferred types are known to start, as (deferred types before,
+    /// word index), every [`DEFER_MARK_TYPES`] or so: the places
+    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
+    deferred_marks: Vec<(u32, usize)>,
     /// The own string section (split: without the base's strings).
     strs: StrTab,
     endian: Endian,
@@ -304,6 +311,7 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
+            deferred_marks: Vec::new(),
             strs: StrTab::new_base(),
             endian,
             base: None,
@@ -320,6 +328,7 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
+            deferred_marks: Vec::new(),
             strs: StrTab::new_split(start, base.clone()),
             endian,
             base: Some(base),
@@ -339,6 +348,7 @@ impl Btf {
             deferred: 0,
             deferred_from: 0,
             deferring: false,
+            deferred_marks: Vec::new(),
             strs,
             endian,
             base,
@@ -363,6 +373,7 @@ impl Btf {
     /// through the CU loop, at the encoder's memory peak, unread. Looking
     /// types up or extending the last one in between panics.
     pub fn defer_offsets(&mut self) {
+        self.deferred_marks.clear();
         if !self.deferring {
             self.deferring = true;
             self.deferred_from = self.words.len();
@@ -370,20 +381,41 @@ impl Btf {
     }
 
     /// Records the offsets of the types appended since
-    /// [`Btf::defer_offsets`], by walking their records.
+    /// [`Btf::defer_offsets`], by walking their records: one walk per stretch
+    /// between two marks, in parallel (a vmlinux's 4.35 M types took 46 ms
+    /// on one thread, between the CU loop and dedup where nothing else runs).
     pub fn build_offsets(&mut self) {
+        use rayon::prelude::*;
         if !self.deferring {
             return;
         }
-        self.offs.reserve_exact(self.deferred as usize);
-        let mut w = self.deferred_from;
-        for _ in 0..self.deferred {
-            self.offs.push(w as u32);
-            let info = self.words[w + 1];
-            let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
-            w += 3 + kind.trailing_words(info & 0xffff) as usize;
+        let n = self.deferred as usize;
+        self.offs.reserve_exact(n);
+        let mut marks = std::mem::take(&mut self.deferred_marks);
+        marks.insert(0, (0, self.deferred_from));
+        marks.push((self.deferred, self.words.len()));
+        // each stretch's part of the offset column, then its records
+        let mut outs = Vec::with_capacity(marks.len() - 1);
+        let mut rest = &mut self.offs.spare_capacity_mut()[..n];
+        for m in marks.windows(2) {
+            let (out, tail) = std::mem::take(&mut rest).split_at_mut((m[1].0 - m[0].0) as usize);
+            outs.push((out, m[0].1, m[1].1));
+            rest = tail;
         }
-        assert_eq!(w, self.words.len(), "appended records end where the words do");
+        let words = &self.words;
+        outs.into_par_iter().for_each(|(out, from, to)| {
+            let mut w = from;
+            for o in out.iter_mut() {
+                o.write(w as u32);
+                let info = words[w + 1];
+                let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
+                w += 3 + kind.trailing_words(info & 0xffff) as usize;
+            }
+            assert_eq!(w, to, "appended records end where the next stretch starts");
+        });
+        // SAFETY: the stretches cover the `n` slots after the length (their
+        // lengths add up to `deferred`), and each walk wrote every slot of its own.
+        unsafe { self.offs.set_len(self.offs.len() + n) };
         self.deferred = 0;
         self.deferring = false;
     }
@@ -529,10 +561,21 @@ impl Btf {
     #[inline]
     fn push_offset(&mut self) {
         if self.deferring {
+            self.mark_deferred();
             self.deferred += 1;
         } else {
             grow(&mut self.offs, 1);
             self.offs.push(self.words.len() as u32);
+        }
+    }
+
+    /// Called before appending while deferred: a type starts at the end of
+    /// the words; note it if the last mark is far enough back.
+    #[inline]
+    fn mark_deferred(&mut self) {
+        let last = self.deferred_marks.last().map_or(0, |m| m.0);
+        if self.deferred - last >= DEFER_MARK_TYPES {
+            self.deferred_marks.push((self.deferred, self.words.len()));
         }
     }
 
@@ -543,6 +586,7 @@ impl Btf {
         grow(&mut self.words, words.len());
         let base = self.words.len();
         if self.deferring {
+            self.mark_deferred();
             self.deferred += offs.len() as u32;
         } else {
             grow(&mut self.offs, offs.len());
@@ -722,6 +766,7 @@ impl Btf {
         self.words = words;
         self.offs = offs;
         self.deferred = 0;
+        self.deferred_marks.clear();
         self.deferring = false;
     }
 
@@ -829,6 +874,41 @@ mod append_tests {
         assert_eq!(deferred.raw_words(), plain.raw_words());
         assert_eq!(deferred.ty(TypeId(4)).vlen(), 2);
         // building again is a no-op
+        deferred.build_offsets();
+        assert_eq!(deferred.type_offsets(), plain.type_offsets());
+    }
+
+    /// Enough types for several stretches of the parallel rebuild, appended
+    /// one by one and in bulk, records of varying length.
+    #[test]
+    fn deferred_offsets_over_many_stretches() {
+        let fill = |b: &mut Btf| {
+            for i in 0..3 * DEFER_MARK_TYPES + 123 {
+                match i % 3 {
+                    0 => {
+                        b.push_words(&[0, make_info(Kind::Ptr, false, 0), 1]);
+                    }
+                    1 => {
+                        let n = i % 5;
+                        let mut w = vec![0, make_info(Kind::Struct, false, n), 4];
+                        w.extend(std::iter::repeat_n([0, 1, 0], n as usize).flatten());
+                        b.push_words(&w);
+                    }
+                    _ => {
+                        let words = [0, make_info(Kind::Const, false, 0), 1, 0, make_info(Kind::Volatile, false, 0), 1];
+                        b.append_records(&words, &[0, 3]);
+                    }
+                }
+            }
+        };
+        let mut plain = Btf::new(Endian::Little);
+        plain.add_int(b"int", 4, INT_SIGNED);
+        fill(&mut plain);
+        let mut deferred = Btf::new(Endian::Little);
+        deferred.add_int(b"int", 4, INT_SIGNED);
+        deferred.defer_offsets();
+        fill(&mut deferred);
+        assert!(deferred.deferred_marks.len() >= 3, "{}", deferred.deferred_marks.len());
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
     }

@@ -637,8 +637,8 @@ pub fn encode_elf(
     // the workers' freed decode buffers (a vmlinux's, not a module's)
     crate::heap::release_free_after(elf.debug.info.len());
     // with the CU loop's buffers gone (where the memory peak was); the
-    // function phase looks types up
-    m.btf.build_offsets();
+    // function phase looks types up (in parallel: in the run's thread pool)
+    pool.install(|| m.btf.build_offsets());
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
