@@ -240,6 +240,42 @@ impl<'a> Enc<'_, '_, 'a> {
         (bit_off, bit_size, cut)
     }
 
+    /// The members of the struct or union just begun, in one pass (no
+    /// member list built and walked twice), when BTF can hold them all: the
+    /// usual case. `false`: some member cannot be placed; the members are
+    /// not written, and the general code below names the first offending
+    /// one in its error (the CU then fails, so interning done here is moot).
+    fn members_fast(&self, o: &mut Out<'a>, members: &[crate::dwarf::Member<'a>], union: bool) -> bool {
+        let rec_start = *o.o.offs.last().expect("the struct's record was just begun") as usize;
+        let keep = kept_entries(members.len());
+        o.o.words.reserve(3 * keep);
+        let (mut kflag, mut big) = (false, false);
+        for (pos, m) in members.iter().enumerate() {
+            let (bit_off, bit_size, cut) = self.member_bit_offset(m);
+            let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
+            // what the general code refuses (some only once the struct's
+            // kind_flag is known, hence `big`)
+            if cut || (is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff)) || (union && bit_off != 0) {
+                o.o.words.truncate(rec_start + 3);
+                return false;
+            }
+            kflag |= is_bitfield;
+            big |= bit_off > 0xff_ffff;
+            let mn = o.s(m.name);
+            if pos < keep {
+                let ty = self.cu.core(m.ty);
+                o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
+            }
+        }
+        if kflag && big {
+            o.o.words.truncate(rec_start + 3);
+            return false;
+        }
+        let info = &mut o.o.words[rec_start + 1];
+        *info = (*info & !0xffff) | (members.len() as u32 & 0xffff) | if kflag { 1 << 31 } else { 0 };
+        true
+    }
+
     fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
         let f = &self.ctx.features;
         let cu = self.cu;
@@ -323,6 +359,9 @@ impl<'a> Enc<'_, '_, 'a> {
                 let kind = if union { Kind::Union } else { Kind::Struct };
                 o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
                 let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
+                if cu.language != DW_LANG_RUST && self.members_fast(o, members, union) {
+                    return Ok(());
+                }
                 let list: smallvec::SmallVec<[(u32, u32, u32, u32, bool); 32]> = members
                     .iter()
                     .enumerate()
@@ -1090,6 +1129,47 @@ mod tests {
         add(&mut c, s);
         let out = run(&c, endian, Features::default()).unwrap();
         record(&out, 1)
+    }
+
+    /// A struct (or union) of members at the given byte offsets, the last
+    /// one a 3-bit bitfield if `bitfield`.
+    fn offsets_struct(tag: gimli::DwTag, locs: &[u64], bitfield: bool) -> Result<CuOut<'static>, EncodeError> {
+        let mut c = cu();
+        int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+        let mut s = slot(tag, 0x20, b"s", NONE, 1 << 26);
+        s.nkids = locs.len() as u32;
+        let names: [&'static [u8]; 4] = [b"a", b"b", b"c", b"d"];
+        for (i, &loc) in locs.iter().enumerate() {
+            let bits = if bitfield && i + 1 == locs.len() {
+                c.add_member_bits(crate::dwarf::MemberBits {
+                    data_bit_offset: Some(loc * 8),
+                    bit_size: Some(3),
+                    byte_size: None,
+                    bit_offset: None,
+                })
+            } else {
+                0
+            };
+            c.members.push(Member { name: names[i], ty: 0x10, bits, die: 0, loc: Some(loc) });
+        }
+        add(&mut c, s);
+        run(&c, btf::Endian::Little, Features::default())
+    }
+
+    #[test]
+    fn member_offsets_btf_cannot_hold_are_refused() {
+        let s = gimli::DW_TAG_structure_type;
+        // 0x300000 bytes = 0x1800000 bits: fits 32 bits, not 24
+        let ok = offsets_struct(s, &[0, 0x30_0000], false).unwrap();
+        assert_eq!(&record(&ok, 1)[1..], &[make_info(Kind::Struct, false, 2), 1 << 26, 3, 1, 0, 4, 1, 0x180_0000]);
+        let ok = offsets_struct(s, &[0, 4], true).unwrap();
+        assert_eq!(&record(&ok, 1)[1..], &[make_info(Kind::Struct, true, 2), 1 << 26, 3, 1, 0, 4, 1, (3 << 24) | 32]);
+        let e = offsets_struct(s, &[0, 0x30_0000, 8], true).err().unwrap().to_string();
+        assert!(e.contains("`b` lies 3145728 bytes") && e.contains("24-bit"), "{e}");
+        let e = offsets_struct(s, &[0, 1 << 29], false).err().unwrap().to_string();
+        assert!(e.contains("`b` lies 536870912 bytes") && e.contains("32-bit"), "{e}");
+        let e = offsets_struct(gimli::DW_TAG_union_type, &[0, 0, 4], false).err().unwrap().to_string();
+        assert!(e.contains("`c` of a union at bit offset 32"), "{e}");
     }
 
     #[test]
