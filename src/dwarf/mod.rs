@@ -340,6 +340,54 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
     d
 }
 
+/// gimli's `Unit::new` without what BTF never reads: the unit's name and
+/// directory as gimli resolves them, its `low_pc`, and above all the
+/// line-number program header, which gimli parses for every unit (file and
+/// directory tables of hundreds of entries per kernel CU, 3-4 % of an encode,
+/// and `.debug_line` pages touched for nothing). The bases the location and
+/// string readers use are set exactly as gimli sets them.
+pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<gimli::Unit<R<'a>>> {
+    use gimli::{constants as c, AttributeValue as V};
+    let abbreviations = d.abbreviations(&header)?;
+    let enc = header.encoding();
+    let mut unit = gimli::Unit {
+        abbreviations,
+        name: None,
+        comp_dir: None,
+        low_pc: 0,
+        str_offsets_base: gimli::DebugStrOffsetsBase::default_for_encoding_and_file(enc, d.file_type),
+        addr_base: gimli::DebugAddrBase(0),
+        loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(enc, d.file_type),
+        rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(enc, d.file_type),
+        line_program: None,
+        dwo_id: match header.type_() {
+            gimli::UnitType::Skeleton(id) | gimli::UnitType::SplitCompilation(id) => Some(id),
+            _ => None,
+        },
+        header,
+    };
+    let mut cursor = unit.header.entries(&unit.abbreviations);
+    cursor.next_dfs()?;
+    let root = cursor.current().ok_or(gimli::Error::MissingUnitDie)?;
+    let (mut str_base, mut addr_base, mut loc_base, mut rng_base, mut dwo) = (None, None, None, None, None);
+    for attr in root.attrs() {
+        match (attr.name(), attr.value()) {
+            (c::DW_AT_str_offsets_base, V::DebugStrOffsetsBase(b)) => str_base = Some(b),
+            (c::DW_AT_addr_base | c::DW_AT_GNU_addr_base, V::DebugAddrBase(b)) => addr_base = Some(b),
+            (c::DW_AT_loclists_base, V::DebugLocListsBase(b)) => loc_base = Some(b),
+            (c::DW_AT_rnglists_base | c::DW_AT_GNU_ranges_base, V::DebugRngListsBase(b)) => rng_base = Some(b),
+            (c::DW_AT_GNU_dwo_id, V::DwoId(id)) => dwo = dwo.or(Some(id)),
+            _ => {}
+        }
+    }
+    unit.str_offsets_base = str_base.unwrap_or(unit.str_offsets_base);
+    unit.addr_base = addr_base.unwrap_or(unit.addr_base);
+    unit.loclists_base = loc_base.unwrap_or(unit.loclists_base);
+    unit.rnglists_base = rng_base.unwrap_or(unit.rnglists_base);
+    unit.dwo_id = unit.dwo_id.or(dwo);
+    Ok(unit)
+}
+
 /// All unit headers of `.debug_info`, in order. A damaged header is an error
 /// naming its offset.
 pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHeader<R<'a>>>, String> {
@@ -573,9 +621,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 format!("the unit's abbreviations offset {abbrevs:#x} is past the end of .debug_abbrev ({abbrev_len} bytes)"),
             ));
         }
-        let unit = self
-            .dwarf
-            .unit(header)
+        let unit = unit(self.dwarf, header)
             .map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
         let unit_end = unit.header.length_including_self() as u64;
         let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
