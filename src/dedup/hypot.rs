@@ -22,9 +22,13 @@ pub(super) struct HypotMap {
     /// 32 − log2(slots.len()).
     shift: u32,
     /// Pairs of the current walk in insertion order (libbpf's hypot_list),
-    /// each with the slot it occupies (for clearing).
+    /// each with the slot it occupies (for clearing), tagged with [`MARK`]
+    /// if [`HypotMap::mark_last`] marked it.
     pairs: Vec<(u32, u32, u32)>,
 }
+
+/// Tag of a marked pair, in its slot index (slots are far fewer than 2^31).
+const MARK: u32 = 1 << 31;
 
 impl HypotMap {
     const MIN_BITS: u32 = 10;
@@ -88,11 +92,11 @@ impl HypotMap {
         self.slots = vec![FREE; self.slots.len() * 2];
         self.shift -= 1;
         for n in 0..self.pairs.len() {
-            let (key, val, _) = self.pairs[n];
+            let (key, val, at) = self.pairs[n];
             // keys are distinct, so each probe ends at a free slot
             let i = self.probe(key).unwrap_err();
             self.slots[i] = Slot { key, val };
-            self.pairs[n].2 = i as u32;
+            self.pairs[n].2 = i as u32 | (at & MARK);
         }
     }
 
@@ -103,17 +107,32 @@ impl HypotMap {
     }
 
     /// The `n`th (key, value) pair of this walk, in insertion order.
-    #[inline]
-    pub(super) fn pair(&self, n: usize) -> (u32, u32) {
+    #[cfg(test)]
+    fn pair(&self, n: usize) -> (u32, u32) {
         let (k, v, _) = self.pairs[n];
         (k, v)
+    }
+
+    /// Marks the pair recorded last.
+    #[inline]
+    pub(super) fn mark_last(&mut self) {
+        if let Some(p) = self.pairs.last_mut() {
+            p.2 |= MARK;
+        }
+    }
+
+    /// The `n`th pair of this walk if it is marked.
+    #[inline]
+    pub(super) fn marked_pair(&self, n: usize) -> Option<(u32, u32)> {
+        let (k, v, at) = self.pairs[n];
+        (at & MARK != 0).then_some((k, v))
     }
 
     /// Empties the map for the next walk: only the slots it used.
     #[inline]
     pub(super) fn clear(&mut self) {
         for &(_, _, i) in &self.pairs {
-            self.slots[i as usize] = FREE;
+            self.slots[(i & !MARK) as usize] = FREE;
         }
         self.pairs.clear();
     }
@@ -141,5 +160,21 @@ mod tests {
         assert_eq!(m.get_or_insert(14, 4), Some(3));
         assert_eq!(m.get_or_insert(21, 4), None);
         assert_eq!((m.len(), m.pair(0), m.pair(1)), (2, (14, 3), (21, 4)));
+    }
+
+    #[test]
+    fn marks_survive_growth_and_clearing_frees_marked_slots() {
+        let mut m = HypotMap::new();
+        for k in 0..3000u32 {
+            m.get_or_insert(k * 3 + 1, k);
+            if k % 7 == 0 {
+                m.mark_last();
+            }
+        }
+        let marked: Vec<(u32, u32)> = (0..m.len()).filter_map(|n| m.marked_pair(n)).collect();
+        assert_eq!(marked, (0..3000u32).filter(|k| k % 7 == 0).map(|k| (k * 3 + 1, k)).collect::<Vec<_>>());
+        m.clear();
+        assert!(m.slots.iter().all(|s| s.key == super::EMPTY));
+        assert_eq!(m.len(), 0);
     }
 }

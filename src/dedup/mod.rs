@@ -448,6 +448,23 @@ fn rec_at(words: &[u32], off: u32) -> &[u32] {
     &words[s..s + rec_len(words[s + 1])]
 }
 
+/// The words from the record of `id` on (0 is void): for reading fields at
+/// fixed places or counted by its vlen without first working out where it
+/// ends (the graph walk's hottest reads). [`exact`] cuts it to the record.
+#[inline(always)]
+fn rec_from<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
+    if id == 0 {
+        return &VOID;
+    }
+    &words[nodes.get(id) as usize..]
+}
+
+/// A [`rec_from`] slice cut to its record.
+#[inline(always)]
+fn exact(w: &[u32]) -> &[u32] {
+    &w[..rec_len(w[1])]
+}
+
 /// The record of `id` (ids of the whole space; 0 is void).
 #[inline(always)]
 fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
@@ -1032,24 +1049,21 @@ impl Dedup<'_> {
     /// to the same type) is known to fail here.
     #[inline]
     fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
+        // resolve_fwd, fused with reading the record the step needs anyway.
         // A key of the hypothetical map is never a FWD that resolves
-        // elsewhere: look it up before reading the canonical-side record.
-        let known = self.hypot.get(k);
-        let (mut k, mut kw) = (k, &[][..]);
-        let hit = if known.is_some() {
-            known
-        } else {
-            // resolve_fwd, fused with reading the record the step needs anyway
-            kw = rec_of(self.words, &self.nodes, k);
-            if kind(kw) == FWD {
-                let r = self.resolve(k);
-                let rw = rec_of(self.words, &self.nodes, r);
-                if kind(rw) != FWD {
-                    (k, kw) = (r, rw);
-                }
+        // elsewhere, so one probe with the resolved id answers both "is
+        // this canonical type mapped already" and "record it" (almost every
+        // popped pair is new: the queue drops pairs the map holds).
+        let mut kw = rec_from(self.words, &self.nodes, k);
+        let mut k = k;
+        if kind(kw) == FWD {
+            let r = self.resolve(k);
+            let rw = rec_from(self.words, &self.nodes, r);
+            if kind(rw) != FWD {
+                (k, kw) = (r, rw);
             }
-            self.hypot.get_or_insert(k, c)
-        };
+        }
+        let hit = self.hypot.get_or_insert(k, c);
         if let Some(h) = hit {
             if h == c {
                 return Ok(true);
@@ -1059,11 +1073,15 @@ impl Dedup<'_> {
                 || self.identical_ptrs(h, c));
         }
 
-        let cw = rec_of(self.words, &self.nodes, c);
+        let cw = rec_from(self.words, &self.nodes, c);
+        let (ck, kk) = (kind(cw), kind(kw));
+        // what the merge after a successful walk looks at (see merge_hypot)
+        if ck == FWD || is_composite(ck) {
+            self.hypot.mark_last();
+        }
         if cw[0] != kw[0] {
             return Ok(false);
         }
-        let (ck, kk) = (kind(cw), kind(kw));
         if (ck == FWD || kk == FWD) && ck != kk {
             let fwd_kind = |w: &[u32]| if kflag(w) { UNION } else { STRUCT };
             let (real, fwd) = if ck == FWD {
@@ -1086,7 +1104,7 @@ impl Dedup<'_> {
         let hyp = &self.hypot;
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
-            ENUM | ENUM64 => Ok(compat_enum(cw, kw)),
+            ENUM | ENUM64 => Ok(compat_enum(exact(cw), exact(kw))),
             FWD | FLOAT => Ok(equal_common(cw, kw)),
             CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG => {
                 if cw[1] != kw[1] {
@@ -1114,38 +1132,42 @@ impl Dedup<'_> {
                 // A member pair equal to the one before it would be popped
                 // after that one's whole walk and answer "equivalent" from
                 // the hypothetical map without side effects: skip it.
-                let (cm, km) = (&cw[3..], &kw[3..]);
+                // Queued first to last, then turned around so the first member
+                // pops first, as in libbpf's recursion (equal info: equal
+                // lengths).
                 let n = vlen(cw);
-                for j in (0..n).rev() {
-                    let (a, b) = (&cm[3 * j..3 * j + 3], &km[3 * j..3 * j + 3]);
+                let (cm, km) = (&cw[3..3 + 3 * n], &kw[3..3 + 3 * n]);
+                let from = st.len();
+                let mut prev = (u32::MAX, u32::MAX);
+                for (a, b) in cm.chunks_exact(3).zip(km.chunks_exact(3)) {
                     if a[0] != b[0] || a[2] != b[2] {
                         return Ok(false);
                     }
-                    if j > 0 && a[1] == cm[3 * j - 2] && b[1] == km[3 * j - 2] {
-                        continue;
+                    if (a[1], b[1]) != prev {
+                        prev = (a[1], b[1]);
+                        push_pair(st, link, hyp, a[1], b[1]);
                     }
-                    push_pair(st, link, hyp, a[1], b[1]);
                 }
+                st[from..].reverse();
                 Ok(true)
             }
             FUNC_PROTO => {
-                if !compat_fnproto(cw, kw) {
+                if !compat_fnproto(exact(cw), exact(kw)) {
                     return Ok(false);
                 }
-                // as for struct members, a repeat of the previous pair is settled
+                // as for struct members, a repeat of the previous pair (the
+                // return type's for the first parameter) is settled
                 let n = vlen(cw);
-                for j in (0..n).rev() {
-                    let (c, k) = (cw[3 + 2 * j + 1], kw[3 + 2 * j + 1]);
-                    let (pc, pk) = if j > 0 {
-                        (cw[3 + 2 * j - 1], kw[3 + 2 * j - 1])
-                    } else {
-                        (cw[2], kw[2])
-                    };
-                    if c == pc && k == pk {
-                        continue;
+                let (cp, kp) = (&cw[3..3 + 2 * n], &kw[3..3 + 2 * n]);
+                let from = st.len();
+                let mut prev = (cw[2], kw[2]);
+                for (a, b) in cp.chunks_exact(2).zip(kp.chunks_exact(2)) {
+                    if (a[1], b[1]) != prev {
+                        prev = (a[1], b[1]);
+                        push_pair(st, link, hyp, a[1], b[1]);
                     }
-                    push_pair(st, link, hyp, c, k);
                 }
+                st[from..].reverse();
                 push_pair(st, link, hyp, cw[2], kw[2]);
                 Ok(true)
             }
@@ -1158,17 +1180,16 @@ impl Dedup<'_> {
 
     #[inline(never)]
     fn merge_hypot(&mut self) {
+        // Only called after a successful walk, where every recorded pair
+        // passed its kind test: equal kinds, or a FWD against a struct or
+        // union. A pair whose candidate side is neither FWD nor composite
+        // therefore has a reference type (never mapped during this pass) or a
+        // primitive on both sides, and none of the rules below fires. The
+        // walk marked the others when it read the candidate's record.
         for i in 0..self.hypot.len() {
-            let (k, c) = self.hypot.pair(i);
-            // Only called after a successful walk, where every recorded pair
-            // passed its kind test: equal kinds, or a FWD against a struct or
-            // union. A pair whose candidate side is neither FWD nor composite
-            // therefore has a reference type (never mapped during this pass)
-            // or a primitive on both sides, and none of the rules below fires.
-            let ck = self.kind_of(c);
-            if ck != FWD && !is_composite(ck) {
+            let Some((k, c)) = self.hypot.marked_pair(i) else {
                 continue;
-            }
+            };
             let t_id = self.resolve(c);
             let c_id = self.resolve(k);
             let t_kind = self.kind_of(t_id);
