@@ -758,6 +758,11 @@ fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> Option<usiz
     let mut ok = true;
     if check_ids {
         for_each_id_pos(r, |p| ok &= r[p] < end);
+    } else if kind(r) == FWD {
+        // libbpf's id iterator counts a FWD's size/type word, which the
+        // reader does not check (it is no reference in BTF): compaction
+        // renumbers it, so an id past the end must be refused here.
+        ok = r[2] < end;
     }
     ok.then_some(len)
 }
@@ -1636,6 +1641,24 @@ mod tests {
             "keep mode leaves strings byte-identical"
         );
         assert_eq!(lines(&out)[1], "[2] STRUCT 's' size=8 vlen=2");
+    }
+
+    /// A FWD's size/type word past the last id, which the reader lets
+    /// through (it is no reference in BTF) but compaction renumbers: an
+    /// error naming the type, whether or not ids were checked by the reader.
+    /// (Found by replaying the dedup fuzz corpus through `btfkit dedup`,
+    /// which trusts the reader: it panicked in compaction.)
+    #[test]
+    fn fwd_word_past_the_last_id_is_an_error() {
+        let mut b = Btf::new(Endian::Little);
+        int(&mut b);
+        let f = b.add_fwd(b"foo", false);
+        b.words_mut(f)[2] = 655_360;
+        for ids_checked in [false, true] {
+            let o = Options { ids_checked, ..Options::default() };
+            let e = dedup(&b, &o).err().expect("refused");
+            assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
+        }
     }
 
     #[test]
