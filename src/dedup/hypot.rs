@@ -23,7 +23,7 @@ pub(super) struct HypotMap {
     shift: u32,
     /// Pairs of the current walk in insertion order (libbpf's hypot_list),
     /// each with the slot it occupies (for clearing), tagged with [`MARK`]
-    /// if [`HypotMap::mark_last`] marked it.
+    /// if it was recorded marked ([`HypotMap::get_or_insert_marked`]).
     pairs: Vec<(u32, u32, u32)>,
 }
 
@@ -69,10 +69,16 @@ impl HypotMap {
         self.probe(key).ok().map(|i| self.slots[i].val)
     }
 
-    /// The candidate recorded for `key`, or else records `val` for it: one
-    /// probe for the walk's look-up-then-record step.
+    #[cfg(test)]
+    fn get_or_insert(&mut self, key: u32, val: u32) -> Option<u32> {
+        self.get_or_insert_marked(key, val, false)
+    }
+
+    /// The candidate recorded for `key`, or else records `val` for it (one
+    /// probe for the walk's look-up-then-record step), marking the new pair
+    /// if `mark` (see [`HypotMap::marked_pair`]).
     #[inline(always)]
-    pub(super) fn get_or_insert(&mut self, key: u32, val: u32) -> Option<u32> {
+    pub(super) fn get_or_insert_marked(&mut self, key: u32, val: u32, mark: bool) -> Option<u32> {
         debug_assert!(key != EMPTY);
         if (self.pairs.len() + 1) * 2 > self.slots.len() {
             self.grow();
@@ -81,7 +87,7 @@ impl HypotMap {
             Ok(i) => Some(self.slots[i].val),
             Err(i) => {
                 self.slots[i] = Slot { key, val };
-                self.pairs.push((key, val, i as u32));
+                self.pairs.push((key, val, i as u32 | if mark { MARK } else { 0 }));
                 None
             }
         }
@@ -111,14 +117,6 @@ impl HypotMap {
     fn pair(&self, n: usize) -> (u32, u32) {
         let (k, v, _) = self.pairs[n];
         (k, v)
-    }
-
-    /// Marks the pair recorded last.
-    #[inline]
-    pub(super) fn mark_last(&mut self) {
-        if let Some(p) = self.pairs.last_mut() {
-            p.2 |= MARK;
-        }
     }
 
     /// The `n`th pair of this walk if it is marked.
@@ -166,10 +164,7 @@ mod tests {
     fn marks_survive_growth_and_clearing_frees_marked_slots() {
         let mut m = HypotMap::new();
         for k in 0..3000u32 {
-            m.get_or_insert(k * 3 + 1, k);
-            if k % 7 == 0 {
-                m.mark_last();
-            }
+            m.get_or_insert_marked(k * 3 + 1, k, k % 7 == 0);
         }
         let marked: Vec<(u32, u32)> = (0..m.len()).filter_map(|n| m.marked_pair(n)).collect();
         assert_eq!(marked, (0..3000u32).filter(|k| k % 7 == 0).map(|k| (k * 3 + 1, k)).collect::<Vec<_>>());

@@ -1068,7 +1068,10 @@ impl Dedup<'_> {
                 (k, kw) = (r, rw);
             }
         }
-        let hit = self.hypot.get_or_insert(k, c);
+        let cw = rec_from(self.words, &self.nodes, c);
+        let (ck, kk) = (kind(cw), kind(kw));
+        // what the merge after a successful walk looks at (see merge_hypot)
+        let hit = self.hypot.get_or_insert_marked(k, c, ck == FWD || is_composite(ck));
         if let Some(h) = hit {
             if h == c {
                 return Ok(true);
@@ -1078,12 +1081,6 @@ impl Dedup<'_> {
                 || self.identical_ptrs(h, c));
         }
 
-        let cw = rec_from(self.words, &self.nodes, c);
-        let (ck, kk) = (kind(cw), kind(kw));
-        // what the merge after a successful walk looks at (see merge_hypot)
-        if ck == FWD || is_composite(ck) {
-            self.hypot.mark_last();
-        }
         if cw[0] != kw[0] {
             return Ok(false);
         }
@@ -1220,13 +1217,14 @@ impl Dedup<'_> {
             if !is_composite(self.kind_of(id)) || self.mapped(id) {
                 continue;
             }
-            let h = hash_struct(rec!(self, id));
+            let w = rec_of(self.words, &self.nodes, id);
+            let h = hash_struct(w);
             let mut new = id;
             let mut cur = self.table.first(h);
             while let Some((cand, c)) = cur {
                 cur = self.table.next(c);
                 // guards against a colliding FWD, which is_equiv would accept
-                if !shallow_equal_struct(rec!(self, id), rec!(self, cand)) {
+                if !shallow_equal_struct(w, rec!(self, cand)) {
                     continue;
                 }
                 self.clear_hypot();
@@ -1296,13 +1294,13 @@ impl Dedup<'_> {
             }
             // The common case, a single reference to an already mapped type,
             // needs no walk: libbpf would just resolve it and look it up.
-            let w = rec_of(&self.words, &self.nodes, id);
+            let w = rec_of(self.words, &self.nodes, id);
             let leaf = matches!(
                 kind(w),
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG
             ) && self.mapped(w[2]);
             if leaf {
-                self.finish_ref(id);
+                self.finish_ref(id, w);
             } else {
                 self.dedup_ref(id)?;
             }
@@ -1325,7 +1323,7 @@ impl Dedup<'_> {
         self.ref_stack.push((root, ENTER));
         while let Some((id, ev)) = self.ref_stack.pop() {
             if ev == FINISH {
-                self.finish_ref(id);
+                self.finish_ref(id, rec_of(self.words, &self.nodes, id));
                 continue;
             }
             match self.state.get(id) {
@@ -1369,8 +1367,7 @@ impl Dedup<'_> {
     }
 
     /// All referenced ids of `id` are canonical now: look it up by content.
-    fn finish_ref(&mut self, id: u32) {
-        let w = rec_of(&self.words, &self.nodes, id);
+    fn finish_ref(&mut self, id: u32, w: &[u32]) {
         let k = kind(w);
         if k != ARRAY && k != FUNC_PROTO {
             // PTR, CONST, VOLATILE, RESTRICT, TYPEDEF, FUNC, TYPE_TAG, DECL_TAG:
