@@ -491,6 +491,15 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     let r = (rela..rela + rela_size).step_by(24).find(|&r| rd64(&d, r) == 8).expect("relocation at +8");
     wr64(&mut d, r + 16, 0x10_0000);
     v.push(("abbrev-offset-past-end.o".into(), d, vec!["offset 0x100000 is past the end of .debug_abbrev"]));
+    // A relocation that would write past its section (x86-64 RELA, read
+    // without the generic relocation iterator).
+    let mut d = base.clone();
+    wr64(&mut d, rela, 0x7fff_0000);
+    v.push((
+        "relocation-past-section.o".into(),
+        d,
+        vec!["section .debug_info", "relocation at offset 0x7fff0000 is outside the section"],
+    ));
     // Unknown forms: the first DW_AT_name form in .debug_abbrev replaced.
     let (ab_off, ab_size, _) = section_range(&base, ".debug_abbrev");
     let name_form = (ab_off..ab_off + ab_size - 1).find(|&i| base[i] == 0x03 && matches!(base[i + 1], 0x08 | 0x0e | 0x1f)).unwrap();
