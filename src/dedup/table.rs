@@ -14,8 +14,6 @@
 //! is odd, and iteration runs front-to-back or back-to-front by the parity.
 //! That is O(1) per insertion and per step, with no per-growth work at all.
 
-use hashbrown::HashTable;
-
 const NIL: u32 = u32::MAX;
 
 /// Spreads libbpf's weak `h * 31 + v` hashes over the table's bits.
@@ -25,6 +23,8 @@ fn mix(key: u64) -> u64 {
     m ^ (m >> 29)
 }
 
+/// One key's list; `front == NIL` marks a free slot (a used one always has
+/// an entry, and any `u64` can be a key).
 #[derive(Clone, Copy)]
 struct Slot {
     key: u64,
@@ -32,9 +32,19 @@ struct Slot {
     back: u32,
 }
 
+const FREE: Slot = Slot {
+    key: 0,
+    front: NIL,
+    back: NIL,
+};
+
 #[derive(Clone)]
 pub struct CandTable {
-    slots: HashTable<Slot>,
+    /// Open addressing with linear probing, at most 7/8 full: one load of
+    /// 16 bytes for most look-ups (hashbrown's control-byte group first and
+    /// the slot second measured 14 % slower in the reference pass).
+    slots: Vec<Slot>,
+    keys: usize,
     ids: Vec<u32>,
     next: Vec<u32>,
     prev: Vec<u32>,
@@ -55,7 +65,8 @@ pub struct Cursor {
 impl CandTable {
     pub fn with_capacity(n: usize) -> CandTable {
         CandTable {
-            slots: HashTable::with_capacity(n),
+            slots: vec![FREE; (n * 8 / 7 + 1).next_power_of_two().max(16)],
+            keys: 0,
             ids: Vec::with_capacity(n),
             next: Vec::with_capacity(n),
             prev: Vec::with_capacity(n),
@@ -76,20 +87,21 @@ impl CandTable {
         self.ids.push(id);
         self.next.push(NIL);
         self.prev.push(NIL);
-        let h = mix(key);
-        match self.slots.find_mut(h, |s| s.key == key) {
-            None => {
-                self.slots.insert_unique(
-                    h,
-                    Slot {
-                        key,
-                        front: e,
-                        back: e,
-                    },
-                    |s| mix(s.key),
-                );
+        if (self.keys + 1) * 8 > self.slots.len() * 7 {
+            self.grow_slots();
+        }
+        let i = self.probe(key);
+        let slot = &mut self.slots[i];
+        match slot.front {
+            NIL => {
+                *slot = Slot {
+                    key,
+                    front: e,
+                    back: e,
+                };
+                self.keys += 1;
             }
-            Some(slot) => {
+            _ => {
                 if !self.odd {
                     // logical head == physical front
                     self.next[e as usize] = slot.front;
@@ -104,10 +116,38 @@ impl CandTable {
         }
     }
 
+    /// The slot of `key`, or the free slot that ends its probe run.
+    #[inline(always)]
+    fn probe(&self, key: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        loop {
+            let s = &self.slots[i];
+            if s.front == NIL || s.key == key {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[cold]
+    fn grow_slots(&mut self) {
+        let bigger = vec![FREE; self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        for s in old.into_iter().filter(|s| s.front != NIL) {
+            // keys are distinct, so each probe ends at a free slot
+            let i = self.probe(s.key);
+            self.slots[i] = s;
+        }
+    }
+
     /// The first candidate under `key` in libbpf's order.
     #[inline]
     pub fn first(&self, key: u64) -> Option<(u32, Cursor)> {
-        let slot = self.slots.find(mix(key), |s| s.key == key)?;
+        let slot = &self.slots[self.probe(key)];
+        if slot.front == NIL {
+            return None;
+        }
         let c = if !self.odd {
             Cursor {
                 entry: slot.front,
