@@ -240,20 +240,28 @@ impl<'a> Enc<'_, '_, 'a> {
         (bit_off, bit_size, cut)
     }
 
-    /// The members of the struct or union just begun, in one pass (no
-    /// member list built and walked twice), when BTF can hold them all: the
-    /// usual case. `false`: some member cannot be placed; the members are
-    /// not written, and the general code below names the first offending
-    /// one in its error (the CU then fails, so interning done here is moot).
-    fn members_fast(&self, o: &mut Out<'a>, members: &[crate::dwarf::Member<'a>], union: bool) -> bool {
+    /// Writes the members of the struct or union just begun, in the order
+    /// given, with vlen and kind_flag set once. `false` if BTF cannot place some member: nothing
+    /// is written then, and [`Enc::member_error`] names it (the CU then
+    /// fails, so the names interned here are moot).
+    fn emit_members<'m>(
+        &self,
+        o: &mut Out<'a>,
+        members: impl ExactSizeIterator<Item = &'m crate::dwarf::Member<'a>>,
+        union: bool,
+    ) -> bool
+    where
+        'a: 'm,
+    {
         let rec_start = *o.o.offs.last().expect("the struct's record was just begun") as usize;
-        let keep = kept_entries(members.len());
+        let n = members.len();
+        let keep = kept_entries(n);
         o.o.words.reserve(3 * keep);
         let (mut kflag, mut big) = (false, false);
-        for (pos, m) in members.iter().enumerate() {
+        for (pos, m) in members.enumerate() {
             let (bit_off, bit_size, cut) = self.member_bit_offset(m);
             let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
-            // what the general code refuses (some only once the struct's
+            // what member_error refuses (some only once the struct's
             // kind_flag is known, hence `big`)
             if cut || (is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff)) || (union && bit_off != 0) {
                 o.o.words.truncate(rec_start + 3);
@@ -272,8 +280,51 @@ impl<'a> Enc<'_, '_, 'a> {
             return false;
         }
         let info = &mut o.o.words[rec_start + 1];
-        *info = (*info & !0xffff) | (members.len() as u32 & 0xffff) | if kflag { 1 << 31 } else { 0 };
+        *info = (*info & !0xffff) | (n as u32 & 0xffff) | if kflag { 1 << 31 } else { 0 };
         true
+    }
+
+    /// Why [`Enc::emit_members`] refused these members: first a member
+    /// lying further into the struct than BTF's offset field holds (32
+    /// bits; 24 once the struct has a bitfield, as kind_flag takes the top
+    /// 8) — the reference cuts such an offset silently, giving a wrong
+    /// layout or one the kernel refuses — then, in `order`, a bitfield BTF
+    /// cannot place or a union member off offset 0.
+    #[cold]
+    #[inline(never)]
+    fn member_error(&self, members: &[crate::dwarf::Member<'a>], order: Option<&[u32]>, union: bool, die: u64) -> EncodeError {
+        let placed: smallvec::SmallVec<[(u32, u32, bool); 32]> = members.iter().map(|m| self.member_bit_offset(m)).collect();
+        let kflag = placed.iter().any(|&(bo, bs, _)| bs != 0 || bo % 8 != 0);
+        let name = |m: &crate::dwarf::Member<'_>| String::from_utf8_lossy(nm(m.name)).into_owned();
+        for (m, &(bo, _, cut)) in members.iter().zip(&placed) {
+            if cut || (kflag && bo > 0xff_ffff) {
+                return self.unsupported(
+                    m.die,
+                    format!(
+                        "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
+                        name(m),
+                        m.loc.or(self.cu.bits(m).data_bit_offset.map(|b| b / 8)).unwrap_or(0),
+                        if cut { 32 } else { 24 },
+                        if cut { "" } else { " in a struct with bitfields" },
+                    ),
+                );
+            }
+        }
+        for pos in 0..members.len() {
+            let i = order.map_or(pos, |o| o[pos] as usize);
+            let (m, (bit_off, bit_size, _)) = (&members[i], placed[i]);
+            if (bit_size != 0 || bit_off % 8 != 0) && (bit_size == 0 || bit_off > 0xff_ffff) {
+                return self.unsupported(m.die, format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", name(m)));
+            }
+            if union && bit_off != 0 {
+                return self.unsupported(
+                    m.die,
+                    format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", name(m)),
+                );
+            }
+        }
+        // emit_members refuses only what one of the loops above names
+        self.unsupported(die, "a member BTF cannot place".into())
     }
 
     fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
@@ -359,76 +410,24 @@ impl<'a> Enc<'_, '_, 'a> {
                 let kind = if union { Kind::Union } else { Kind::Struct };
                 o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
                 let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
-                if cu.language != DW_LANG_RUST && self.members_fast(o, members, union) {
-                    return Ok(());
-                }
-                let list: smallvec::SmallVec<[(u32, u32, u32, u32, bool); 32]> = members
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| {
-                        let (bo, bs, cut) = self.member_bit_offset(m);
-                        (i as u32, bo, bs, r(m.ty), cut)
-                    })
-                    .collect();
-                // BTF holds a member's bit offset in 32 bits, and in 24 once
-                // the struct has a bitfield (kind_flag: the size takes the top
-                // 8). The reference cuts a larger offset silently (libbpf checks
-                // only the bitfield's own), giving a wrong layout, or one the
-                // kernel refuses; refuse instead.
-                let kflag = list.iter().any(|&(_, bo, bs, _, _)| bs != 0 || bo % 8 != 0);
-                for &(i, bo, _, _, cut) in &list {
-                    if cut || (kflag && bo > 0xff_ffff) {
+                // Rust CUs: members in offset order, as the reference sorts them
+                let order: Option<smallvec::SmallVec<[u32; 32]>> = (cu.language == DW_LANG_RUST).then(|| {
+                    let mut order: smallvec::SmallVec<[u32; 32]> = (0..members.len() as u32).collect();
+                    order.sort_by_key(|&i| {
                         let m = &members[i as usize];
-                        return Err(self.unsupported(
-                            m.die,
-                            format!(
-                                "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
-                                String::from_utf8_lossy(nm(m.name)),
-                                m.loc.or(cu.bits(m).data_bit_offset.map(|b| b / 8)).unwrap_or(0),
-                                if cut { 32 } else { 24 },
-                                if cut { "" } else { " in a struct with bitfields" },
-                            ),
-                        ));
-                    }
-                }
-                let mut list: smallvec::SmallVec<[(u32, u32, u32, u32); 32]> =
-                    list.into_iter().map(|(i, bo, bs, ty, _)| (i, bo, bs, ty)).collect();
-                if cu.language == DW_LANG_RUST {
-                    list.sort_by_key(|&(i, bo, _, _)| match cu.bits(&members[i as usize]).data_bit_offset {
-                        Some(_) => bo / 8,
-                        None => members[i as usize].loc.unwrap_or(0) as u32,
+                        match cu.bits(m).data_bit_offset {
+                            Some(_) => self.member_bit_offset(m).0 / 8,
+                            None => m.loc.unwrap_or(0) as u32,
+                        }
                     });
-                }
-                let keep = kept_entries(list.len());
-                for (pos, (i, bit_off, bit_size, ty)) in list.into_iter().enumerate() {
-                    let m = &members[i as usize];
-                    let is_bitfield = bit_size != 0 || bit_off % 8 != 0;
-                    if is_bitfield && (bit_size == 0 || bit_off > 0xff_ffff) {
-                        return Err(self.unsupported(
-                            m.die,
-                            format!(
-                                "DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it",
-                                String::from_utf8_lossy(nm(m.name))
-                            ),
-                        ));
-                    }
-                    if union && bit_off != 0 {
-                        return Err(self.unsupported(
-                            m.die,
-                            format!(
-                                "DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it",
-                                String::from_utf8_lossy(nm(m.name))
-                            ),
-                        ));
-                    }
-                    let mn = o.s(m.name);
-                    o.bump_vlen();
-                    if is_bitfield {
-                        o.set_kflag();
-                    }
-                    if pos < keep {
-                        o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
-                    }
+                    order
+                });
+                let placed = match &order {
+                    None => self.emit_members(o, members.iter(), union),
+                    Some(order) => self.emit_members(o, order.iter().map(|&i| &members[i as usize]), union),
+                };
+                if !placed {
+                    return Err(self.member_error(members, order.as_deref(), union, s.die));
                 }
             }
             dw::DW_TAG_enumeration_type => {
@@ -737,14 +736,14 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
         // is left of its references: (node, next word, count left, stride).
         let mut color = vec![0u8; n];
         let mut path: Vec<(u32, usize, u32, usize)> = Vec::new();
+        let (bit, leaf) = match mode {
+            Loop::Reference => (REF_DOWN, REF_LEAF),
+            Loop::Containment => (CONTAIN_DOWN, CONTAIN_LEAF),
+        };
         for root in 1..n as u32 {
             if color[root as usize] != 0 {
                 continue;
             }
-            let (bit, leaf) = match mode {
-                Loop::Reference => (REF_DOWN, REF_LEAF),
-                Loop::Containment => (CONTAIN_DOWN, CONTAIN_LEAF),
-            };
             if down[root as usize] & bit != 0 {
                 color[root as usize] = 2;
                 continue;
@@ -1158,6 +1157,26 @@ mod tests {
         }
         add(&mut c, s);
         run(&c, btf::Endian::Little, Features::default())
+    }
+
+    /// Rust CUs: members in offset order, whatever order the DWARF lists them in.
+    #[test]
+    fn rust_members_are_placed_in_offset_order() {
+        let mut c = cu();
+        c.language = DW_LANG_RUST;
+        int(&mut c, 0x10, b"i32", 4, ATE_SIGNED);
+        let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"S", NONE, 12);
+        s.nkids = 3;
+        for (name, loc) in [(&b"b"[..], 4), (b"c", 8), (b"a", 0)] {
+            c.members.push(Member { name, ty: 0x10, bits: 0, die: 0, loc: Some(loc) });
+        }
+        add(&mut c, s);
+        let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
+        let rec = record(&out, 1);
+        assert_eq!(rec[1], make_info(Kind::Struct, false, 3));
+        // (offset, type) in record order; names interned as placed: a, b, c
+        let placed: Vec<(u32, u32, u32)> = rec[3..].chunks(3).map(|m| (m[0], m[1], m[2])).collect();
+        assert_eq!(placed, [(3, 1, 0), (4, 1, 32), (5, 1, 64)]);
     }
 
     #[test]
