@@ -39,10 +39,10 @@ impl StrOff {
 pub const BTF_MAGIC: u16 = 0xEB9F;
 pub const HDR_LEN: u32 = 24;
 /// The kernel's `BPF_BTF_LOAD` size limit.
+pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
+
 /// Deferred types between two marks of [`Btf::build_offsets`]'s parallel walk.
 const DEFER_MARK_TYPES: u32 = 1 << 16;
-
-pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -268,15 +268,8 @@ pub struct Btf {
     words: Vec<u32>,
     /// Word index of the start of each own type; `offs[i]` is type `start_id + i`.
     offs: Vec<u32>,
-    /// Types appended while offsets are deferred (see [`Btf::defer_offsets`]):
-    /// they follow `offs` and start at word `deferred_from`.
-    deferred: u32,
-    deferred_from: usize,
-    deferring: bool,
-    /// Where deferred types are known to start, as (deferred types before,
-    /// word index), every [`DEFER_MARK_TYPES`] or so: the places
-    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
-    deferred_marks: Vec<(u32, usize)>,
+    /// Types appended while offsets are deferred (see [`Btf::defer_offsets`]).
+    deferred: Option<Deferred>,
     /// The own string section (split: without the base's strings).
     strs: StrTab,
     endian: Endian,
@@ -302,16 +295,37 @@ fn grow(v: &mut Vec<u32>, extra: usize) {
     v.reserve_exact(step);
 }
 
+/// Types appended while offsets are deferred: they follow `offs`.
+#[derive(Clone, Debug)]
+struct Deferred {
+    /// How many, and the word where the first starts.
+    count: u32,
+    from: usize,
+    /// Where later ones are known to start, as (deferred types before, word
+    /// index), every [`DEFER_MARK_TYPES`] or so: the places
+    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
+    marks: Vec<(u32, usize)>,
+}
+
+impl Deferred {
+    /// `n` types appended, the first starting at word `at`: marks it if the
+    /// last mark is far enough back.
+    #[inline]
+    fn note(&mut self, n: u32, at: usize) {
+        if self.count - self.marks.last().map_or(0, |m| m.0) >= DEFER_MARK_TYPES {
+            self.marks.push((self.count, at));
+        }
+        self.count += n;
+    }
+}
+
 impl Btf {
     /// A new standalone BTF whose string section is the single empty string.
     pub fn new(endian: Endian) -> Btf {
         Btf {
             words: Vec::new(),
             offs: Vec::new(),
-            deferred: 0,
-            deferred_from: 0,
-            deferring: false,
-            deferred_marks: Vec::new(),
+            deferred: None,
             strs: StrTab::new_base(),
             endian,
             base: None,
@@ -325,10 +339,7 @@ impl Btf {
         Btf {
             words: Vec::new(),
             offs: Vec::new(),
-            deferred: 0,
-            deferred_from: 0,
-            deferring: false,
-            deferred_marks: Vec::new(),
+            deferred: None,
             strs: StrTab::new_split(start, base.clone()),
             endian,
             base: Some(base),
@@ -345,10 +356,7 @@ impl Btf {
         Btf {
             words,
             offs,
-            deferred: 0,
-            deferred_from: 0,
-            deferring: false,
-            deferred_marks: Vec::new(),
+            deferred: None,
             strs,
             endian,
             base,
@@ -373,10 +381,8 @@ impl Btf {
     /// through the CU loop, at the encoder's memory peak, unread. Looking
     /// types up or extending the last one in between panics.
     pub fn defer_offsets(&mut self) {
-        self.deferred_marks.clear();
-        if !self.deferring {
-            self.deferring = true;
-            self.deferred_from = self.words.len();
+        if self.deferred.is_none() {
+            self.deferred = Some(Deferred { count: 0, from: self.words.len(), marks: Vec::new() });
         }
     }
 
@@ -386,14 +392,13 @@ impl Btf {
     /// on one thread, between the CU loop and dedup where nothing else runs).
     pub fn build_offsets(&mut self) {
         use rayon::prelude::*;
-        if !self.deferring {
+        let Some(Deferred { count, from, mut marks }) = self.deferred.take() else {
             return;
-        }
-        let n = self.deferred as usize;
+        };
+        let n = count as usize;
         self.offs.reserve_exact(n);
-        let mut marks = std::mem::take(&mut self.deferred_marks);
-        marks.insert(0, (0, self.deferred_from));
-        marks.push((self.deferred, self.words.len()));
+        marks.insert(0, (0, from));
+        marks.push((count, self.words.len()));
         // each stretch's part of the offset column, then its records
         let mut outs = Vec::with_capacity(marks.len() - 1);
         let mut rest = &mut self.offs.spare_capacity_mut()[..n];
@@ -414,15 +419,13 @@ impl Btf {
             assert_eq!(w, to, "appended records end where the next stretch starts");
         });
         // SAFETY: the stretches cover the `n` slots after the length (their
-        // lengths add up to `deferred`), and each walk wrote every slot of its own.
+        // lengths add up to `count`), and each walk wrote every slot of its own.
         unsafe { self.offs.set_len(self.offs.len() + n) };
-        self.deferred = 0;
-        self.deferring = false;
     }
 
     #[inline]
     fn expect_offsets(&self) {
-        assert!(!self.deferring, "type offsets are deferred: call Btf::build_offsets first");
+        assert!(self.deferred.is_none(), "type offsets are deferred: call Btf::build_offsets first");
     }
 
     pub fn with_capacity(endian: Endian, types: usize, words: usize) -> Btf {
@@ -460,7 +463,7 @@ impl Btf {
     }
     /// Number of this BTF's own types.
     pub fn own_type_count(&self) -> u32 {
-        self.offs.len() as u32 + self.deferred
+        self.offs.len() as u32 + self.deferred.as_ref().map_or(0, |d| d.count)
     }
     /// First string offset of the own string section.
     pub fn start_str_off(&self) -> u32 {
@@ -560,22 +563,11 @@ impl Btf {
     /// Records that a type starts at the end of the words.
     #[inline]
     fn push_offset(&mut self) {
-        if self.deferring {
-            self.mark_deferred();
-            self.deferred += 1;
+        if let Some(d) = &mut self.deferred {
+            d.note(1, self.words.len());
         } else {
             grow(&mut self.offs, 1);
             self.offs.push(self.words.len() as u32);
-        }
-    }
-
-    /// Called before appending while deferred: a type starts at the end of
-    /// the words; note it if the last mark is far enough back.
-    #[inline]
-    fn mark_deferred(&mut self) {
-        let last = self.deferred_marks.last().map_or(0, |m| m.0);
-        if self.deferred - last >= DEFER_MARK_TYPES {
-            self.deferred_marks.push((self.deferred, self.words.len()));
         }
     }
 
@@ -585,9 +577,8 @@ impl Btf {
     pub fn append_records(&mut self, words: &[u32], offs: &[u32]) -> usize {
         grow(&mut self.words, words.len());
         let base = self.words.len();
-        if self.deferring {
-            self.mark_deferred();
-            self.deferred += offs.len() as u32;
+        if let Some(d) = &mut self.deferred {
+            d.note(offs.len() as u32, base);
         } else {
             grow(&mut self.offs, offs.len());
             self.offs.extend(offs.iter().map(|&o| o + base as u32));
@@ -765,9 +756,7 @@ impl Btf {
     pub fn replace_types(&mut self, words: Vec<u32>, offs: Vec<u32>) {
         self.words = words;
         self.offs = offs;
-        self.deferred = 0;
-        self.deferred_marks.clear();
-        self.deferring = false;
+        self.deferred = None;
     }
 
     /// Byte length of the type section as written.
@@ -908,7 +897,8 @@ mod append_tests {
         deferred.add_int(b"int", 4, INT_SIGNED);
         deferred.defer_offsets();
         fill(&mut deferred);
-        assert!(deferred.deferred_marks.len() >= 3, "{}", deferred.deferred_marks.len());
+        let marks = deferred.deferred.as_ref().map_or(0, |d| d.marks.len());
+        assert!(marks >= 3, "{marks}");
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
     }
