@@ -277,10 +277,11 @@ pub struct Btf {
 }
 
 /// Makes room for `extra` more elements. Past 1 MiB a vector grows by a
-/// thirty-second instead of doubling: a vmlinux's pre-dedup BTF is 168 MB,
+/// sixty-fourth instead of doubling: a vmlinux's pre-dedup BTF is 168 MB,
 /// and doubling would reserve up to twice that, an eighth up to 21 MB more
 /// at the encoder's memory peak (large blocks are moved by `mremap`, so the
-/// extra steps copy nothing).
+/// extra steps copy nothing; a thirty-second left up to 5 MB unused at the
+/// end of the CU loop, where dedup's first passes now keep their state).
 #[inline]
 fn grow(v: &mut Vec<u32>, extra: usize) {
     let len = v.len();
@@ -290,7 +291,7 @@ fn grow(v: &mut Vec<u32>, extra: usize) {
     let step = if len < (1 << 18) {
         len.max(extra).max(16)
     } else {
-        (len / 32).max(extra)
+        (len / 64).max(extra)
     };
     v.reserve_exact(step);
 }
@@ -305,18 +306,47 @@ struct Deferred {
     /// index), every [`DEFER_MARK_TYPES`] or so: the places
     /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
     marks: Vec<(u32, usize)>,
+    /// Where deferred type `FINE_STEP * j` starts: a look-up walks at most
+    /// `FINE_STEP - 1` records from there (the function phase looks types
+    /// up without the offset column; 1 MiB for a vmlinux instead of 17).
+    fine: Vec<u32>,
 }
 
+/// Deferred types per [`Deferred::fine`] entry.
+const FINE_STEP: u32 = 16;
+
 impl Deferred {
-    /// `n` types appended, the first starting at word `at`: marks it if the
-    /// last mark is far enough back.
+    /// `n` types appended, the first starting at word `at`, each at
+    /// `at + rel(i)`: marks them if the last mark is far enough back.
     #[inline]
-    fn note(&mut self, n: u32, at: usize) {
+    fn note(&mut self, n: u32, at: usize, rel: impl Fn(usize) -> usize) {
         if self.count - self.marks.last().map_or(0, |m| m.0) >= DEFER_MARK_TYPES {
             self.marks.push((self.count, at));
         }
+        let mut i = self.count.next_multiple_of(FINE_STEP) - self.count;
+        while i < n {
+            self.fine.push((at + rel(i as usize)) as u32);
+            i += FINE_STEP;
+        }
         self.count += n;
     }
+
+    /// Where deferred type `i` (counted from the first deferred one) starts.
+    fn start_of(&self, words: &[u32], i: u32) -> usize {
+        let mut w = self.fine[(i / FINE_STEP) as usize] as usize;
+        for _ in 0..i % FINE_STEP {
+            w += record_len(words[w + 1]);
+        }
+        w
+    }
+}
+
+/// The number of words of a record whose info word is `info` (its kind is
+/// one this crate wrote: the records were appended through the API).
+#[inline]
+fn record_len(info: u32) -> usize {
+    let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
+    3 + kind.trailing_words(info & 0xffff) as usize
 }
 
 impl Btf {
@@ -375,14 +405,28 @@ impl Btf {
         (self.words, self.offs, self.strs, self.endian, self.base)
     }
 
+    /// The records, strings, byte order and base of a BTF whose offsets
+    /// are deferred, for a consumer that laid the records out itself
+    /// ([`crate::dedup::Incremental`]).
+    pub(crate) fn into_parts_deferred(self) -> (Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
+        assert!(self.offs.is_empty(), "only the deferred types are handed over");
+        (self.words, self.strs, self.endian, self.base)
+    }
+
+    /// Whether offsets are deferred (see [`Btf::defer_offsets`]).
+    pub fn offsets_deferred(&self) -> bool {
+        self.deferred.is_some()
+    }
+
     /// Stops recording where each appended type starts until
     /// [`Btf::build_offsets`]. The encoder's merge only appends whole
     /// records, and a vmlinux's 4.35 M offsets (17 MiB) would otherwise sit
-    /// through the CU loop, at the encoder's memory peak, unread. Looking
-    /// types up or extending the last one in between panics.
+    /// through the CU loop, at the encoder's memory peak, unread. Looking a
+    /// type up in between walks at most 15 records from a start noted every
+    /// 16 types; anything that needs the column itself panics.
     pub fn defer_offsets(&mut self) {
         if self.deferred.is_none() {
-            self.deferred = Some(Deferred { count: 0, from: self.words.len(), marks: Vec::new() });
+            self.deferred = Some(Deferred { count: 0, from: self.words.len(), marks: Vec::new(), fine: Vec::new() });
         }
     }
 
@@ -392,7 +436,7 @@ impl Btf {
     /// on one thread, between the CU loop and dedup where nothing else runs).
     pub fn build_offsets(&mut self) {
         use rayon::prelude::*;
-        let Some(Deferred { count, from, mut marks }) = self.deferred.take() else {
+        let Some(Deferred { count, from, mut marks, .. }) = self.deferred.take() else {
             return;
         };
         let n = count as usize;
@@ -412,9 +456,7 @@ impl Btf {
             let mut w = from;
             for o in out.iter_mut() {
                 o.write(w as u32);
-                let info = words[w + 1];
-                let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
-                w += 3 + kind.trailing_words(info & 0xffff) as usize;
+                w += record_len(words[w + 1]);
             }
             assert_eq!(w, to, "appended records end where the next stretch starts");
         });
@@ -505,14 +547,24 @@ impl Btf {
                 _ => None,
             };
         }
-        self.expect_offsets();
         let i = (id.0 - start) as usize;
+        if let Some(d) = &self.deferred
+            && i >= self.offs.len()
+        {
+            let j = (i - self.offs.len()) as u32;
+            if j >= d.count {
+                return None;
+            }
+            let s = d.start_of(&self.words, j);
+            let e = s + record_len(self.words[s + 1]);
+            return Some(Type { words: &self.words[s..e] });
+        }
         let s = *self.offs.get(i)? as usize;
-        let e = self
-            .offs
-            .get(i + 1)
-            .map(|&e| e as usize)
-            .unwrap_or(self.words.len());
+        let e = match self.offs.get(i + 1) {
+            Some(&e) => e as usize,
+            // the last type before the deferred ones ends where they start
+            None => self.deferred.as_ref().map_or(self.words.len(), |d| d.from),
+        };
         Some(Type {
             words: &self.words[s..e],
         })
@@ -564,7 +616,7 @@ impl Btf {
     #[inline]
     fn push_offset(&mut self) {
         if let Some(d) = &mut self.deferred {
-            d.note(1, self.words.len());
+            d.note(1, self.words.len(), |_| 0);
         } else {
             grow(&mut self.offs, 1);
             self.offs.push(self.words.len() as u32);
@@ -578,7 +630,7 @@ impl Btf {
         grow(&mut self.words, words.len());
         let base = self.words.len();
         if let Some(d) = &mut self.deferred {
-            d.note(offs.len() as u32, base);
+            d.note(offs.len() as u32, base, |i| offs[i] as usize);
         } else {
             grow(&mut self.offs, offs.len());
             self.offs.extend(offs.iter().map(|&o| o + base as u32));
@@ -899,15 +951,24 @@ mod append_tests {
         fill(&mut deferred);
         let marks = deferred.deferred.as_ref().map_or(0, |d| d.marks.len());
         assert!(marks >= 3, "{marks}");
+        // look-ups while deferred: from a start noted every 16 types, also
+        // inside bulk appends, and past the types appended before deferring
+        let n = plain.type_count();
+        assert_eq!(deferred.type_count(), n);
+        for id in 1..=n {
+            assert!(deferred.get(TypeId(id)).map(|t| t.words) == plain.get(TypeId(id)).map(|t| t.words), "type {id}");
+        }
+        assert!(deferred.get(TypeId(n + 1)).is_none());
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
     }
 
     #[test]
     #[should_panic(expected = "deferred")]
-    fn looking_up_while_deferred_panics() {
+    fn the_offset_column_while_deferred_panics() {
         let b = build(true);
-        b.get(TypeId(2));
+        assert_eq!(b.ty(TypeId(4)).vlen(), 2, "look-ups work while deferred");
+        b.type_offsets();
     }
 
     #[test]

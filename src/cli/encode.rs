@@ -249,6 +249,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         cu_exclude: None,
         jobs: a.jobs.unwrap_or_else(default_jobs),
         no_funcs: a.no_funcs,
+        keep_offsets_deferred: false,
     };
     let batch = a.inputs.len() > 1
         || a.out_dir.is_some()

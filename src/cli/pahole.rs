@@ -162,6 +162,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             cu_exclude,
             jobs,
             no_funcs,
+            keep_offsets_deferred: false,
         },
         print_summary: false,
         stats: None,

@@ -60,6 +60,9 @@ pub struct Options {
     pub jobs: usize,
     /// Skip the function phase (FUNC/FUNC_PROTO emission).
     pub no_funcs: bool,
+    /// Leave the BTF's offset column unbuilt ([`Btf::defer_offsets`]): the
+    /// caller lays the records out itself ([`crate::dedup::Incremental`]).
+    pub keep_offsets_deferred: bool,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             cu_exclude: None,
             jobs: 1,
             no_funcs: true,
+            keep_offsets_deferred: false,
         }
     }
 }
@@ -636,9 +640,6 @@ pub fn encode_elf(
     drop(str_cache);
     // the workers' freed decode buffers (a vmlinux's, not a module's)
     crate::heap::release_free_after(elf.debug.info.len());
-    // with the CU loop's buffers gone (where the memory peak was); the
-    // function phase looks types up (in parallel: in the run's thread pool)
-    pool.install(|| m.btf.build_offsets());
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
@@ -653,7 +654,12 @@ pub fn encode_elf(
     // Functions and DATASECs come after the last CU's check.
     m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
     if let Some(cu) = m.shifted_cu {
+        pool.install(|| m.btf.build_offsets());
         m.check_refs_in_range(cu).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    }
+    if !opts.keep_offsets_deferred {
+        // in parallel, in the run's thread pool
+        pool.install(|| m.btf.build_offsets());
     }
     m.btf.shrink_to_fit();
     let summary = m.summary.clone();
