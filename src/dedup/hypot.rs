@@ -30,6 +30,12 @@ pub(super) struct HypotMap {
 /// Tag of a marked pair, in its slot index (slots are far fewer than 2^31).
 const MARK: u32 = 1 << 31;
 
+impl Default for HypotMap {
+    fn default() -> HypotMap {
+        HypotMap::new()
+    }
+}
+
 impl HypotMap {
     const MIN_BITS: u32 = 10;
 

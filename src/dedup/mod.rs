@@ -109,6 +109,7 @@
 //! stack; we stop at a fixed depth and report it.
 
 mod hypot;
+mod incremental;
 mod offsets;
 mod states;
 pub mod table;
@@ -122,6 +123,8 @@ use crate::btf::{Btf, StrTab};
 use hypot::HypotMap;
 use offsets::Offsets;
 use states::States;
+
+pub use incremental::Incremental;
 use table::CandTable;
 
 /// What happens to the string section.
@@ -474,7 +477,7 @@ fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
     rec_at(words, nodes.get(id))
 }
 
-struct Dedup<'a> {
+struct Dedup<'a, L: Links = Vec<u32>> {
     /// Precomputed base state (prep's table, base struct names), if any.
     base_index: Option<&'a BaseIndex>,
     /// Records of every id: base and own in one slice (a plain slice here,
@@ -485,7 +488,7 @@ struct Dedup<'a> {
     nodes: Offsets,
     /// `map` as `resolve` reads it: the link if mapped, else the id itself —
     /// one dense array and one test per hop on the hottest path.
-    link: Vec<u32>,
+    link: L,
     /// `ST_*`: whether `map` is an id (then `link` holds it) or which of
     /// libbpf's two markers it is.
     state: States,
@@ -504,6 +507,19 @@ struct Dedup<'a> {
     enum_fwds: hashbrown::HashSet<u32>,
     /// Canonical full enums by content (primitive pass fast path).
     enums: hashbrown::HashTable<u32>,
+    /// Set while the primitive and struct passes run chunk by chunk during
+    /// the encoder's CU loop ([`Incremental`]): the struct pass then proves
+    /// its choice independent of candidate order, and walks note the enum
+    /// forward declarations they meet.
+    overlap: bool,
+    /// Why the chunked passes cannot stand for the whole-BTF ones.
+    give_up: Option<&'static str>,
+    /// Ids below this have been through the struct pass.
+    struct_done: u32,
+    /// The passing candidate's walk, kept while the others are tried.
+    spare_hypot: HypotMap,
+    /// What the chunked passes inserted into `table`, in order.
+    log: Vec<(u64, u32)>,
 }
 
 macro_rules! rec {
@@ -624,6 +640,11 @@ fn run(
         ref_stack: Vec::new(),
         enum_fwds: Default::default(),
         enums: Default::default(),
+        overlap: false,
+        give_up: None,
+        struct_done: 0,
+        spare_hypot: HypotMap::default(),
+        log: Vec::new(),
     };
     d.prep()?;
     clock.lap("prep");
@@ -824,11 +845,189 @@ fn is_ref_pos(k: u32, pos: usize) -> bool {
     }
 }
 
+/// `map` as `resolve` reads it, per id: the id itself unless mapped.
+trait Links {
+    fn get(&self, id: u32) -> u32;
+    /// Only ids the passes that use this store map (see [`SparseLinks`]).
+    fn set(&mut self, id: u32, to: u32);
+    /// libbpf's first test of a pair: both ends resolve to the same type.
+    #[inline(always)]
+    fn settled(&self, c: u32, k: u32) -> bool
+    where
+        Self: Sized,
+    {
+        resolve_in(self, c) == resolve_in(self, k)
+    }
+    /// Whether a walk compared a type whose link goes through `f`.
+    fn touched_through(&self, _f: u32) -> bool {
+        false
+    }
+}
+
+impl Links for Vec<u32> {
+    #[inline(always)]
+    fn get(&self, id: u32) -> u32 {
+        self[id as usize]
+    }
+    #[inline(always)]
+    fn set(&mut self, id: u32, to: u32) {
+        self[id as usize] = to;
+    }
+}
+
+/// Links of only the ids the primitive and struct passes can map (INT,
+/// ENUM, ENUM64, FWD, FLOAT, STRUCT, UNION: 1.52 M of a vmlinux's 4.35 M),
+/// found by rank in a bitmap: 8 MiB instead of 17 while the CU loop runs
+/// ([`Incremental`]). Every other id links to itself. It also knows which
+/// ids are enum forward declarations, and which of those a walk compared.
+#[derive(Default)]
+struct SparseLinks {
+    blocks: Vec<LinkBlock>,
+    vals: Vec<u32>,
+    len: u32,
+    touched: std::cell::RefCell<hashbrown::HashSet<u32>>,
+}
+
+/// 64 ids: which have a slot in `vals` and where the first one's is, and
+/// which are enum forward declarations.
+#[derive(Clone, Copy, Default)]
+struct LinkBlock {
+    stored: u64,
+    enum_fwd: u64,
+    first: u32,
+}
+
+/// Bits set in `x`: one instruction where the machine has it (checked once
+/// by [`Incremental::supported`]), which x86-64's baseline does not let the
+/// compiler assume; its bit-twiddling stand-in made the chunked passes
+/// several percent slower.
+#[inline(always)]
+fn ones(x: u64) -> u32 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    {
+        let n: u64;
+        // SAFETY: only reached through `Incremental`, which is only used
+        // when the CPU has POPCNT (`Incremental::supported`).
+        unsafe {
+            std::arch::asm!("popcnt {n}, {x}", x = in(reg) x, n = lateout(reg) n, options(pure, nomem, nostack));
+        }
+        n as u32
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"))))]
+    {
+        x.count_ones()
+    }
+}
+
+impl SparseLinks {
+    /// Room for `n` more ids.
+    fn reserve(&mut self, n: usize) {
+        incremental::reserve_step(&mut self.blocks, n / 64 + 1);
+        incremental::reserve_step(&mut self.vals, n);
+    }
+
+    fn push(&mut self, id: u32, stored: bool, enum_fwd: bool) {
+        debug_assert_eq!(id, self.len);
+        if id & 63 == 0 {
+            self.blocks.push(LinkBlock { first: self.vals.len() as u32, ..LinkBlock::default() });
+        }
+        let blk = self.blocks.last_mut().expect("a block per 64 ids");
+        if stored {
+            blk.stored |= 1 << (id & 63);
+            self.vals.push(id);
+        }
+        if enum_fwd {
+            blk.enum_fwd |= 1 << (id & 63);
+        }
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn block(&self, id: u32) -> &LinkBlock {
+        debug_assert!(id < self.len);
+        // SAFETY: every id a pass reads a link of is below `len`: the ids
+        // in records were checked against the types laid out when their
+        // chunk was fed (`Incremental::feed`), and links hold such ids.
+        // There is a block for every 64 of those.
+        unsafe { self.blocks.get_unchecked((id >> 6) as usize) }
+    }
+
+    /// The slot of `id` in `vals`, if it has one.
+    #[inline(always)]
+    fn slot(&self, id: u32) -> Option<usize> {
+        let blk = self.block(id);
+        let below = (1u64 << (id & 63)) - 1;
+        if (blk.stored >> (id & 63)) & 1 == 0 {
+            return None;
+        }
+        Some(blk.first as usize + ones(blk.stored & below) as usize)
+    }
+
+    #[cold]
+    fn note_touched(&self, c: u32, k: u32) {
+        let mut t = self.touched.borrow_mut();
+        for id in [c, k] {
+            if (self.blocks[(id >> 6) as usize].enum_fwd >> (id & 63)) & 1 != 0 {
+                t.insert(id);
+            }
+        }
+    }
+
+    /// The dense link column, built in `vals`' own buffer (grown in place)
+    /// from the top down: a stored id's value sits at its rank, never above
+    /// the id, so nothing is overwritten before it is read.
+    fn into_dense(self) -> Vec<u32> {
+        let SparseLinks { blocks, mut vals, len, .. } = self;
+        let n = len as usize;
+        vals.reserve_exact(n.saturating_sub(vals.len()));
+        vals.resize(n, 0);
+        for id in (0..len).rev() {
+            let blk = blocks[(id >> 6) as usize];
+            let b = 1u64 << (id & 63);
+            vals[id as usize] = if blk.stored & b == 0 {
+                id
+            } else {
+                vals[blk.first as usize + ones(blk.stored & (b - 1)) as usize]
+            };
+        }
+        vals
+    }
+}
+
+impl Links for SparseLinks {
+    #[inline(always)]
+    fn get(&self, id: u32) -> u32 {
+        match self.slot(id) {
+            // SAFETY: a slot is below the number of stored ids pushed so
+            // far (the rank of a stored id among them), i.e. `vals.len()`.
+            Some(i) => unsafe { *self.vals.get_unchecked(i) },
+            None => id,
+        }
+    }
+    #[inline(always)]
+    fn set(&mut self, id: u32, to: u32) {
+        let i = self.slot(id).unwrap_or_else(|| panic!("type {id} has no link slot"));
+        self.vals[i] = to;
+    }
+    /// Also notes the enum fwds among `c` and `k` (see [`Incremental`]).
+    #[inline(always)]
+    fn settled(&self, c: u32, k: u32) -> bool {
+        let (bc, bk) = (self.block(c), self.block(k));
+        if ((bc.enum_fwd >> (c & 63)) | (bk.enum_fwd >> (k & 63))) & 1 != 0 {
+            self.note_touched(c, k);
+        }
+        resolve_in(self, c) == resolve_in(self, k)
+    }
+    fn touched_through(&self, f: u32) -> bool {
+        self.touched.borrow().iter().any(|&x| x == f || self.get(x) == f)
+    }
+}
+
 /// Follows canonical links to the end of the chain.
-#[inline]
-fn resolve_in(link: &[u32], mut id: u32) -> u32 {
+#[inline(always)]
+fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
     loop {
-        let m = link[id as usize];
+        let m = link.get(id);
         if m == id {
             return id;
         }
@@ -843,14 +1042,14 @@ fn resolve_in(link: &[u32], mut id: u32) -> u32 {
 /// key, so it is not a FWD that resolves elsewhere, and entries are never
 /// removed during a walk (half of a vmlinux's 18.8 M walk steps were such
 /// repeats, each reading a canonical-side record first).
-#[inline]
-fn push_pair(st: &mut Vec<(u32, u32)>, link: &[u32], hypot: &HypotMap, c: u32, k: u32) {
-    if resolve_in(link, c) != resolve_in(link, k) && hypot.get(k) != Some(c) {
+#[inline(always)]
+fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, link: &L, hypot: &HypotMap, c: u32, k: u32) {
+    if !link.settled(c, k) && hypot.get(k) != Some(c) {
         st.push((c, k));
     }
 }
 
-impl Dedup<'_> {
+impl<L: Links> Dedup<'_, L> {
     #[inline]
     fn resolve(&self, id: u32) -> u32 {
         resolve_in(&self.link, id)
@@ -873,12 +1072,12 @@ impl Dedup<'_> {
     /// libbpf's `map[id] == id`: a canonical type.
     #[inline]
     fn is_canonical(&self, id: u32) -> bool {
-        self.mapped(id) && self.link[id as usize] == id
+        self.mapped(id) && self.link.get(id) == id
     }
 
     fn set_map(&mut self, id: u32, to: u32) {
         self.state.set(id, ST_MAPPED);
-        self.link[id as usize] = to;
+        self.link.set(id, to);
     }
 
     #[inline(never)]
@@ -895,9 +1094,20 @@ impl Dedup<'_> {
         Ok(())
     }
 
-    #[inline(never)]
+    fn add_canonical(&mut self, h: u64, id: u32) {
+        self.table.insert(h, id);
+        if self.overlap {
+            self.log.push((h, id));
+        }
+    }
+
     fn prim_types(&mut self) -> Result<(), DedupError> {
-        for id in self.start..self.end {
+        self.prim_types_in(self.start, self.end)
+    }
+
+    #[inline(never)]
+    fn prim_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
+        for id in from..to {
             let (h, new) = match self.kind_of(id) {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC
                 | FUNC_PROTO | VAR | DATASEC | DECL_TAG | TYPE_TAG => continue,
@@ -954,8 +1164,15 @@ impl Dedup<'_> {
                                 break;
                             }
                             // a full enum re-points a canonical enum fwd and keeps looking
+                            if self.overlap && cand < self.struct_done && self.link.touched_through(cand) {
+                                // A walk since the fwd's CU compared a type by
+                                // its link through it; the whole-BTF struct
+                                // pass saw this re-pointing done.
+                                self.give_up = Some("an enum forward declaration compared in a walk was re-pointed later");
+                                return Ok(());
+                            }
                             self.state.set(cand, ST_MAPPED);
-                            self.link[cand as usize] = id;
+                            self.link.set(cand, id);
                         }
                         cur = self.table.next(c);
                     }
@@ -977,7 +1194,7 @@ impl Dedup<'_> {
             let target = new.unwrap_or(id);
             self.set_map(id, target);
             if target == id {
-                self.table.insert(h, id);
+                self.add_canonical(h, id);
             }
         }
         Ok(())
@@ -1102,7 +1319,7 @@ impl Dedup<'_> {
             return Ok(false);
         }
         let st = &mut self.eq_stack;
-        let link = &self.link[..];
+        let link = &self.link;
         let hyp = &self.hypot;
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
@@ -1211,9 +1428,13 @@ impl Dedup<'_> {
         }
     }
 
-    #[inline(never)]
     fn struct_types(&mut self) -> Result<(), DedupError> {
-        for id in self.start..self.end {
+        self.struct_types_in(self.start, self.end)
+    }
+
+    #[inline(never)]
+    fn struct_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
+        for id in from..to {
             if !is_composite(self.kind_of(id)) || self.mapped(id) {
                 continue;
             }
@@ -1231,6 +1452,19 @@ impl Dedup<'_> {
                 if !self.is_equiv(id, cand)? {
                     continue;
                 }
+                if self.overlap {
+                    // The order of equal keys in the whole-BTF table depends
+                    // on how many primitives later CUs add: the choice
+                    // stands only if no other candidate passes. A failed
+                    // walk changes nothing but the hypothetical map.
+                    if new != id {
+                        self.give_up = Some("a struct matched two candidates");
+                        return Ok(());
+                    }
+                    new = cand;
+                    std::mem::swap(&mut self.hypot, &mut self.spare_hypot);
+                    continue;
+                }
                 self.merge_hypot();
                 if self.adjust_canon {
                     continue;
@@ -1238,11 +1472,17 @@ impl Dedup<'_> {
                 new = cand;
                 break;
             }
+            if self.overlap && new != id {
+                std::mem::swap(&mut self.hypot, &mut self.spare_hypot);
+                self.merge_hypot();
+                self.spare_hypot.clear();
+            }
             self.set_map(id, new);
             if new == id {
-                self.table.insert(h, id);
+                self.add_canonical(h, id);
             }
         }
+        self.struct_done = to;
         Ok(())
     }
 
@@ -1447,6 +1687,9 @@ impl Dedup<'_> {
         }
     }
 
+}
+
+impl Dedup<'_> {
     /// Turns `link` into old id -> new id (libbpf reuses its hypothetical
     /// map for this): first every link points straight at its canonical
     /// type, then each survivor's own link holds its new id, tagged with

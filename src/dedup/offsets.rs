@@ -36,6 +36,39 @@ impl Offsets {
         Offsets { block, step, bits }
     }
 
+    /// An empty column that grows by [`Offsets::push`], in blocks of 64 ids.
+    pub(super) fn growing() -> Offsets {
+        Offsets { block: Vec::new(), step: Vec::new(), bits: Self::MAX_BITS }
+    }
+
+    /// Appends the next id's offset (not below the previous one); `false`
+    /// if it lies 64 K words or more past its block's first record, which
+    /// this fixed layout cannot hold.
+    pub(super) fn push(&mut self, off: u32) -> bool {
+        let id = self.step.len();
+        if id & ((1 << self.bits) - 1) == 0 {
+            self.block.push(off);
+        }
+        match off.checked_sub(self.block[id >> self.bits]) {
+            Some(d) if d <= u16::MAX as u32 => {
+                self.step.push(d as u16);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Room for `n` more ids without doubling (see [`super::incremental::reserve_step`]).
+    pub(super) fn reserve(&mut self, n: usize) {
+        super::incremental::reserve_step(&mut self.step, n);
+        super::incremental::reserve_step(&mut self.block, n.div_ceil(1 << self.bits) + 1);
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.step.len()
+    }
+
     #[inline(always)]
     pub(super) fn get(&self, id: u32) -> u32 {
         let step = self.step[id as usize];
@@ -49,6 +82,17 @@ impl Offsets {
 #[cfg(test)]
 mod tests {
     use super::Offsets;
+
+    #[test]
+    fn a_growing_column_reads_like_a_packed_one_and_refuses_long_steps() {
+        let flat: Vec<u32> = (0..300u32).map(|i| i * 5).collect();
+        let mut g = Offsets::growing();
+        assert!(flat.iter().all(|&o| g.push(o)));
+        assert_eq!(g.len(), 300);
+        assert!((0..300u32).all(|i| g.get(i) == flat[i as usize]));
+        // id 300 opens no block (300 % 64 != 0): 70 000 words past block 4's start
+        assert!(!g.push(256 * 5 + 70_000));
+    }
 
     #[test]
     fn blocks_shrink_until_every_step_fits() {

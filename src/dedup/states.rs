@@ -2,6 +2,7 @@
 //! bits each: 1 MiB for a vmlinux's 4.35 M ids instead of a byte each, at
 //! dedup's memory peak.
 
+#[derive(Default)]
 pub(super) struct States {
     words: Vec<u64>,
 }
@@ -15,6 +16,14 @@ impl States {
                 .map(|c| c.iter().enumerate().fold(0u64, |w, (i, &s)| w | (u64::from(s & 3) << (2 * i))))
                 .collect(),
         }
+    }
+
+    /// Room for ids below `n`; new ids are unprocessed (0).
+    pub(super) fn grow_to(&mut self, n: usize) {
+        let words = n.div_ceil(32);
+        let more = words.saturating_sub(self.words.len());
+        super::incremental::reserve_step(&mut self.words, more);
+        self.words.resize(words, 0);
     }
 
     #[inline]
