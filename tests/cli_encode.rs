@@ -52,7 +52,13 @@ fn encode_and_pahole_write_the_final_btf() {
     assert!(out.contains("318 types before dedup, 257 after"), "{out}");
     let r = run(&["pahole", "-J", &format!("--btf_encode_detached={}", s(&b)), &sample]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    for f in [&a, &b] {
+    // dedup's first passes during the CU loop: the same bytes
+    let c = dir.join("c.btf");
+    let r = run(&["encode", "--early-dedup", "-j2", "-o", &s(&c), &sample]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = run(&["encode", "--early-dedup", "--no-dedup", &sample]);
+    assert!(!r.status.success(), "--early-dedup with --no-dedup is refused");
+    for f in [&a, &b, &c] {
         let sha: String = sha2::Sha256::digest(std::fs::read(f).unwrap())
             .iter()
             .map(|x| format!("{x:02x}"))

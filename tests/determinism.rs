@@ -89,3 +89,41 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `btfkit encode --early-dedup` (dedup's first passes during the CU loop)
+/// gives the reference's final vmlinux bytes, at -j1 and -j2.
+#[test]
+fn vmlinux_early_dedup_gives_the_reference_bytes() {
+    use sha2::Digest;
+    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
+    let row: Vec<&str> = manifest
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|f| f[0] == "vmlinux/kernel")
+        .expect("vmlinux kernel row");
+    let (input, args, sha) = (row[1], row[5], row[7]);
+    let arg = |name: &str| {
+        args.split(' ')
+            .find_map(|a| a.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in the row's arguments"))
+            .to_string()
+    };
+    let (features, lang) = (arg("--btf_features="), arg("--lang_exclude="));
+    let input = s(&corpus_file(input));
+    let dir = scratch("det-early");
+    for j in ["-j1", "-j2"] {
+        let out = dir.join("out.btf");
+        let r = btfkit()
+            .args(["encode", &input, "--early-dedup", j, "-o", &s(&out), "--btf-features", &features])
+            .args(["--lang-exclude", &lang])
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
+        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(got, sha, "{j}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,6 +32,11 @@ pub struct Args {
     /// Write the BTF before dedup.
     #[arg(long)]
     pub no_dedup: bool,
+    /// Run dedup's primitive and struct passes while later CUs are still
+    /// being decoded (standalone BTF): on a vmlinux at -j2 about 5-9 % less
+    /// wall time, for about 25 MiB more peak memory and 5-9 % more CPU time.
+    #[arg(long, conflicts_with = "no_dedup")]
+    pub early_dedup: bool,
     /// Skip the function phase (no FUNC / FUNC_PROTO for functions).
     #[arg(long)]
     pub no_funcs: bool,
@@ -75,6 +80,8 @@ pub struct Plan {
     pub in_place: bool,
     pub base: Option<PathBuf>,
     pub dedup: bool,
+    /// Overlap dedup's first passes with decoding (see [`encode_overlapped`]).
+    pub early_dedup: bool,
     pub opts: Options,
     pub print_summary: bool,
     /// `--stats`: None, or Some(json).
@@ -96,7 +103,7 @@ pub fn encode_btf(
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
     let out_btf = if dedup {
-        dedup_keep(input, enc.btf, base_index)?
+        dedup_keep(input, enc.btf, base_index, None)?
     } else {
         enc.btf
     };
@@ -110,6 +117,7 @@ fn dedup_keep(
     input: &Path,
     btf: Btf,
     base_index: Option<&Arc<dedup::BaseIndex>>,
+    early: Option<dedup::Incremental>,
 ) -> anyhow::Result<Btf> {
     let o = dedup::Options {
         strings: dedup::StringMode::Keep,
@@ -117,7 +125,35 @@ fn dedup_keep(
         timings: false,
         base_index: base_index.cloned(),
     };
-    dedup::dedup_owned(btf, &o).with_context(|| format!("{}: dedup failed", input.display()))
+    match early {
+        Some(inc) => inc.finish(btf, &o),
+        None => dedup::dedup_owned(btf, &o),
+    }
+    .with_context(|| format!("{}: dedup failed", input.display()))
+}
+
+/// Encodes `input`; with `early` (`--early-dedup`), for a standalone BTF
+/// that will be deduplicated, dedup's first passes run on the merge thread
+/// as chunks of CUs are merged ([`dedup::Incremental`]), overlapping the
+/// decoding of later ones instead of running alone after the last. Not the
+/// default: their state (about 20 MiB on a vmlinux) then sits at the end
+/// of the CU loop, the encoder's memory peak, with the decode workers'
+/// freed buffers and the input's pages (RssAnon 223 instead of 198 MiB at
+/// -j2, peak RSS +38 MiB), and interleaving the two costs CPU time (cache).
+fn encode_overlapped(
+    input: &Path,
+    base: Option<Arc<Btf>>,
+    opts: &encode::Options,
+    dedup: bool,
+    early: bool,
+) -> anyhow::Result<(encode::Encoded, Option<dedup::Incremental>)> {
+    if !early || !dedup || base.is_some() {
+        return Ok((encode::encode_file(input, base, opts)?, None));
+    }
+    let mut inc = dedup::Incremental::new();
+    let opts = encode::Options { keep_offsets_deferred: true, ..opts.clone() };
+    let enc = encode::encode_file_with(input, base, &opts, &mut |b| inc.feed(b))?;
+    Ok((enc, Some(inc)))
 }
 
 /// Sizes rayon's global pool, where dedup's parallel steps run, to `-j`
@@ -142,12 +178,12 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     if plan.base.is_some() {
         phases.mark("base");
     }
-    let enc = encode::encode_file(&plan.input, base, &plan.opts)?;
+    let (enc, early) = encode_overlapped(&plan.input, base, &plan.opts, plan.dedup, plan.early_dedup)?;
     phases.mark("encode");
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     let out_btf = if plan.dedup {
-        dedup_keep(&plan.input, enc.btf, None)?
+        dedup_keep(&plan.input, enc.btf, None, early)?
     } else {
         enc.btf
     };
@@ -259,6 +295,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         if a.stats {
             bail!("--stats reports on one input; batch mode prints its own summary");
         }
+        if a.early_dedup {
+            bail!("--early-dedup applies to one standalone input; batch mode encodes split BTF");
+        }
         if a.output.is_some() {
             bail!(
                 "-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR"
@@ -280,6 +319,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         in_place: false,
         base: a.base,
         dedup: !a.no_dedup,
+        early_dedup: a.early_dedup,
         opts,
         print_summary: true,
         stats: a.stats.then_some(a.json),

@@ -156,6 +156,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         output: detached,
         base,
         dedup: !no_dedup,
+        early_dedup: false,
         opts: Options {
             features,
             lang,

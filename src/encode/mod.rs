@@ -401,6 +401,21 @@ pub fn encode_file(
     base: Option<Arc<Btf>>,
     opts: &Options,
 ) -> Result<Encoded, EncodeError> {
+    encode_file_with(path, base, opts, &mut |_| {})
+}
+
+/// What runs on the merge thread after each chunk of CUs is merged (in CU
+/// order, while later CUs are decoded), with the BTF so far: the encoder
+/// only appends to it.
+pub type OnMerged<'f> = dyn FnMut(&Btf) + Send + 'f;
+
+/// [`encode_file`], calling `on_merged` after each chunk of CUs is merged.
+pub fn encode_file_with(
+    path: &Path,
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+    on_merged: &mut OnMerged<'_>,
+) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
     let mut elf = ElfInfo::load(path, input.bytes())?;
     // `Input` maps the file read-only.
@@ -412,7 +427,7 @@ pub fn encode_file(
         // sections left in place are read back from the page cache).
         release_pages(input.bytes());
     }
-    encode_elf(path, &elf, input.bytes(), base, opts)
+    encode_elf_with(path, &elf, input.bytes(), base, opts, on_merged)
 }
 
 /// CUs handed to the workers at once: the window of decoded-but-not-merged
@@ -433,6 +448,18 @@ pub fn encode_elf(
     data: &[u8],
     base: Option<Arc<Btf>>,
     opts: &Options,
+) -> Result<Encoded, EncodeError> {
+    encode_elf_with(path, elf, data, base, opts, &mut |_| {})
+}
+
+/// [`encode_elf`], calling `on_merged` after each chunk of CUs is merged.
+pub fn encode_elf_with(
+    path: &Path,
+    elf: &ElfInfo<'_>,
+    data: &[u8],
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+    on_merged: &mut OnMerged<'_>,
 ) -> Result<Encoded, EncodeError> {
     let input_err = |msg: String| EncodeError::Input {
         path: path.to_path_buf(),
@@ -612,6 +639,7 @@ pub fn encode_elf(
                             Err(e) => return Err(e),
                         }
                     }
+                    on_merged(&m.btf);
                     if info_mapped {
                         release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
                     }
