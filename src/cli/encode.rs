@@ -98,7 +98,7 @@ pub fn encode_btf(
     opts: &Options,
     dedup: bool,
 ) -> anyhow::Result<(Btf, encode::Summary, u32)> {
-    let enc = encode::encode_file(input, base, opts)?;
+    let (enc, _) = encode_overlapped(input, base, opts, dedup, false)?;
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
@@ -147,11 +147,14 @@ fn encode_overlapped(
     dedup: bool,
     early: bool,
 ) -> anyhow::Result<(encode::Encoded, Option<dedup::Incremental>)> {
-    if !early || !dedup || base.is_some() {
-        return Ok((encode::encode_file(input, base, opts)?, None));
+    // A standalone BTF's records go to dedup without an offset column: it
+    // lays them out itself.
+    let standalone = dedup && base.is_none();
+    let opts = encode::Options { keep_offsets_deferred: standalone, ..opts.clone() };
+    if !early || !standalone {
+        return Ok((encode::encode_file(input, base, &opts)?, None));
     }
     let mut inc = dedup::Incremental::new();
-    let opts = encode::Options { keep_offsets_deferred: true, ..opts.clone() };
     let enc = encode::encode_file_with(input, base, &opts, &mut |b| inc.feed(b))?;
     Ok((enc, Some(inc)))
 }

@@ -575,13 +575,31 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
 /// freed once laid out and its records and strings are not copied, which
 /// lowers the peak memory of an encode run by the size of the input's
 /// offset column (17 MB on a vmlinux).
-pub fn dedup_owned(btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
+pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
     if opts.strings == StringMode::Dedup && !strings_already_unique(&btf) {
+        if btf.offsets_deferred() {
+            btf.build_offsets();
+        }
         return dedup(&btf, opts);
     }
     let clock = Timer::new(opts.timings);
     let start = btf.start_id();
     let end = btf.type_count() + 1;
+    if btf.offsets_deferred() && btf.base().is_none() && opts.base_index.is_none() {
+        // The encoder's records, never given an offset column: laid out
+        // straight into the packed form (the flat column would be 17 MiB
+        // more at dedup's memory peak).
+        let (words, strtab, endian, base) = btf.into_parts_deferred();
+        let (nodes, state) = layout_walk(&words, end, !opts.ids_checked)?;
+        // what the encoder's last phases freed, before the links exist
+        crate::heap::release_free_after(words.len() * 4);
+        clock.lap("layout");
+        let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, &clock)?;
+        return Ok(Btf::from_parts(d.0, d.1, strtab, endian, base));
+    }
+    if btf.offsets_deferred() {
+        btf.build_offsets();
+    }
     let (words, offs, strtab, endian, base) = btf.into_parts();
     let index = opts
         .base_index
@@ -618,6 +636,56 @@ fn run(
     };
     // what layout freed (the flat offsets, its parallel scratch)
     crate::heap::release_free_after(words.len() * 4);
+    run_packed(words, nodes, state, start, end, base_index, clock)
+}
+
+/// A standalone BTF's records laid out by one walk, straight into packed
+/// offsets and state bits (see [`layout`] for what is checked and set).
+fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, States), DedupError> {
+    let mut nodes = Offsets::growing();
+    nodes.reserve(end as usize);
+    let mut state = States::default();
+    state.grow_to(end as usize);
+    // void
+    nodes.push(0);
+    state.set(0, ST_MAPPED);
+    let mut off = 0usize;
+    let mut flat: Option<Vec<u32>> = None;
+    for id in 1..end {
+        let len = check_record(words, off, end, check_ids).ok_or_else(|| bad_record(id))?;
+        match &mut flat {
+            None if nodes.push(off as u32) => {}
+            // a 64-id block spanning 64 K words or more: the general packing
+            None => {
+                let mut f: Vec<u32> = (0..id).map(|i| nodes.get(i)).collect();
+                f.reserve_exact(end as usize - f.len());
+                f.push(off as u32);
+                flat = Some(f);
+            }
+            Some(f) => f.push(off as u32),
+        }
+        let k = kind(&words[off..off + len]);
+        if k == VAR || k == DATASEC {
+            state.set(id, ST_MAPPED);
+        }
+        off += len;
+    }
+    if off != words.len() {
+        return Err(bad_record(end - 1));
+    }
+    Ok((flat.map_or(nodes, Offsets::new), state))
+}
+
+/// [`run`] on offsets and states already packed.
+fn run_packed(
+    words: Cow<'_, [u32]>,
+    nodes: Offsets,
+    state: States,
+    start: u32,
+    end: u32,
+    base_index: Option<&BaseIndex>,
+    clock: &Timer,
+) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
@@ -1899,6 +1967,46 @@ mod tests {
             let e = dedup(&b, &o).err().expect("refused");
             assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
         }
+    }
+
+    /// The same types appended to a Btf whose offsets are deferred (as the
+    /// encoder hands them over), strings interned in the same order.
+    fn deferred_copy(b: &Btf) -> Btf {
+        let mut d = Btf::new(Endian::Little);
+        for s in b.raw_strings().split(|&c| c == 0).skip(1) {
+            d.add_str(s);
+        }
+        d.defer_offsets();
+        for id in 1..=b.type_count() {
+            d.push_words(b.ty(TypeId(id)).words);
+        }
+        d
+    }
+
+    #[test]
+    fn deferred_records_are_laid_out_by_one_walk() {
+        let mut b = Btf::new(Endian::Little);
+        for _ in 0..2 {
+            let i = int(&mut b);
+            b.begin(Kind::Struct, b"s", 8, false);
+            b.push_member(b"a", i, 0, 0);
+            b.add_ref(Kind::Ptr, TypeId(2));
+        }
+        // 66 003 words in one 64-id block: the general packing takes over
+        let i = int(&mut b);
+        b.begin(Kind::Struct, b"big", 4, false);
+        for _ in 0..22_000 {
+            b.push_member(b"m", i, 0, 0);
+        }
+        b.add_ref(Kind::Ptr, i);
+        let whole = crate::btf::write::to_bytes(&run(&b));
+        let owned = dedup_owned(deferred_copy(&b), &Options::default()).expect("dedup of deferred records");
+        assert_eq!(crate::btf::write::to_bytes(&owned), whole);
+        // a reference past the last type is refused, not followed
+        let mut bad = deferred_copy(&b);
+        bad.push_words(&[0, crate::btf::make_info(Kind::Ptr, false, 0), 999]);
+        let e = dedup_owned(bad, &Options::default()).err().expect("refused");
+        assert!(matches!(e, DedupError::Invalid { .. }), "{e}");
     }
 
     #[test]
