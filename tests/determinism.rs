@@ -53,18 +53,24 @@ fn module_same_bytes_at_any_jobs() {
     same_bytes_at_any_jobs("det-module", &input, Some(&base));
 }
 
+/// The corpus's vmlinux/kernel case: input, pahole arguments, expected sha256.
+fn vmlinux_row() -> (String, String, String) {
+    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
+    let row: Vec<String> = manifest
+        .lines()
+        .map(|l| l.split('\t').map(String::from).collect::<Vec<_>>())
+        .find(|f| f[0] == "vmlinux/kernel")
+        .expect("vmlinux kernel row");
+    (row[1].clone(), row[5].clone(), row[7].clone())
+}
+
 /// The vmlinux (2,401 CUs, many chunks through the decode/merge pipeline) at
 /// -j1 and -j3 gives the reference's final bytes (functions, dedup) both times.
 #[test]
 fn vmlinux_same_bytes_at_j1_and_j3() {
     use sha2::Digest;
-    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
-    let row: Vec<&str> = manifest
-        .lines()
-        .map(|l| l.split('\t').collect::<Vec<_>>())
-        .find(|f| f[0] == "vmlinux/kernel")
-        .expect("vmlinux kernel row");
-    let (input, args, sha) = (row[1], row[5], row[7]);
+    let (input, args, sha) = vmlinux_row();
+    let (input, args, sha) = (input.as_str(), args.as_str(), sha.as_str());
     let input = s(&corpus_file(input));
     let dir = scratch("det-vmlinux");
     for j in ["-j1", "-j3"] {
@@ -95,13 +101,8 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
 #[test]
 fn vmlinux_early_dedup_gives_the_reference_bytes() {
     use sha2::Digest;
-    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
-    let row: Vec<&str> = manifest
-        .lines()
-        .map(|l| l.split('\t').collect::<Vec<_>>())
-        .find(|f| f[0] == "vmlinux/kernel")
-        .expect("vmlinux kernel row");
-    let (input, args, sha) = (row[1], row[5], row[7]);
+    let (input, args, sha) = vmlinux_row();
+    let (input, args, sha) = (input.as_str(), args.as_str(), sha.as_str());
     let arg = |name: &str| {
         args.split(' ')
             .find_map(|a| a.strip_prefix(name))

@@ -396,10 +396,12 @@ mod tests {
 
     #[test]
     fn an_enum_fwd_re_pointed_after_a_walk_compared_it_gives_up_with_the_same_result() {
-        // CU 1: full enum e {A} and a holder of an enum fwd e (the fwd maps
-        // to the full enum); CU 2: a holder of a fresh enum fwd (a walk
-        // compares it with CU 1's); CU 3: a full enum e {B} re-points the
-        // canonical fwd
+        // CU 1: a holder of a pointer to an enum fwd `e`. CU 2: the same
+        // (its fwd maps to CU 1's), or a holder of a pointer to a full
+        // `e {A}`, which re-points CU 1's fwd in its primitive pass; its
+        // walk then settles (full e, CU 1's fwd) by their links. CU 3: a
+        // full `e {B}` re-points CU 1's fwd again: the whole-BTF walk of
+        // CU 2 saw that done, the chunked one did not.
         let fwd_holder = |b: &mut Btf| {
             let f = b.begin(Kind::Enum, b"e", 4, false);
             let p = b.add_ref(Kind::Ptr, f);
