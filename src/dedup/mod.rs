@@ -640,8 +640,10 @@ fn run(
 }
 
 /// A standalone BTF's records laid out by one walk, straight into packed
-/// offsets and state bits (see [`layout`] for what is checked and set).
+/// offsets and state bits, then checked in parallel (see [`layout`] for what
+/// is checked and set; the lowest malformed id is reported either way).
 fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, States), DedupError> {
+    use rayon::prelude::*;
     let mut nodes = Offsets::growing();
     nodes.reserve(end as usize);
     let mut state = States::default();
@@ -651,8 +653,14 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
     state.set(0, ST_MAPPED);
     let mut off = 0usize;
     let mut flat: Option<Vec<u32>> = None;
+    // the first id whose record does not fit in the words (the walk cannot
+    // go past it), or one past the last
+    let mut laid = end;
     for id in 1..end {
-        let len = check_record(words, off, end, check_ids).ok_or_else(|| bad_record(id))?;
+        let Some(len) = words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len()) else {
+            laid = id;
+            break;
+        };
         match &mut flat {
             None if nodes.push(off as u32) => {}
             // a 64-id block spanning 64 K words or more: the general packing
@@ -670,10 +678,18 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
         }
         off += len;
     }
-    if off != words.len() {
-        return Err(bad_record(end - 1));
+    let nodes = flat.map_or(nodes, Offsets::new);
+    let bad = (1..laid)
+        .into_par_iter()
+        .with_min_len(1 << 15)
+        .filter(|&id| check_record(words, nodes.get(id) as usize, end, check_ids).is_none())
+        .min();
+    match bad {
+        Some(id) => Err(bad_record(id)),
+        None if laid < end => Err(bad_record(laid)),
+        None if off != words.len() => Err(bad_record(end - 1)),
+        None => Ok((nodes, state)),
     }
-    Ok((flat.map_or(nodes, Offsets::new), state))
 }
 
 /// [`run`] on offsets and states already packed.
@@ -2007,6 +2023,15 @@ mod tests {
         bad.push_words(&[0, crate::btf::make_info(Kind::Ptr, false, 0), 999]);
         let e = dedup_owned(bad, &Options::default()).err().expect("refused");
         assert!(matches!(e, DedupError::Invalid { .. }), "{e}");
+        // the lowest malformed id is the one reported: a bad reference
+        // before a record that runs past the end
+        let mut two = deferred_copy(&b);
+        let first_bad = two.push_words(&[0, crate::btf::make_info(Kind::Ptr, false, 0), 999]);
+        two.push_words(&[0, crate::btf::make_info(Kind::Struct, false, 5), 4]);
+        match dedup_owned(two, &Options::default()) {
+            Err(DedupError::Invalid { id, .. }) => assert_eq!(id, first_bad.0),
+            other => panic!("{:?}", other.map(|b| b.type_count())),
+        }
     }
 
     #[test]
