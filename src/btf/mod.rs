@@ -409,8 +409,22 @@ impl Btf {
     /// are deferred, for a consumer that laid the records out itself
     /// ([`crate::dedup::Incremental`]).
     pub(crate) fn into_parts_deferred(self) -> (Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
+        let (words, _, strs, endian, base) = self.into_parts_with_marks();
+        (words, strs, endian, base)
+    }
+
+    /// [`Btf::into_parts_deferred`], with where stretches of records start
+    /// as (id, word index), about every 65,536 types after the first: the
+    /// places a walk can be split at.
+    pub(crate) fn into_parts_with_marks(self) -> (Vec<u32>, Vec<(u32, usize)>, StrTab, Endian, Option<Arc<Btf>>) {
         assert!(self.offs.is_empty(), "only the deferred types are handed over");
-        (self.words, self.strs, self.endian, self.base)
+        let start = self.start_id();
+        let marks = self
+            .deferred
+            .as_ref()
+            .map(|d| d.marks.iter().map(|&(n, at)| (start + n, at)).collect())
+            .unwrap_or_default();
+        (self.words, marks, self.strs, self.endian, self.base)
     }
 
     /// Whether offsets are deferred (see [`Btf::defer_offsets`]).

@@ -589,8 +589,11 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         // The encoder's records, never given an offset column: laid out
         // straight into the packed form (the flat column would be 17 MiB
         // more at dedup's memory peak).
-        let (words, strtab, endian, base) = btf.into_parts_deferred();
-        let (nodes, state) = layout_walk(&words, end, !opts.ids_checked)?;
+        let (words, marks, strtab, endian, base) = btf.into_parts_with_marks();
+        let (nodes, state) = match pack_in_stretches(&words, end, &marks) {
+            Some(packed) => check_packed(&words, end, !opts.ids_checked, packed)?,
+            None => layout_walk(&words, end, !opts.ids_checked)?,
+        };
         // what the encoder's last phases freed, before the links exist
         crate::heap::release_free_after(words.len() * 4);
         clock.lap("layout");
@@ -643,7 +646,6 @@ fn run(
 /// offsets and state bits, then checked in parallel (see [`layout`] for what
 /// is checked and set; the lowest malformed id is reported either way).
 fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, States), DedupError> {
-    use rayon::prelude::*;
     let mut nodes = Offsets::growing();
     nodes.reserve(end as usize);
     let mut state = States::default();
@@ -679,6 +681,24 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
         off += len;
     }
     let nodes = flat.map_or(nodes, Offsets::new);
+    let whole = laid == end && off == words.len();
+    check_packed(words, end, check_ids, Packed { nodes, state, laid, whole })
+}
+
+/// Records laid out up to `laid` (the first that does not fit in the
+/// words, or `end`); `whole` if they end exactly at the words' end.
+struct Packed {
+    nodes: Offsets,
+    state: States,
+    laid: u32,
+    whole: bool,
+}
+
+/// Checks the laid-out records in parallel; the lowest malformed id is the
+/// one reported (a record that does not fit counts at its own id).
+fn check_packed(words: &[u32], end: u32, check_ids: bool, p: Packed) -> Result<(Offsets, States), DedupError> {
+    use rayon::prelude::*;
+    let Packed { nodes, state, laid, whole } = p;
     let bad = (1..laid)
         .into_par_iter()
         .with_min_len(1 << 15)
@@ -687,9 +707,84 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
     match bad {
         Some(id) => Err(bad_record(id)),
         None if laid < end => Err(bad_record(laid)),
-        None if off != words.len() => Err(bad_record(end - 1)),
+        None if !whole => Err(bad_record(end - 1)),
         None => Ok((nodes, state)),
     }
+}
+
+/// [`layout_walk`]'s packing split at `marks` (where stretches of records
+/// start, from the encoder) and run in parallel: each stretch fills the
+/// blocks that start in it and the steps of its ids; the few ids of a block
+/// begun in the stretch before get their steps afterwards. `None` when a
+/// step does not fit (a 64-id block of 64 K words or more) or a record does
+/// not fit or the marks do not describe the records: [`layout_walk`] then
+/// does it all, and says which record is malformed.
+fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<Packed> {
+    use rayon::prelude::*;
+    const B: u32 = 64;
+    let mut starts: Vec<(u32, usize)> = vec![(1, 0)];
+    starts.extend(marks.iter().copied().filter(|&(id, _)| id > 1 && id < end));
+    if starts.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1) {
+        return None;
+    }
+    let mut step = vec![0u16; end as usize];
+    let mut block = vec![0u32; (end as usize).div_ceil(B as usize)];
+    // per stretch: ids, first block it owns, its slices of both columns
+    let mut jobs = Vec::with_capacity(starts.len());
+    let (mut step_rest, mut block_rest) = (&mut step[1..], &mut block[1..]);
+    for (i, &(a, w)) in starts.iter().enumerate() {
+        let b = starts.get(i + 1).map_or(end, |s| s.0);
+        let (s, sr) = std::mem::take(&mut step_rest).split_at_mut((b - a) as usize);
+        let (first_blk, last_blk) = (a.div_ceil(B).max(1), b.div_ceil(B));
+        let (bl, br) = std::mem::take(&mut block_rest).split_at_mut((last_blk - first_blk) as usize);
+        step_rest = sr;
+        block_rest = br;
+        jobs.push((a, b, w, first_blk, s, bl));
+    }
+    // fix-ups (id and offset of ids in a block begun before their stretch)
+    // and VAR/DATASEC ids; None if a record does not fit or the stretch
+    // does not end where the next begins
+    let out: Vec<Option<(Vec<(u32, u32)>, Vec<u32>)>> = jobs
+        .into_par_iter()
+        .zip(starts.par_iter().skip(1).map(|s| s.1).chain(rayon::iter::once(words.len())))
+        .map(|((a, b, w, first_blk, s, bl), next)| {
+            let (mut fix, mut mapped) = (Vec::new(), Vec::new());
+            let mut off = w;
+            let mut base = 0u32;
+            for id in a..b {
+                let len = words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len())?;
+                let o = u32::try_from(off).ok()?;
+                if id % B == 0 {
+                    base = o;
+                    bl[(id / B - first_blk) as usize] = o;
+                }
+                if id / B < first_blk {
+                    fix.push((id, o));
+                } else {
+                    s[(id - a) as usize] = u16::try_from(o - base).ok()?;
+                }
+                let k = kind(&words[off..off + len]);
+                if k == VAR || k == DATASEC {
+                    mapped.push(id);
+                }
+                off += len;
+            }
+            (off == next).then_some((fix, mapped))
+        })
+        .collect();
+    let mut state = States::default();
+    state.grow_to(end as usize);
+    state.set(0, ST_MAPPED);
+    for r in out {
+        let (fix, mapped) = r?;
+        for (id, o) in fix {
+            step[id as usize] = u16::try_from(o.checked_sub(block[(id / B) as usize])?).ok()?;
+        }
+        for id in mapped {
+            state.set(id, ST_MAPPED);
+        }
+    }
+    Some(Packed { nodes: Offsets::from_parts(block, step), state, laid: end, whole: true })
 }
 
 /// [`run`] on offsets and states already packed.
@@ -2032,6 +2127,39 @@ mod tests {
             Err(DedupError::Invalid { id, .. }) => assert_eq!(id, first_bad.0),
             other => panic!("{:?}", other.map(|b| b.type_count())),
         }
+    }
+
+    #[test]
+    fn deferred_records_are_packed_in_parallel_stretches() {
+        // over three stretches of 65,536 types, blocks straddling their
+        // starts, and a VAR in each
+        let mut b = Btf::new(Endian::Little);
+        let i = int(&mut b);
+        for n in 0..200_000u32 {
+            match n % 7 {
+                0 => {
+                    b.begin(Kind::Struct, b"s", 4, false);
+                    b.push_member(b"a", i, 0, 0);
+                }
+                1 if n % 65_536 < 7 => {
+                    b.add_var(b"v", i, 1);
+                }
+                _ => {
+                    b.add_ref(if n % 2 == 0 { Kind::Ptr } else { Kind::Const }, TypeId(b.type_count()));
+                }
+            }
+        }
+        let d = deferred_copy(&b);
+        let (words, marks, ..) = deferred_copy(&b).into_parts_with_marks();
+        assert!(marks.len() >= 2, "{} marks", marks.len());
+        let end = b.type_count() + 1;
+        let packed = pack_in_stretches(&words, end, &marks).expect("packed in stretches");
+        let (walked, walked_state) = layout_walk(&words, end, true).expect("walked");
+        assert!((0..end).all(|id| packed.nodes.get(id) == walked.get(id)));
+        assert!((0..end).all(|id| packed.state.get(id) == walked_state.get(id)));
+        let whole = crate::btf::write::to_bytes(&run(&b));
+        let owned = dedup_owned(d, &Options::default()).expect("dedup of deferred records");
+        assert_eq!(crate::btf::write::to_bytes(&owned), whole);
     }
 
     #[test]

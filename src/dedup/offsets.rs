@@ -58,6 +58,13 @@ impl Offsets {
         }
     }
 
+    /// From a block start per 64 ids and a step per id (see
+    /// `layout_walk`, which fills them in parallel).
+    pub(super) fn from_parts(block: Vec<u32>, step: Vec<u16>) -> Offsets {
+        debug_assert_eq!(block.len(), step.len().div_ceil(1 << Self::MAX_BITS));
+        Offsets { block, step, bits: Self::MAX_BITS }
+    }
+
     /// Room for `n` more ids without doubling (see [`super::incremental::reserve_step`]).
     pub(super) fn reserve(&mut self, n: usize) {
         super::incremental::reserve_step(&mut self.step, n);
