@@ -74,31 +74,15 @@ impl Default for Incremental {
 
 impl Incremental {
     pub fn new() -> Incremental {
-        let mut nodes = Offsets::growing();
+        let mut inc = Incremental::empty();
         // void
-        nodes.push(0);
-        let mut state = States::default();
-        state.grow_to(1);
-        state.set(0, ST_MAPPED);
-        let mut link = SparseLinks::default();
-        link.push(0, false, false);
-        Incremental {
-            nodes,
-            link,
-            state,
-            prim_table: CandTable::with_capacity(1 << 12),
-            struct_table: CandTable::with_capacity(1 << 12),
-            prim_log: Vec::new(),
-            struct_log: Vec::new(),
-            hypot: HypotMap::new(),
-            spare_hypot: HypotMap::new(),
-            eq_stack: Vec::new(),
-            enum_fwds: Default::default(),
-            enums: Default::default(),
-            end: 1,
-            words_done: 0,
-            gave_up: (!Self::supported()).then_some("the CPU has no POPCNT"),
-        }
+        inc.nodes.push(0);
+        inc.state = States::with_void(1);
+        inc.link.push(0, false, false);
+        inc.prim_table = CandTable::with_capacity(1 << 12);
+        inc.struct_table = CandTable::with_capacity(1 << 12);
+        inc.gave_up = (!Self::supported()).then_some("the CPU has no POPCNT");
+        inc
     }
 
     /// Whether this machine runs the chunked passes: on x86-64 they count
@@ -176,7 +160,7 @@ impl Incremental {
             let rec = &words[off..off + len];
             let k = kind(rec);
             self.link.push(id, matches!(k, INT | ENUM | ENUM64 | FWD | FLOAT | STRUCT | UNION), is_enum_fwd(rec));
-            if k == VAR || k == DATASEC {
+            if represents_itself(k) {
                 self.state.set(id, ST_MAPPED);
             }
             off += len;
@@ -236,34 +220,10 @@ impl Incremental {
         for &(h, id) in self.prim_log.iter().chain(&self.struct_log) {
             table.insert(h, id);
         }
-        let Incremental { nodes, link, state, hypot, .. } = self;
-        let mut d = Dedup {
-            base_index: None,
-            words: &words,
-            nodes,
-            link: link.into_dense(),
-            state,
-            start: 1,
-            end,
-            hypot,
-            adjust_canon: false,
-            table,
-            eq_stack: Vec::new(),
-            ref_stack: Vec::new(),
-            enum_fwds: Default::default(),
-            enums: Default::default(),
-            overlap: false,
-            give_up: None,
-            struct_done: end,
-            spare_hypot: HypotMap::default(),
-            log: Vec::new(),
-        };
+        let Incremental { nodes, link, state, .. } = self;
+        let mut d = Dedup::new(&words, nodes, link.into_dense(), state, 1, end, table, None);
         clock.lap("table");
-        d.resolve_fwds();
-        clock.lap("fwds");
-        d.ref_types()?;
-        clock.lap("refs");
-        let (survivors, nwords) = d.final_links();
+        let (survivors, nwords) = d.last_passes(&clock)?;
         let Dedup { nodes, link, .. } = d;
         let (w, o) = compact(Cow::Owned(words), &nodes, &link, &survivors, nwords)?;
         clock.lap("compact+remap");
@@ -271,27 +231,17 @@ impl Incremental {
     }
 
     fn take_dedup<'w>(&mut self, words: &'w [u32], end: u32, struct_done: u32) -> Dedup<'w, SparseLinks> {
-        Dedup {
-            base_index: None,
-            words,
-            nodes: std::mem::replace(&mut self.nodes, Offsets::growing()),
-            link: std::mem::take(&mut self.link),
-            state: std::mem::take(&mut self.state),
-            start: 1,
-            end,
-            hypot: std::mem::take(&mut self.hypot),
-            adjust_canon: false,
-            table: CandTable::with_capacity(0),
-            eq_stack: std::mem::take(&mut self.eq_stack),
-            ref_stack: Vec::new(),
-            enum_fwds: std::mem::take(&mut self.enum_fwds),
-            enums: std::mem::take(&mut self.enums),
-            overlap: true,
-            give_up: None,
-            struct_done,
-            spare_hypot: std::mem::take(&mut self.spare_hypot),
-            log: Vec::new(),
-        }
+        let nodes = std::mem::replace(&mut self.nodes, Offsets::growing());
+        let (link, state) = (std::mem::take(&mut self.link), std::mem::take(&mut self.state));
+        let mut d = Dedup::new(words, nodes, link, state, 1, end, CandTable::with_capacity(0), None);
+        d.hypot = std::mem::take(&mut self.hypot);
+        d.spare_hypot = std::mem::take(&mut self.spare_hypot);
+        d.eq_stack = std::mem::take(&mut self.eq_stack);
+        d.enum_fwds = std::mem::take(&mut self.enum_fwds);
+        d.enums = std::mem::take(&mut self.enums);
+        d.overlap = true;
+        d.struct_done = struct_done;
+        d
     }
 
     fn put_back(&mut self, d: Dedup<'_, SparseLinks>) {

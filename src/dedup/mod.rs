@@ -437,6 +437,18 @@ fn rec_len(info: u32) -> usize {
     3 + FIXED[k] as usize + PER_ENTRY[k] as usize * (info & 0xffff) as usize
 }
 
+/// The length of the record at word `off`, if it fits in `words`.
+#[inline]
+fn fitting_len(words: &[u32], off: usize) -> Option<usize> {
+    words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len())
+}
+
+/// VAR and DATASEC represent themselves from the start (libbpf's prep).
+#[inline]
+fn represents_itself(k: u32) -> bool {
+    k == VAR || k == DATASEC
+}
+
 /// libbpf's `map[id]` is UNPROCESSED, IN_PROGRESS or an id. We keep the id in
 /// `link` (see [`Dedup::link`]) and which of the three it is in two bits
 /// ([`States`]).
@@ -648,18 +660,16 @@ fn run(
 fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, States), DedupError> {
     let mut nodes = Offsets::growing();
     nodes.reserve(end as usize);
-    let mut state = States::default();
-    state.grow_to(end as usize);
+    let mut state = States::with_void(end);
     // void
     nodes.push(0);
-    state.set(0, ST_MAPPED);
     let mut off = 0usize;
     let mut flat: Option<Vec<u32>> = None;
     // the first id whose record does not fit in the words (the walk cannot
     // go past it), or one past the last
     let mut laid = end;
     for id in 1..end {
-        let Some(len) = words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len()) else {
+        let Some(len) = fitting_len(words, off) else {
             laid = id;
             break;
         };
@@ -674,8 +684,7 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
             }
             Some(f) => f.push(off as u32),
         }
-        let k = kind(&words[off..off + len]);
-        if k == VAR || k == DATASEC {
+        if represents_itself(kind(&words[off..off + len])) {
             state.set(id, ST_MAPPED);
         }
         off += len;
@@ -752,7 +761,7 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
             let mut off = w;
             let mut base = 0u32;
             for id in a..b {
-                let len = words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len())?;
+                let len = fitting_len(words, off)?;
                 let o = u32::try_from(off).ok()?;
                 if id % B == 0 {
                     base = o;
@@ -763,8 +772,7 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
                 } else {
                     s[(id - a) as usize] = u16::try_from(o - base).ok()?;
                 }
-                let k = kind(&words[off..off + len]);
-                if k == VAR || k == DATASEC {
+                if represents_itself(kind(&words[off..off + len])) {
                     mapped.push(id);
                 }
                 off += len;
@@ -772,9 +780,7 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
             (off == next).then_some((fix, mapped))
         })
         .collect();
-    let mut state = States::default();
-    state.grow_to(end as usize);
-    state.set(0, ST_MAPPED);
+    let mut state = States::with_void(end);
     for r in out {
         let (fix, mapped) = r?;
         for (id, o) in fix {
@@ -801,41 +807,18 @@ fn run_packed(
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
     };
-    let mut d = Dedup {
-        words: &words,
-        nodes,
-        link,
-        state,
-        start,
-        end,
-        hypot: HypotMap::new(),
-        adjust_canon: false,
-        table: match base_index {
-            Some(i) => i.table.clone(),
-            None => CandTable::with_capacity(1 << 16),
-        },
-        base_index,
-        eq_stack: Vec::new(),
-        ref_stack: Vec::new(),
-        enum_fwds: Default::default(),
-        enums: Default::default(),
-        overlap: false,
-        give_up: None,
-        struct_done: 0,
-        spare_hypot: HypotMap::default(),
-        log: Vec::new(),
+    let table = match base_index {
+        Some(i) => i.table.clone(),
+        None => CandTable::with_capacity(1 << 16),
     };
+    let mut d = Dedup::new(&words, nodes, link, state, start, end, table, base_index);
     d.prep()?;
     clock.lap("prep");
     d.prim_types()?;
     clock.lap("primitives");
     d.struct_types()?;
     clock.lap("structs");
-    d.resolve_fwds();
-    clock.lap("fwds");
-    d.ref_types()?;
-    clock.lap("refs");
-    let (survivors, nwords) = d.final_links();
+    let (survivors, nwords) = d.last_passes(clock)?;
     let Dedup { nodes, link, .. } = d;
     let out = compact(words, &nodes, &link, &survivors, nwords)?;
     clock.lap("compact+remap");
@@ -927,7 +910,7 @@ fn layout<'a>(
             return ST_MAPPED;
         }
         let kind = (w[off as usize + 1] >> 24) & 0x1f;
-        if kind == VAR || kind == DATASEC {
+        if represents_itself(kind) {
             ST_MAPPED
         } else {
             ST_UNPROCESSED
@@ -1228,7 +1211,42 @@ fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, link: &L, hypot: &HypotMap, c: 
     }
 }
 
-impl<L: Links> Dedup<'_, L> {
+impl<'a, L: Links> Dedup<'a, L> {
+    /// The state before the first pass: one walk's scratch, nothing noted.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        words: &'a [u32],
+        nodes: Offsets,
+        link: L,
+        state: States,
+        start: u32,
+        end: u32,
+        table: CandTable,
+        base_index: Option<&'a BaseIndex>,
+    ) -> Self {
+        Dedup {
+            base_index,
+            words,
+            nodes,
+            link,
+            state,
+            start,
+            end,
+            hypot: HypotMap::new(),
+            adjust_canon: false,
+            table,
+            eq_stack: Vec::new(),
+            ref_stack: Vec::new(),
+            enum_fwds: Default::default(),
+            enums: Default::default(),
+            overlap: false,
+            give_up: None,
+            struct_done: 0,
+            spare_hypot: HypotMap::default(),
+            log: Vec::new(),
+        }
+    }
+
     #[inline]
     fn resolve(&self, id: u32) -> u32 {
         resolve_in(&self.link, id)
@@ -1869,6 +1887,16 @@ impl<L: Links> Dedup<'_, L> {
 }
 
 impl Dedup<'_> {
+    /// The passes after the struct pass: FWDs, references, and the final
+    /// links; returns the surviving own ids and their words.
+    fn last_passes(&mut self, clock: &Timer) -> Result<(Vec<u32>, usize), DedupError> {
+        self.resolve_fwds();
+        clock.lap("fwds");
+        self.ref_types()?;
+        clock.lap("refs");
+        Ok(self.final_links())
+    }
+
     /// Turns `link` into old id -> new id (libbpf reuses its hypothetical
     /// map for this): first every link points straight at its canonical
     /// type, then each survivor's own link holds its new id, tagged with

@@ -18,6 +18,14 @@ impl States {
         }
     }
 
+    /// Ids below `n`, unprocessed but void, which represents itself.
+    pub(super) fn with_void(n: u32) -> States {
+        let mut s = States::default();
+        s.grow_to(n.max(1) as usize);
+        s.set(0, super::ST_MAPPED);
+        s
+    }
+
     /// Room for ids below `n`; new ids are unprocessed (0).
     pub(super) fn grow_to(&mut self, n: usize) {
         let words = n.div_ceil(32);
