@@ -302,10 +302,6 @@ struct Deferred {
     /// How many, and the word where the first starts.
     count: u32,
     from: usize,
-    /// Where later ones are known to start, as (deferred types before, word
-    /// index), every [`DEFER_MARK_TYPES`] or so: the places
-    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
-    marks: Vec<(u32, usize)>,
     /// Where deferred type `FINE_STEP * j` starts: a look-up walks at most
     /// `FINE_STEP - 1` records from there (the function phase looks types
     /// up without the offset column; 1 MiB for a vmlinux instead of 17).
@@ -317,18 +313,25 @@ const FINE_STEP: u32 = 16;
 
 impl Deferred {
     /// `n` types appended, the first starting at word `at`, each at
-    /// `at + rel(i)`: marks them if the last mark is far enough back.
+    /// `at + rel(i)`: notes the starts that fall on a `FINE_STEP`.
     #[inline]
     fn note(&mut self, n: u32, at: usize, rel: impl Fn(usize) -> usize) {
-        if self.count - self.marks.last().map_or(0, |m| m.0) >= DEFER_MARK_TYPES {
-            self.marks.push((self.count, at));
-        }
         let mut i = self.count.next_multiple_of(FINE_STEP) - self.count;
         while i < n {
             self.fine.push((at + rel(i as usize)) as u32);
             i += FINE_STEP;
         }
         self.count += n;
+    }
+
+    /// Where every [`DEFER_MARK_TYPES`]th deferred type after the first
+    /// starts, as (deferred types before, word index): the places
+    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
+    fn stretches(&self) -> Vec<(u32, usize)> {
+        (DEFER_MARK_TYPES..self.count)
+            .step_by(DEFER_MARK_TYPES as usize)
+            .map(|n| (n, self.fine[(n / FINE_STEP) as usize] as usize))
+            .collect()
     }
 
     /// Where deferred type `i` (counted from the first deferred one) starts.
@@ -422,7 +425,7 @@ impl Btf {
         let marks = self
             .deferred
             .as_ref()
-            .map(|d| d.marks.iter().map(|&(n, at)| (start + n, at)).collect())
+            .map(|d| d.stretches().into_iter().map(|(n, at)| (start + n, at)).collect())
             .unwrap_or_default();
         (self.words, marks, self.strs, self.endian, self.base)
     }
@@ -440,7 +443,7 @@ impl Btf {
     /// 16 types; anything that needs the column itself panics.
     pub fn defer_offsets(&mut self) {
         if self.deferred.is_none() {
-            self.deferred = Some(Deferred { count: 0, from: self.words.len(), marks: Vec::new(), fine: Vec::new() });
+            self.deferred = Some(Deferred { count: 0, from: self.words.len(), fine: Vec::new() });
         }
     }
 
@@ -450,9 +453,10 @@ impl Btf {
     /// on one thread, between the CU loop and dedup where nothing else runs).
     pub fn build_offsets(&mut self) {
         use rayon::prelude::*;
-        let Some(Deferred { count, from, mut marks, .. }) = self.deferred.take() else {
+        let Some(d) = self.deferred.take() else {
             return;
         };
+        let (count, from, mut marks) = (d.count, d.from, d.stretches());
         let n = count as usize;
         self.offs.reserve_exact(n);
         marks.insert(0, (0, from));
@@ -963,7 +967,7 @@ mod append_tests {
         deferred.add_int(b"int", 4, INT_SIGNED);
         deferred.defer_offsets();
         fill(&mut deferred);
-        let marks = deferred.deferred.as_ref().map_or(0, |d| d.marks.len());
+        let marks = deferred.deferred.as_ref().map_or(0, |d| d.stretches().len());
         assert!(marks >= 3, "{marks}");
         // look-ups while deferred: from a start noted every 16 types, also
         // inside bulk appends, and past the types appended before deferring
