@@ -33,7 +33,6 @@ fn encode_writes_pre_dedup_btf_atomically() {
 /// whole pipeline (functions, dedup) and write the reference's `bare` bytes.
 #[test]
 fn encode_and_pahole_write_the_final_btf() {
-    use sha2::Digest;
     const BARE_SHA: &str = "b16241de737982111a6fbde2b43dbd74384fb9dfe231603256469a32123f6585";
     let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
     assert!(
@@ -59,11 +58,7 @@ fn encode_and_pahole_write_the_final_btf() {
     let r = run(&["encode", "--early-dedup", "--no-dedup", &sample]);
     assert!(!r.status.success(), "--early-dedup with --no-dedup is refused");
     for f in [&a, &b, &c] {
-        let sha: String = sha2::Sha256::digest(std::fs::read(f).unwrap())
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect();
-        assert_eq!(sha, BARE_SHA, "{}", f.display());
+        assert_eq!(sha256_hex(f), BARE_SHA, "{}", f.display());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -68,10 +68,8 @@ fn vmlinux_row() -> (String, String, String) {
 /// -j1 and -j3 gives the reference's final bytes (functions, dedup) both times.
 #[test]
 fn vmlinux_same_bytes_at_j1_and_j3() {
-    use sha2::Digest;
     let (input, args, sha) = vmlinux_row();
-    let (input, args, sha) = (input.as_str(), args.as_str(), sha.as_str());
-    let input = s(&corpus_file(input));
+    let input = s(&corpus_file(&input));
     let dir = scratch("det-vmlinux");
     for j in ["-j1", "-j3"] {
         let out = dir.join("out.btf");
@@ -87,11 +85,7 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
         }
         let r = cmd.output().unwrap();
         assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
-        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(got, sha, "{j}");
+        assert_eq!(sha256_hex(&out), sha, "{j}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -100,9 +94,7 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
 /// gives the reference's final vmlinux bytes, at -j1 and -j2.
 #[test]
 fn vmlinux_early_dedup_gives_the_reference_bytes() {
-    use sha2::Digest;
     let (input, args, sha) = vmlinux_row();
-    let (input, args, sha) = (input.as_str(), args.as_str(), sha.as_str());
     let arg = |name: &str| {
         args.split(' ')
             .find_map(|a| a.strip_prefix(name))
@@ -110,7 +102,7 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
             .to_string()
     };
     let (features, lang) = (arg("--btf_features="), arg("--lang_exclude="));
-    let input = s(&corpus_file(input));
+    let input = s(&corpus_file(&input));
     let dir = scratch("det-early");
     for j in ["-j1", "-j2"] {
         let out = dir.join("out.btf");
@@ -120,11 +112,7 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
             .output()
             .unwrap();
         assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
-        let got: String = sha2::Sha256::digest(std::fs::read(&out).unwrap())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(got, sha, "{j}");
+        assert_eq!(sha256_hex(&out), sha, "{j}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

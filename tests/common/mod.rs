@@ -112,3 +112,12 @@ pub fn section_range(data: &[u8], name: &str) -> (usize, usize, usize) {
     let (off, size) = s.file_range().unwrap();
     (off as usize, size as usize, s.index().0)
 }
+
+/// The sha256 of a file's bytes, as lower-case hex (the manifests' form).
+pub fn sha256_hex(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
