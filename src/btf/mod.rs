@@ -616,6 +616,7 @@ impl Btf {
         size_or_type: u32,
         trailing: &[u32],
     ) -> TypeId {
+        grow(&mut self.words, 3 + trailing.len());
         self.push_offset();
         self.words.extend_from_slice(&[name.0, info, size_or_type]);
         self.words.extend_from_slice(trailing);
@@ -784,6 +785,7 @@ impl Btf {
         if bitfield_size != 0 || bit_off % 8 != 0 {
             self.words[s + 1] |= 1 << 31;
         }
+        grow(&mut self.words, 3);
         self.words
             .extend_from_slice(&[n.0, ty.0, bit_off | (bitfield_size << 24)]);
     }
@@ -794,21 +796,25 @@ impl Btf {
         if val < 0 {
             self.words[s + 1] |= 1 << 31;
         }
+        grow(&mut self.words, 2);
         self.words.extend_from_slice(&[n.0, val as u32]);
     }
     pub fn push_enum64_value(&mut self, name: &[u8], val: u64) {
         let n = self.add_str(name);
         self.bump_vlen();
+        grow(&mut self.words, 3);
         self.words
             .extend_from_slice(&[n.0, val as u32, (val >> 32) as u32]);
     }
     pub fn push_param(&mut self, name: &[u8], ty: TypeId) {
         let n = self.add_str(name);
         self.bump_vlen();
+        grow(&mut self.words, 2);
         self.words.extend_from_slice(&[n.0, ty.0]);
     }
     pub fn push_var_secinfo(&mut self, var: TypeId, offset: u32, size: u32) {
         self.bump_vlen();
+        grow(&mut self.words, 3);
         self.words.extend_from_slice(&[var.0, offset, size]);
     }
 
