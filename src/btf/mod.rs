@@ -306,7 +306,16 @@ struct Deferred {
     /// `FINE_STEP - 1` records from there (the function phase looks types
     /// up without the offset column; 1 MiB for a vmlinux instead of 17).
     fine: Vec<u32>,
+    /// Words taken out by [`Btf::stub_deferred`].
+    stubbed_words: u64,
+    /// Where the last deferred type starts (for adding entries to it).
+    last: usize,
 }
+
+/// An unused bit of the info word (bits 16–23 are unused in BTF), set on a
+/// STRUCT or UNION record cut down to its first three words by
+/// [`Btf::stub_deferred`]: such a record must never be compared.
+pub const STUB_INFO: u32 = 1 << 23;
 
 /// Deferred types per [`Deferred::fine`] entry.
 const FINE_STEP: u32 = 16;
@@ -320,6 +329,9 @@ impl Deferred {
         while i < n {
             self.fine.push((at + rel(i as usize)) as u32);
             i += FINE_STEP;
+        }
+        if n > 0 {
+            self.last = at + rel(n as usize - 1);
         }
         self.count += n;
     }
@@ -430,6 +442,68 @@ impl Btf {
         (self.words, marks, self.strs, self.endian, self.base)
     }
 
+    /// Cuts the records of the deferred types from id `first` on, which
+    /// start at word `at` and run to the end, down to their first three
+    /// words (name, info with [`STUB_INFO`] and vlen 0, size) where
+    /// `stub(id)` says so, moving the others down over the freed words;
+    /// `placed(id, word)` learns where each record starts now. For dedup's
+    /// chunked passes ([`crate::dedup::Incremental`]): a struct mapped onto
+    /// an earlier copy is never compared again unless a canonical type
+    /// reaches it, and such structs are most of a vmlinux's records. Name,
+    /// kind and size stay for the function phase's look-ups.
+    pub(crate) fn stub_deferred(
+        &mut self,
+        first: TypeId,
+        at: usize,
+        mut stub: impl FnMut(u32) -> bool,
+        mut placed: impl FnMut(u32, usize),
+    ) {
+        let first_deferred = self.start_id() + self.offs.len() as u32;
+        let d = self.deferred.as_mut().expect("only deferred records are stubbed");
+        assert!(first.0 >= first_deferred && first.0 - first_deferred <= d.count, "type {} is not deferred", first.0);
+        let (mut src, mut dst) = (at, at);
+        // records kept since the last stub: `run..src`, moved in one copy
+        let mut run = src;
+        let mut last = d.last;
+        let flush = |words: &mut Vec<u32>, run: usize, src: usize, dst: &mut usize| {
+            if run != *dst {
+                words.copy_within(run..src, *dst);
+            }
+            *dst += src - run;
+        };
+        for j in first.0 - first_deferred..d.count {
+            let id = first_deferred + j;
+            let info = self.words[src + 1];
+            let len = record_len(info);
+            let now = dst + (src - run);
+            last = now;
+            if j % FINE_STEP == 0 {
+                d.fine[(j / FINE_STEP) as usize] = now as u32;
+            }
+            placed(id, now);
+            let kind = (info >> 24) & 0x1f;
+            if (kind == Kind::Struct as u32 || kind == Kind::Union as u32) && stub(id) {
+                flush(&mut self.words, run, src, &mut dst);
+                let (name, size) = (self.words[src], self.words[src + 2]);
+                self.words[dst..dst + 3].copy_from_slice(&[name, (info & !0xffff) | STUB_INFO, size]);
+                dst += 3;
+                run = src + len;
+            }
+            src += len;
+        }
+        flush(&mut self.words, run, src, &mut dst);
+        assert_eq!(src, self.words.len(), "the stubbed records run to the end");
+        d.last = last;
+        d.stubbed_words += (src - dst) as u64;
+        self.words.truncate(dst);
+    }
+
+    /// Words [`Btf::stub_deferred`] took out: the type section as built
+    /// is this much longer than the records kept.
+    pub fn stubbed_words(&self) -> u64 {
+        self.deferred.as_ref().map_or(0, |d| d.stubbed_words)
+    }
+
     /// Whether offsets are deferred (see [`Btf::defer_offsets`]).
     pub fn offsets_deferred(&self) -> bool {
         self.deferred.is_some()
@@ -443,7 +517,7 @@ impl Btf {
     /// 16 types; anything that needs the column itself panics.
     pub fn defer_offsets(&mut self) {
         if self.deferred.is_none() {
-            self.deferred = Some(Deferred { count: 0, from: self.words.len(), fine: Vec::new() });
+            self.deferred = Some(Deferred { count: 0, from: self.words.len(), fine: Vec::new(), stubbed_words: 0, last: 0 });
         }
     }
 
@@ -773,8 +847,10 @@ impl Btf {
     }
 
     fn last_type_start(&self) -> usize {
-        self.expect_offsets();
-        *self.offs.last().expect("no open type") as usize
+        match &self.deferred {
+            Some(d) if d.count > 0 => d.last,
+            _ => *self.offs.last().expect("no open type") as usize,
+        }
     }
 
     /// STRUCT/UNION member, libbpf style: offset word is `bit_off | size<<24`,

@@ -156,7 +156,15 @@ fn encode_overlapped(
         return Ok((encode::encode_file(input, base, &opts)?, None));
     }
     let mut inc = dedup::Incremental::new();
-    let enc = encode::encode_file_with(input, base, &opts, &mut |b| inc.feed(b))?;
+    let mut enc = encode::encode_file_with(input, base.clone(), &opts, &mut |b| inc.feed(b))?;
+    // the function phase's types
+    inc.feed(&mut enc.btf);
+    if inc.gave_up().is_some() && inc.stubbed() {
+        // The whole-BTF dedup needs every record, and the chunked passes
+        // cut some down before they had to stop (never on the corpus).
+        drop((inc, enc));
+        return Ok((encode::encode_file(input, base, &opts)?, None));
+    }
     Ok((enc, Some(inc)))
 }
 

@@ -35,19 +35,24 @@
 //! Only standalone BTF (no base) with the encoder's string section kept is
 //! handled this way; anything else goes to [`dedup_owned`]. The state kept
 //! during the CU loop is what the struct pass reads for every id: packed
-//! record offsets (`Offsets`), the state bits, and links for only the ids
-//! those passes map ([`SparseLinks`]); about 20 MiB for a vmlinux, on top of
-//! the encoder's peak, which the offset column the encoder no longer builds
-//! (17 MiB) pays for most of.
+//! record offsets (`Offsets`), the state bits and the links (about 27 MiB
+//! for a vmlinux). It pays for itself many times over: after each chunk,
+//! the structs and unions no later pass will read (mapped onto an earlier
+//! copy, and not reachable from a canonical type) are cut down to stubs
+//! ([`Btf::stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
+//! that reaches a stub anyway makes the passes give up; the BTF can then
+//! not go through the whole-BTF dedup, and the caller encodes it again
+//! ([`Incremental::stubbed`]).
 
 use std::borrow::Cow;
 
 use super::*;
+use crate::btf::{STUB_INFO, TypeId};
 
 /// The state of libbpf's first passes over the CUs merged so far.
 pub struct Incremental {
     nodes: Offsets,
-    link: SparseLinks,
+    link: TrackedLinks,
     state: States,
     prim_table: CandTable,
     struct_table: CandTable,
@@ -64,6 +69,9 @@ pub struct Incremental {
     words_done: usize,
     /// Why the chunked passes stopped (the whole-BTF dedup runs instead).
     gave_up: Option<&'static str>,
+    /// Whether records were stubbed ([`Btf::stub_deferred`]): the BTF fed
+    /// can then no longer go through the whole-BTF dedup.
+    stubbed: bool,
 }
 
 impl Default for Incremental {
@@ -78,26 +86,10 @@ impl Incremental {
         // void
         inc.nodes.push(0);
         inc.state = States::with_void(1);
-        inc.link.push(0, false, false);
+        inc.link.push(0, false);
         inc.prim_table = CandTable::with_capacity(1 << 12);
         inc.struct_table = CandTable::with_capacity(1 << 12);
-        inc.gave_up = (!Self::supported()).then_some("the CPU has no POPCNT");
         inc
-    }
-
-    /// Whether this machine runs the chunked passes: on x86-64 they count
-    /// bits with POPCNT, which the baseline target does not include (every
-    /// x86-64 CPU since 2008 has it). Without it [`Incremental::finish`]
-    /// runs the whole-BTF dedup.
-    pub fn supported() -> bool {
-        #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
-        {
-            std::arch::is_x86_feature_detected!("popcnt")
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"))))]
-        {
-            true
-        }
     }
 
     /// Why the chunked passes stopped, if they did.
@@ -105,15 +97,21 @@ impl Incremental {
         self.gave_up
     }
 
+    /// Whether the BTF fed has lost records: if the passes gave up too, it
+    /// must be encoded again for the whole-BTF dedup.
+    pub fn stubbed(&self) -> bool {
+        self.stubbed
+    }
+
     fn stop(&mut self, why: &'static str) {
         // its memory goes now, not when the whole-BTF dedup is done
-        *self = Incremental { gave_up: Some(why), ..Incremental::empty() };
+        *self = Incremental { gave_up: Some(why), stubbed: self.stubbed, ..Incremental::empty() };
     }
 
     fn empty() -> Incremental {
         Incremental {
             nodes: Offsets::growing(),
-            link: SparseLinks::default(),
+            link: TrackedLinks::default(),
             state: States::default(),
             prim_table: CandTable::with_capacity(0),
             struct_table: CandTable::with_capacity(0),
@@ -127,13 +125,16 @@ impl Incremental {
             end: 1,
             words_done: 0,
             gave_up: None,
+            stubbed: false,
         }
     }
 
     /// Lays out the types `btf` gained since the last call and runs the
-    /// primitive and struct passes over them. `btf` only ever grows by
-    /// appending whole types (the encoder's merge).
-    pub fn feed(&mut self, btf: &Btf) {
+    /// primitive and struct passes over them; then, if `btf`'s offsets are
+    /// deferred, cuts the structs no later pass compares down to stubs
+    /// ([`Btf::stub_deferred`]). `btf` only ever grows by appending whole
+    /// types (the encoder's merge).
+    pub fn feed(&mut self, btf: &mut Btf) {
         if self.gave_up.is_some() {
             return;
         }
@@ -159,7 +160,7 @@ impl Incremental {
             }
             let rec = &words[off..off + len];
             let k = kind(rec);
-            self.link.push(id, matches!(k, INT | ENUM | ENUM64 | FWD | FLOAT | STRUCT | UNION), is_enum_fwd(rec));
+            self.link.push(id, is_enum_fwd(rec));
             if represents_itself(k) {
                 self.state.set(id, ST_MAPPED);
             }
@@ -183,8 +184,84 @@ impl Incremental {
         self.put_back(d);
         self.end = new_end;
         if !ok {
-            self.stop(why);
+            return self.stop(why);
         }
+        if btf.offsets_deferred() {
+            if let Err(why) = self.stub_unreachable(btf, from, new_end) {
+                self.stop(why);
+            }
+        }
+    }
+
+    /// Stubs the structs and unions of `from..end` (the chunk just through
+    /// both passes) that later passes never read. A struct pass walk reads
+    /// a record on its candidate side (the chunk it runs for) or on its
+    /// canonical side, which starts at a canonical struct and follows the
+    /// record's own references, and resolved FWDs, which are canonical. So
+    /// a record of this chunk is read again only if it is canonical or
+    /// reachable from a canonical struct or union of this chunk: the
+    /// others are stubbed (55 of a vmlinux's 99 MB of struct records). The
+    /// reference pass reads only reference kinds and canonical types, the
+    /// FWD pass canonical ones, and the function phase names and kinds. A
+    /// walk that meets a stub anyway (a CU referring to an earlier one's
+    /// types) fails with an error, and the chunked passes give up.
+    fn stub_unreachable(&mut self, btf: &mut Btf, from: u32, end: u32) -> Result<(), &'static str> {
+        let words = btf.raw_words();
+        let n = (end - from) as usize;
+        let mut live = vec![0u64; n.div_ceil(64)];
+        let mark = |live: &mut [u64], id: u32| -> bool {
+            let (i, b) = (((id - from) >> 6) as usize, 1u64 << ((id - from) & 63));
+            let new = live[i] & b == 0;
+            live[i] |= b;
+            new
+        };
+        let mut stack = Vec::new();
+        let mut dead = 0usize;
+        for id in from..end {
+            let w = rec_from(words, &self.nodes, id);
+            if !is_composite(kind(w)) {
+                continue;
+            }
+            let canonical = self.state.get(id) == ST_MAPPED && self.link.get(id) == id;
+            if !canonical {
+                dead += 1;
+                continue;
+            }
+            if mark(&mut live, id) {
+                stack.push(id);
+            }
+            while let Some(x) = stack.pop() {
+                let w = rec_from(words, &self.nodes, x);
+                let mut bad = false;
+                for_each_id_pos(w, |p| {
+                    let t = w[p];
+                    if t >= from {
+                        if mark(&mut live, t) {
+                            stack.push(t);
+                        }
+                    } else if t != 0 && rec_from(words, &self.nodes, t)[1] & STUB_INFO != 0 {
+                        bad = true;
+                    }
+                });
+                if bad {
+                    return Err("a canonical type refers to a stubbed record of an earlier chunk");
+                }
+            }
+        }
+        let is_live = |id: u32| live[((id - from) >> 6) as usize] & (1u64 << ((id - from) & 63)) != 0;
+        // the first record to stub: the ones before it stay where they are
+        let Some(first) = (dead > 0)
+            .then(|| (from..end).find(|&id| is_composite(kind(rec_from(words, &self.nodes, id))) && !is_live(id)))
+            .flatten()
+        else {
+            return Ok(());
+        };
+        let at = self.nodes.get(first) as usize;
+        let nodes = &mut self.nodes;
+        btf.stub_deferred(TypeId(first), at, |id| !is_live(id), |id, off| nodes.move_down(id, off as u32));
+        self.stubbed = true;
+        self.words_done = btf.raw_words().len();
+        Ok(())
     }
 
     /// Dedups `btf`, the BTF every [`Incremental::feed`] saw a prefix of, as
@@ -193,13 +270,19 @@ impl Incremental {
     pub fn finish(mut self, btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         let usable = opts.base_index.is_none()
             && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
+        let mut btf = btf;
         if usable {
             // the types after the last chunk: functions, DATASECs
-            self.feed(&btf);
+            self.feed(&mut btf);
         }
         if !usable || self.gave_up.is_some() {
+            if self.stubbed {
+                return Err(DedupError::Invalid {
+                    id: 0,
+                    what: "dedup's chunked passes stopped after stubbing records: encode again without them",
+                });
+            }
             drop(self);
-            let mut btf = btf;
             if btf.offsets_deferred() {
                 btf.build_offsets();
             }
@@ -221,7 +304,7 @@ impl Incremental {
             table.insert(h, id);
         }
         let Incremental { nodes, link, state, .. } = self;
-        let mut d = Dedup::new(&words, nodes, link.into_dense(), state, 1, end, table, None);
+        let mut d = Dedup::new(&words, nodes, link.into_column(), state, 1, end, table, None);
         clock.lap("table");
         let (survivors, nwords) = d.last_passes(&clock)?;
         let Dedup { nodes, link, .. } = d;
@@ -230,7 +313,7 @@ impl Incremental {
         Ok(Btf::from_parts(w, o, strtab, endian, base))
     }
 
-    fn take_dedup<'w>(&mut self, words: &'w [u32], end: u32, struct_done: u32) -> Dedup<'w, SparseLinks> {
+    fn take_dedup<'w>(&mut self, words: &'w [u32], end: u32, struct_done: u32) -> Dedup<'w, TrackedLinks> {
         let nodes = std::mem::replace(&mut self.nodes, Offsets::growing());
         let (link, state) = (std::mem::take(&mut self.link), std::mem::take(&mut self.state));
         let mut d = Dedup::new(words, nodes, link, state, 1, end, CandTable::with_capacity(0), None);
@@ -244,7 +327,7 @@ impl Incremental {
         d
     }
 
-    fn put_back(&mut self, d: Dedup<'_, SparseLinks>) {
+    fn put_back(&mut self, d: Dedup<'_, TrackedLinks>) {
         self.nodes = d.nodes;
         self.link = d.link;
         self.state = d.state;
@@ -281,7 +364,7 @@ mod tests {
         let mut inc = Incremental::new();
         for add in chunks {
             add(&mut b);
-            inc.feed(&b);
+            inc.feed(&mut b);
         }
         let why = inc.gave_up();
         let whole = dedup(&b, &Options::default()).expect("whole dedup");
@@ -339,9 +422,7 @@ mod tests {
             holder(b, b"h", p);
         };
         let why = same_as_whole(&[&a4, &a8, &fwd]);
-        if Incremental::supported() {
-            assert_eq!(why, Some("a struct matched two candidates"));
-        }
+        assert_eq!(why, Some("a struct matched two candidates"));
     }
 
     #[test]
@@ -375,9 +456,113 @@ mod tests {
         };
         same_as_whole(&[&cu1, &cu2, &cu3]);
         let why = same_as_whole(&[&cu1, &cu2b, &cu3]);
-        if Incremental::supported() {
-            assert_eq!(why, Some("an enum forward declaration compared in a walk was re-pointed later"));
+        assert_eq!(why, Some("an enum forward declaration compared in a walk was re-pointed later"));
+    }
+
+    /// The chunks of [`same_as_whole`] appended with offsets deferred, as
+    /// the encoder does: the passes stub what they will not compare again.
+    /// Returns the chunked result (or error) and whether records were
+    /// stubbed, and checks a result against the whole-BTF dedup.
+    fn stubbed_run(chunks: &[&dyn Fn(&mut Btf)]) -> (Result<Btf, DedupError>, bool, Option<&'static str>) {
+        let mut plain = Btf::new(Endian::Little);
+        let mut b = Btf::new(Endian::Little);
+        b.defer_offsets();
+        let mut inc = Incremental::new();
+        for add in chunks {
+            add(&mut plain);
+            add(&mut b);
+            inc.feed(&mut b);
         }
+        let (stubbed, why) = (inc.stubbed(), inc.gave_up());
+        let whole = dedup(&plain, &Options::default()).expect("whole dedup");
+        let chunked = inc.finish(b, &Options::default());
+        if let Ok(c) = &chunked {
+            assert_eq!(to_bytes(c), to_bytes(&whole), "chunked (stubbing) and whole dedup differ");
+        }
+        (chunked, stubbed, why)
+    }
+
+    #[test]
+    fn mapped_structs_no_canonical_reaches_are_stubbed_and_the_result_stays() {
+        // CU: struct inner { int x; }; struct outer { struct inner *x; }.
+        // Its second and third copies map onto the first: no canonical type
+        // reaches them, so both structs of each are stubbed; the first
+        // copy's are canonical and stay.
+        let cu = |b: &mut Btf| {
+            let i = int(b);
+            let inner = holder(b, b"inner", i);
+            let p = b.add_ref(Kind::Ptr, inner);
+            holder(b, b"outer", p);
+        };
+        let mut b = Btf::new(Endian::Little);
+        b.defer_offsets();
+        let mut inc = Incremental::new();
+        let mut lens = Vec::new();
+        for _ in 0..3 {
+            cu(&mut b);
+            inc.feed(&mut b);
+            lens.push(b.raw_words().len());
+        }
+        // each copy: int 4 words, two one-member structs 6 each, ptr 3;
+        // stubbed, the structs take 3 each
+        assert_eq!(lens, vec![19, 19 + 13, 19 + 26]);
+        assert!(inc.stubbed() && inc.gave_up().is_none());
+        // stubs keep name, kind and size for the function phase
+        let t = b.get(TypeId(6)).expect("type 6");
+        assert_eq!((t.kind(), t.vlen(), t.size()), (Kind::Struct, 0, 8));
+        let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &cu]);
+        assert!(r.is_ok() && stubbed && why.is_none());
+    }
+
+    #[test]
+    fn a_struct_a_canonical_type_reaches_is_not_stubbed() {
+        // CU 2's `inner` maps onto CU 1's, but CU 2's new `other` (canonical)
+        // reaches it: a later walk against `other` reads it
+        let cu1 = |b: &mut Btf| {
+            let i = int(b);
+            holder(b, b"inner", i);
+        };
+        let cu2 = |b: &mut Btf| {
+            let i = int(b);
+            let inner = holder(b, b"inner", i);
+            let p = b.add_ref(Kind::Ptr, inner);
+            holder(b, b"other", p);
+        };
+        let (r, stubbed, why) = stubbed_run(&[&cu1, &cu2, &cu2]);
+        assert!(r.is_ok() && why.is_none());
+        // CU 3's copy of both is stubbed
+        assert!(stubbed);
+        let (r, stubbed, _) = stubbed_run(&[&cu1, &cu2]);
+        assert!(r.is_ok() && !stubbed, "nothing unreachable to stub");
+    }
+
+    #[test]
+    fn reaching_a_stub_gives_up_and_finish_refuses() {
+        // CU 2 (ids 3, 4) maps onto CU 1 and its struct 4 is stubbed. Later
+        // CUs that point at it (not what a compiler emits) make the passes
+        // give up: a canonical type reaching it, or a walk reading it.
+        let cu = |b: &mut Btf| {
+            let i = int(b);
+            holder(b, b"s", i);
+        };
+        let back = |b: &mut Btf| {
+            let p = b.add_ref(Kind::Ptr, TypeId(4));
+            holder(b, b"h", p);
+        };
+        let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &back]);
+        assert!(stubbed && r.is_err(), "the whole-BTF dedup cannot run on stubbed records");
+        assert_eq!(why, Some("a canonical type refers to a stubbed record of an earlier chunk"));
+        // an `h` over another `s`, then one over the stub: the walk
+        // compares the stub with that `s`
+        let other = |b: &mut Btf| {
+            let i = b.add_int(b"long", 8, 0);
+            let s = holder(b, b"s", i);
+            let p = b.add_ref(Kind::Ptr, s);
+            holder(b, b"h", p);
+        };
+        let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &other, &back]);
+        assert!(stubbed && r.is_err());
+        assert_eq!(why, Some("an error in the primitive or struct pass"));
     }
 
     #[test]
@@ -392,23 +577,6 @@ mod tests {
             holder(b, b"s", i);
         };
         let why = same_as_whole(&[&cu1, &cu2, &cu2]);
-        if Incremental::supported() {
-            assert_eq!(why, Some("a record refers past the types merged so far"));
-        }
-    }
-
-    #[test]
-    fn sparse_links_read_like_a_dense_column() {
-        let mut l = SparseLinks::default();
-        let stored = |id: u32| id % 3 != 1;
-        for id in 0..300 {
-            l.push(id, stored(id), false);
-        }
-        for id in (0..300).filter(|&id| stored(id)) {
-            l.set(id, id / 2);
-        }
-        let want: Vec<u32> = (0..300).map(|id| if stored(id) { id / 2 } else { id }).collect();
-        assert!((0..300).all(|id| l.get(id) == want[id as usize]));
-        assert_eq!(l.into_dense(), want);
+        assert_eq!(why, Some("a record refers past the types merged so far"));
     }
 }

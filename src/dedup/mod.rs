@@ -119,7 +119,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::btf::{Btf, StrTab};
+use crate::btf::{Btf, STUB_INFO, StrTab};
 use hypot::HypotMap;
 use offsets::Offsets;
 use states::States;
@@ -1010,7 +1010,6 @@ fn is_ref_pos(k: u32, pos: usize) -> bool {
 /// `map` as `resolve` reads it, per id: the id itself unless mapped.
 trait Links {
     fn get(&self, id: u32) -> u32;
-    /// Only ids the passes that use this store map (see [`SparseLinks`]).
     fn set(&mut self, id: u32, to: u32);
     /// libbpf's first test of a pair: both ends resolve to the same type.
     #[inline(always)]
@@ -1037,148 +1036,72 @@ impl Links for Vec<u32> {
     }
 }
 
-/// Links of only the ids the primitive and struct passes can map (INT,
-/// ENUM, ENUM64, FWD, FLOAT, STRUCT, UNION: 1.52 M of a vmlinux's 4.35 M),
-/// found by rank in a bitmap: 8 MiB instead of 17 while the CU loop runs
-/// ([`Incremental`]). Every other id links to itself. It also knows which
-/// ids are enum forward declarations, and which of those a walk compared.
+/// The link column of dedup's chunked passes ([`Incremental`]): a link per
+/// id, the ids of enum forward declarations tagged with [`ENUM_FWD`] (type
+/// ids are below 2^31), and which of those a walk compared by their links.
+/// The tag rides on the word the walk loads anyway: a separate bit column
+/// cost 0.33 G instructions on a vmlinux, which has ten enum fwds.
 #[derive(Default)]
-struct SparseLinks {
-    blocks: Vec<LinkBlock>,
-    vals: Vec<u32>,
-    len: u32,
+struct TrackedLinks {
+    link: Vec<u32>,
     touched: std::cell::RefCell<hashbrown::HashSet<u32>>,
 }
 
-/// 64 ids: which have a slot in `vals` and where the first one's is, and
-/// which are enum forward declarations.
-#[derive(Clone, Copy, Default)]
-struct LinkBlock {
-    stored: u64,
-    enum_fwd: u64,
-    first: u32,
-}
+/// The tag of an enum forward declaration's link ([`TrackedLinks`]).
+const ENUM_FWD: u32 = 1 << 31;
 
-/// Bits set in `x`: one instruction where the machine has it (checked once
-/// by [`Incremental::supported`]), which x86-64's baseline does not let the
-/// compiler assume; its bit-twiddling stand-in made the chunked passes
-/// several percent slower.
-#[inline(always)]
-fn ones(x: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
-    {
-        let n: u64;
-        // SAFETY: only reached through `Incremental`, which is only used
-        // when the CPU has POPCNT (`Incremental::supported`).
-        unsafe {
-            std::arch::asm!("popcnt {n}, {x}", x = in(reg) x, n = lateout(reg) n, options(pure, nomem, nostack));
-        }
-        n as u32
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"))))]
-    {
-        x.count_ones()
-    }
-}
-
-impl SparseLinks {
+impl TrackedLinks {
     /// Room for `n` more ids.
     fn reserve(&mut self, n: usize) {
-        incremental::reserve_step(&mut self.blocks, n / 64 + 1);
-        incremental::reserve_step(&mut self.vals, n);
+        incremental::reserve_step(&mut self.link, n);
     }
 
-    fn push(&mut self, id: u32, stored: bool, enum_fwd: bool) {
-        debug_assert_eq!(id, self.len);
-        if id & 63 == 0 {
-            self.blocks.push(LinkBlock { first: self.vals.len() as u32, ..LinkBlock::default() });
-        }
-        let blk = self.blocks.last_mut().expect("a block per 64 ids");
-        if stored {
-            blk.stored |= 1 << (id & 63);
-            self.vals.push(id);
-        }
-        if enum_fwd {
-            blk.enum_fwd |= 1 << (id & 63);
-        }
-        self.len += 1;
-    }
-
-    #[inline(always)]
-    fn block(&self, id: u32) -> &LinkBlock {
-        debug_assert!(id < self.len);
-        // SAFETY: every id a pass reads a link of is below `len`: the ids
-        // in records were checked against the types laid out when their
-        // chunk was fed (`Incremental::feed`), and links hold such ids.
-        // There is a block for every 64 of those.
-        unsafe { self.blocks.get_unchecked((id >> 6) as usize) }
-    }
-
-    /// The slot of `id` in `vals`, if it has one.
-    #[inline(always)]
-    fn slot(&self, id: u32) -> Option<usize> {
-        let blk = self.block(id);
-        let below = (1u64 << (id & 63)) - 1;
-        if (blk.stored >> (id & 63)) & 1 == 0 {
-            return None;
-        }
-        Some(blk.first as usize + ones(blk.stored & below) as usize)
+    fn push(&mut self, id: u32, enum_fwd: bool) {
+        debug_assert_eq!(id as usize, self.link.len());
+        self.link.push(if enum_fwd { id | ENUM_FWD } else { id });
     }
 
     #[cold]
     fn note_touched(&self, c: u32, k: u32) {
         let mut t = self.touched.borrow_mut();
         for id in [c, k] {
-            if (self.blocks[(id >> 6) as usize].enum_fwd >> (id & 63)) & 1 != 0 {
+            if self.link[id as usize] & ENUM_FWD != 0 {
                 t.insert(id);
             }
         }
     }
 
-    /// The dense link column, built in `vals`' own buffer (grown in place)
-    /// from the top down: a stored id's value sits at its rank, never above
-    /// the id, so nothing is overwritten before it is read.
-    fn into_dense(self) -> Vec<u32> {
-        let SparseLinks { blocks, mut vals, len, .. } = self;
-        let n = len as usize;
-        vals.reserve_exact(n.saturating_sub(vals.len()));
-        vals.resize(n, 0);
-        for id in (0..len).rev() {
-            let blk = blocks[(id >> 6) as usize];
-            let b = 1u64 << (id & 63);
-            vals[id as usize] = if blk.stored & b == 0 {
-                id
-            } else {
-                vals[blk.first as usize + ones(blk.stored & (b - 1)) as usize]
-            };
+    /// The plain link column (tags dropped).
+    fn into_column(self) -> Vec<u32> {
+        let mut link = self.link;
+        for l in &mut link {
+            *l &= !ENUM_FWD;
         }
-        vals
+        link
     }
 }
 
-impl Links for SparseLinks {
+impl Links for TrackedLinks {
     #[inline(always)]
     fn get(&self, id: u32) -> u32 {
-        match self.slot(id) {
-            // SAFETY: a slot is below the number of stored ids pushed so
-            // far (the rank of a stored id among them), i.e. `vals.len()`.
-            Some(i) => unsafe { *self.vals.get_unchecked(i) },
-            None => id,
-        }
+        self.link[id as usize] & !ENUM_FWD
     }
     #[inline(always)]
     fn set(&mut self, id: u32, to: u32) {
-        let i = self.slot(id).unwrap_or_else(|| panic!("type {id} has no link slot"));
-        self.vals[i] = to;
+        let l = &mut self.link[id as usize];
+        *l = to | (*l & ENUM_FWD);
     }
     /// Also notes the enum fwds among `c` and `k` (see [`Incremental`]).
     #[inline(always)]
     fn settled(&self, c: u32, k: u32) -> bool {
-        let (bc, bk) = (self.block(c), self.block(k));
-        if ((bc.enum_fwd >> (c & 63)) | (bk.enum_fwd >> (k & 63))) & 1 != 0 {
+        let (lc, lk) = (self.link[c as usize], self.link[k as usize]);
+        if (lc | lk) & ENUM_FWD != 0 {
             self.note_touched(c, k);
         }
-        resolve_in(self, c) == resolve_in(self, k)
+        let (lc, lk) = (lc & !ENUM_FWD, lk & !ENUM_FWD);
+        let rc = if lc == c { c } else { resolve_in(self, lc) };
+        let rk = if lk == k { k } else { resolve_in(self, lk) };
+        rc == rk
     }
     fn touched_through(&self, f: u32) -> bool {
         self.touched.borrow().iter().any(|&x| x == f || self.get(x) == f)
@@ -1208,6 +1131,16 @@ fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
 fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, link: &L, hypot: &HypotMap, c: u32, k: u32) {
     if !link.settled(c, k) && hypot.get(k) != Some(c) {
         st.push((c, k));
+    }
+}
+
+/// A walk of the chunked passes read a record cut down to a stub
+/// ([`crate::btf::Btf::stub_deferred`]): they give up.
+#[cold]
+fn stub_reached(a: u32, b: u32) -> DedupError {
+    DedupError::Invalid {
+        id: a.min(b),
+        what: "a struct walk reached a record stubbed after an earlier chunk",
     }
 }
 
@@ -1429,6 +1362,9 @@ impl<'a, L: Links> Dedup<'a, L> {
             });
         }
         let (x, y) = (rec!(self, a), rec!(self, b));
+        if self.overlap && (x[1] | y[1]) & STUB_INFO != 0 {
+            return Err(stub_reached(a, b));
+        }
         if !is_composite(kind(x)) || kind(x) != kind(y) || !shallow_equal_struct(x, y) {
             return Ok(false);
         }
@@ -1483,6 +1419,9 @@ impl<'a, L: Links> Dedup<'a, L> {
             }
         }
         let cw = rec_from(self.words, &self.nodes, c);
+        if self.overlap && (cw[1] | kw[1]) & STUB_INFO != 0 {
+            return Err(stub_reached(c, k));
+        }
         let (ck, kk) = (kind(cw), kind(kw));
         // what the merge after a successful walk looks at (see merge_hypot)
         let hit = self.hypot.get_or_insert_marked(k, c, ck == FWD || is_composite(ck));

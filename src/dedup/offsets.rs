@@ -71,6 +71,18 @@ impl Offsets {
         super::incremental::reserve_step(&mut self.block, n.div_ceil(1 << self.bits) + 1);
     }
 
+    /// Moves `id`'s record down to `off`. Called for every id from some id
+    /// to the last, in order ([`crate::btf::Btf::stub_deferred`]): a block
+    /// start moves with its first id, and a step only shrinks, since the
+    /// records before it in its block shrank or stayed.
+    pub(super) fn move_down(&mut self, id: u32, off: u32) {
+        let b = (id >> self.bits) as usize;
+        if id & ((1 << self.bits) - 1) == 0 {
+            self.block[b] = off;
+        }
+        self.step[id as usize] = (off - self.block[b]) as u16;
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.step.len()

@@ -195,7 +195,8 @@ impl Merger {
     /// Whether the BTF built so far, plus `more` types, is within the
     /// format's limits; the message says which limit is passed.
     fn check_limits(&self, more: usize, more_words: usize) -> Result<(), String> {
-        let bytes = self.btf.type_section_len() as u64 + 4 * more_words as u64;
+        // as built: with the words dedup's chunked passes took out
+        let bytes = self.btf.type_section_len() as u64 + 4 * (self.btf.stubbed_words() + more_words as u64);
         if bytes > u32::MAX as u64 {
             return Err(format!("type section of {bytes} bytes: more than BTF's 32-bit length"));
         }
@@ -407,7 +408,7 @@ pub fn encode_file(
 /// What runs on the merge thread after each chunk of CUs is merged (in CU
 /// order, while later CUs are decoded), with the BTF so far: the encoder
 /// only appends to it.
-pub type OnMerged<'f> = dyn FnMut(&Btf) + Send + 'f;
+pub type OnMerged<'f> = dyn FnMut(&mut Btf) + Send + 'f;
 
 /// [`encode_file`], calling `on_merged` after each chunk of CUs is merged.
 pub fn encode_file_with(
@@ -639,7 +640,7 @@ pub fn encode_elf_with(
                             Err(e) => return Err(e),
                         }
                     }
-                    on_merged(&m.btf);
+                    on_merged(&mut m.btf);
                     if info_mapped {
                         release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
                     }
