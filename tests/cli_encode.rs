@@ -57,7 +57,13 @@ fn encode_and_pahole_write_the_final_btf() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let r = run(&["encode", "--early-dedup", "--no-dedup", &sample]);
     assert!(!r.status.success(), "--early-dedup with --no-dedup is refused");
-    for f in [&a, &b, &c] {
+    // and the whole-BTF dedup, which -j2 no longer runs by default
+    let d = dir.join("d.btf");
+    let r = run(&["encode", "--no-early-dedup", "-j2", "-o", &s(&d), &sample]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = run(&["encode", "--early-dedup", "--no-early-dedup", &sample]);
+    assert!(!r.status.success(), "--early-dedup with --no-early-dedup is refused");
+    for f in [&a, &b, &c, &d] {
         assert_eq!(sha256_hex(f), BARE_SHA, "{}", f.display());
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -90,8 +90,9 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `btfkit encode --early-dedup` (dedup's first passes during the CU loop)
-/// gives the reference's final vmlinux bytes, at -j1 and -j2.
+/// `btfkit encode --early-dedup` (dedup's first passes during the CU loop,
+/// the default from -j2 on) and `--no-early-dedup` give the reference's
+/// final vmlinux bytes, at -j1 and -j2.
 #[test]
 fn vmlinux_early_dedup_gives_the_reference_bytes() {
     let (input, args, sha) = vmlinux_row();
@@ -104,15 +105,15 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
     let (features, lang) = (arg("--btf_features="), arg("--lang_exclude="));
     let input = s(&corpus_file(&input));
     let dir = scratch("det-early");
-    for j in ["-j1", "-j2"] {
+    for (j, mode) in [("-j1", "--early-dedup"), ("-j2", "--early-dedup"), ("-j1", "--no-early-dedup"), ("-j2", "--no-early-dedup")] {
         let out = dir.join("out.btf");
         let r = btfkit()
-            .args(["encode", &input, "--early-dedup", j, "-o", &s(&out), "--btf-features", &features])
+            .args(["encode", &input, mode, j, "-o", &s(&out), "--btf-features", &features])
             .args(["--lang-exclude", &lang])
             .output()
             .unwrap();
-        assert!(r.status.success(), "{j}: {}", String::from_utf8_lossy(&r.stderr));
-        assert_eq!(sha256_hex(&out), sha, "{j}");
+        assert!(r.status.success(), "{j} {mode}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(sha256_hex(&out), sha, "{j} {mode}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

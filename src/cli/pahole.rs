@@ -156,7 +156,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         output: detached,
         base,
         dedup: !no_dedup,
-        early_dedup: false,
+        early_dedup: None,
         opts: Options {
             features,
             lang,
