@@ -15,6 +15,12 @@ for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   case "$t" in
     btf_read|dedup) find "$corpus/expected/fixtures" -name '*.btf' -size -64k -exec cp -n {} "corpus/$t/" \; ;;
+    # The standalone fixtures before dedup (copies to map), each after a
+    # chunking byte.
+    dedup_chunked)
+      for f in $(find "$corpus/expected-prededup/fixtures" -name '*.btf' -size -64k); do
+        [ -e "corpus/$t/$(basename "$f")" ] || { printf '\002'; cat "$f"; } > "corpus/$t/$(basename "$f")"
+      done ;;
     # One input per CU: the fixtures' DWARF sections as the encoder sees them
     # (relocated), in the target's layout (src/dwarf/fuzz_input.rs).
     dwarf_cu)
