@@ -166,9 +166,13 @@ fn encode_overlapped(
     let mut enc = encode::encode_file_with(input, base.clone(), &opts, &mut |b| inc.feed(b))?;
     // the function phase's types
     inc.feed(&mut enc.btf);
-    if inc.gave_up().is_some() && inc.stubbed() {
+    if let (Some(why), true) = (inc.gave_up(), inc.stubbed()) {
         // The whole-BTF dedup needs every record, and the chunked passes
         // cut some down before they had to stop (never on the corpus).
+        eprintln!(
+            "btfkit: {}: dedup during the CU loop stopped ({why}) after compacting records; encoding again for the whole-BTF dedup",
+            input.display()
+        );
         drop((inc, enc));
         return Ok((encode::encode_file(input, base, &opts)?, None));
     }
