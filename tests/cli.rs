@@ -129,6 +129,14 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert_eq!(phases, ["encode", "dedup"]);
     assert_eq!(v["counts"]["cus"], 11);
     assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
+    // dedup's first passes ran during the CU loop (the default from -j2),
+    // or not (-j1)
+    let overlapped = |j: &str| {
+        let out = btfkit(&["encode", "--stats", "--json", j]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+        v["counts"]["dedup_during_cu_loop"].as_u64().unwrap()
+    };
+    assert_eq!((overlapped("-j2"), overlapped("-j1")), (1, 0));
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["peak_heap_bytes"].as_u64().unwrap() > 0);
     // the run's peak is the largest of the phases' peaks

@@ -206,6 +206,8 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     phases.mark("encode");
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
+    // whether dedup's first passes ran during the CU loop to the end
+    let overlapped = early.as_ref().is_some_and(|i| i.gave_up().is_none());
     let out_btf = if plan.dedup {
         dedup_keep(&plan.input, enc.btf, None, early)?
     } else {
@@ -233,6 +235,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             ("types_before_dedup", pre_dedup_types as u64),
             ("types_after_dedup", out_btf.own_type_count() as u64),
             ("btf_bytes", len as u64),
+            ("dedup_during_cu_loop", overlapped as u64),
         ];
         super::stats::report(&phases, &counts, json);
     }
