@@ -576,8 +576,10 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             offs: Vec::with_capacity(cu.slots.len()),
             n_types: 0,
             has_arrays: false,
-            strs: Vec::new(),
-            strs_off: Vec::new(),
+            // one string per slot and per two members: the median CU of the
+            // vmlinux has 0.97 of that, nine in ten at most 1.14
+            strs: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
+            strs_off: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
             strs_known: Vec::new(),
             strs_in_types: 0,
             int_core: None,
