@@ -296,6 +296,14 @@ fn grow(v: &mut Vec<u32>, extra: usize) {
     v.reserve_exact(step);
 }
 
+/// Appends `w` to the records, growing them by [`grow`]'s step, never by
+/// `Vec`'s doubling.
+#[inline]
+fn extend_words(words: &mut Vec<u32>, w: &[u32]) {
+    grow(words, w.len());
+    words.extend_from_slice(w);
+}
+
 /// Types appended while offsets are deferred: they follow `offs`.
 #[derive(Clone, Debug)]
 struct Deferred {
@@ -699,9 +707,8 @@ impl Btf {
 
     /// Appends a complete record of words (common part included).
     pub fn push_words(&mut self, w: &[u32]) -> TypeId {
-        grow(&mut self.words, w.len());
         self.push_offset();
-        self.words.extend_from_slice(w);
+        extend_words(&mut self.words, w);
         TypeId(self.type_count())
     }
 
@@ -861,9 +868,7 @@ impl Btf {
         if bitfield_size != 0 || bit_off % 8 != 0 {
             self.words[s + 1] |= 1 << 31;
         }
-        grow(&mut self.words, 3);
-        self.words
-            .extend_from_slice(&[n.0, ty.0, bit_off | (bitfield_size << 24)]);
+        extend_words(&mut self.words, &[n.0, ty.0, bit_off | (bitfield_size << 24)]);
     }
     /// ENUM value (low 32 bits; kind_flag set when negative).
     pub fn push_enum_value(&mut self, name: &[u8], val: i64) {
@@ -872,26 +877,21 @@ impl Btf {
         if val < 0 {
             self.words[s + 1] |= 1 << 31;
         }
-        grow(&mut self.words, 2);
-        self.words.extend_from_slice(&[n.0, val as u32]);
+        extend_words(&mut self.words, &[n.0, val as u32]);
     }
     pub fn push_enum64_value(&mut self, name: &[u8], val: u64) {
         let n = self.add_str(name);
         self.bump_vlen();
-        grow(&mut self.words, 3);
-        self.words
-            .extend_from_slice(&[n.0, val as u32, (val >> 32) as u32]);
+        extend_words(&mut self.words, &[n.0, val as u32, (val >> 32) as u32]);
     }
     pub fn push_param(&mut self, name: &[u8], ty: TypeId) {
         let n = self.add_str(name);
         self.bump_vlen();
-        grow(&mut self.words, 2);
-        self.words.extend_from_slice(&[n.0, ty.0]);
+        extend_words(&mut self.words, &[n.0, ty.0]);
     }
     pub fn push_var_secinfo(&mut self, var: TypeId, offset: u32, size: u32) {
         self.bump_vlen();
-        grow(&mut self.words, 3);
-        self.words.extend_from_slice(&[var.0, offset, size]);
+        extend_words(&mut self.words, &[var.0, offset, size]);
     }
 
     /// Drops own types from id `keep_count+start` on (used to roll back a CU).
