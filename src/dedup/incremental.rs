@@ -216,7 +216,8 @@ impl Incremental {
             new
         };
         let mut stack = Vec::new();
-        let mut dead = 0usize;
+        // the first struct or union mapped onto another: none, nothing to stub
+        let mut first_mapped = None;
         for id in from..end {
             let w = rec_from(words, &self.nodes, id);
             if !is_composite(kind(w)) {
@@ -224,7 +225,7 @@ impl Incremental {
             }
             let canonical = self.state.get(id) == ST_MAPPED && self.link.get(id) == id;
             if !canonical {
-                dead += 1;
+                first_mapped = first_mapped.or(Some(id));
                 continue;
             }
             if mark(&mut live, id) {
@@ -250,9 +251,8 @@ impl Incremental {
         }
         let is_live = |id: u32| live[((id - from) >> 6) as usize] & (1u64 << ((id - from) & 63)) != 0;
         // the first record to stub: the ones before it stay where they are
-        let Some(first) = (dead > 0)
-            .then(|| (from..end).find(|&id| is_composite(kind(rec_from(words, &self.nodes, id))) && !is_live(id)))
-            .flatten()
+        let Some(first) = first_mapped
+            .and_then(|m| (m..end).find(|&id| is_composite(kind(rec_from(words, &self.nodes, id))) && !is_live(id)))
         else {
             return Ok(());
         };
