@@ -81,6 +81,18 @@ pub(super) enum Op {
     Read { at: DwAt, form: DwForm, field: Field, implicit: i64 },
     /// A read attribute in DW_FORM_ref_addr: the decoder reports it.
     RefAddr(DwAt),
+    // The forms of nearly every read attribute, decided when the plan is
+    // compiled rather than per DIE.
+    /// A name in DW_FORM_strp of a 32-bit unit.
+    NameStrp4(DwAt),
+    /// A unit reference in DW_FORM_ref4.
+    Ref4(DwAt, Field),
+    /// A number in DW_FORM_data1 for a field that wants one.
+    Num1(DwAt, Field),
+    /// A number in DW_FORM_data2 for a field that wants one.
+    Num2(DwAt, Field),
+    /// DW_FORM_flag_present.
+    Present(Field),
 }
 
 /// A compiled abbreviation.
@@ -106,7 +118,30 @@ pub(super) enum Value<'a> {
     Other(AttributeValue<R<'a>>),
 }
 
-/// Why [`Dies::read`] stopped.
+/// Where [`Dies::read_into`] puts the attributes it reads. The common
+/// forms get a method each, so the receiver's match on the field is inlined
+/// into the plan's loop instead of going through one generic call per value.
+pub(super) trait Sink<'a> {
+    /// Any read attribute.
+    fn value(&mut self, field: Field, v: Value<'a>);
+    /// A name in DW_FORM_strp.
+    #[inline]
+    fn name_strp(&mut self, off: u64) {
+        self.value(Field::Name, Value::Strp(off))
+    }
+    /// A unit reference (DW_FORM_ref4).
+    #[inline]
+    fn unit_ref(&mut self, field: Field, off: u64) {
+        self.value(field, Value::UnitRef(off))
+    }
+    /// A constant (DW_FORM_data1/2) for a field that wants a number.
+    #[inline]
+    fn number(&mut self, field: Field, x: u64) {
+        self.value(field, Value::Const(x))
+    }
+}
+
+/// Why [`Dies::read_into`] stopped.
 pub(super) enum ReadError {
     /// A read attribute in DW_FORM_ref_addr (a reference across units).
     RefAddr(DwAt),
@@ -237,10 +272,16 @@ impl<'a, 'u> Dies<'a, 'u> {
                     self.ops.push(Op::Skip(run));
                     run = 0;
                 }
-                self.ops.push(if s.form() == dw::DW_FORM_ref_addr {
-                    Op::RefAddr(s.name())
-                } else {
-                    Op::Read { at: s.name(), form: s.form(), field, implicit: s.implicit_const_value().unwrap_or(0) }
+                self.ops.push(match s.form() {
+                    dw::DW_FORM_ref_addr => Op::RefAddr(s.name()),
+                    dw::DW_FORM_strp if field == Field::Name && self.enc.format == Format::Dwarf32 => {
+                        Op::NameStrp4(s.name())
+                    }
+                    dw::DW_FORM_ref4 => Op::Ref4(s.name(), field),
+                    dw::DW_FORM_data1 if wants_number(field) => Op::Num1(s.name(), field),
+                    dw::DW_FORM_data2 if wants_number(field) => Op::Num2(s.name(), field),
+                    dw::DW_FORM_flag_present => Op::Present(field),
+                    form => Op::Read { at: s.name(), form, field, implicit: s.implicit_const_value().unwrap_or(0) },
                 });
                 continue;
             }
@@ -268,23 +309,40 @@ impl<'a, 'u> Dies<'a, 'u> {
             match self.ops[i as usize] {
                 Op::Skip(n) => self.advance(n as usize)?,
                 Op::SkipForm(f) => self.skip_form(f)?,
-                Op::Read { .. } | Op::RefAddr(_) => unreachable!("skip plans hold skips only"),
+                _ => unreachable!("skip plans hold skips only"),
             }
         }
         Ok(())
     }
 
     /// Reads the attributes of a DIE that some field wants, handing each to `f`.
+    #[cfg(test)]
+    pub(super) fn read(&mut self, a: Abbrev, f: impl FnMut(Field, Value<'a>)) -> Result<(), ReadError> {
+        struct Each<F>(F);
+        impl<'a, F: FnMut(Field, Value<'a>)> Sink<'a> for Each<F> {
+            fn value(&mut self, field: Field, v: Value<'a>) {
+                (self.0)(field, v)
+            }
+        }
+        self.read_into(a, &mut Each(f))
+    }
+
+    /// Reads the attributes of a DIE that some field wants into `sink`.
     #[inline]
-    pub(super) fn read(&mut self, a: Abbrev, mut f: impl FnMut(Field, Value<'a>)) -> Result<(), ReadError> {
+    pub(super) fn read_into(&mut self, a: Abbrev, sink: &mut impl Sink<'a>) -> Result<(), ReadError> {
         for i in a.read.0..a.read.1 {
             match self.ops[i as usize] {
                 Op::Skip(n) => self.advance(n as usize).map_err(|e| ReadError::Bad(None, e))?,
+                Op::NameStrp4(at) => sink.name_strp(self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
+                Op::Ref4(at, field) => sink.unit_ref(field, self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
+                Op::Num1(at, field) => sink.number(field, self.u8().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
+                Op::Num2(at, field) => sink.number(field, self.u16().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
+                Op::Present(field) => sink.value(field, Value::Other(AttributeValue::Flag(true))),
                 Op::SkipForm(form) => self.skip_form(form).map_err(|e| ReadError::Bad(None, e))?,
                 Op::RefAddr(at) => return Err(ReadError::RefAddr(at)),
                 Op::Read { at, form, field, implicit } => {
                     let v = self.value(at, form, field, implicit).map_err(|e| ReadError::Bad(Some(at), e))?;
-                    f(field, v);
+                    sink.value(field, v);
                 }
             }
         }
@@ -293,14 +351,8 @@ impl<'a, 'u> Dies<'a, 'u> {
 
     #[inline]
     fn value(&mut self, at: DwAt, form: DwForm, field: Field, implicit: i64) -> Res<Value<'a>> {
-        // the forms of nearly every read attribute, first
-        match form {
-            dw::DW_FORM_strp if field == Field::Name => return Ok(Value::Strp(self.offset(self.enc.format)?)),
-            dw::DW_FORM_ref4 => return Ok(Value::UnitRef(self.u32()? as u64)),
-            dw::DW_FORM_data1 if wants_number(field) => return Ok(Value::Const(self.u8()? as u64)),
-            dw::DW_FORM_data2 if wants_number(field) => return Ok(Value::Const(self.u16()? as u64)),
-            dw::DW_FORM_flag_present => return Ok(Value::Other(AttributeValue::Flag(true))),
-            _ => {}
+        if form == dw::DW_FORM_strp && field == Field::Name {
+            return Ok(Value::Strp(self.offset(self.enc.format)?));
         }
         self.raw_value(at, form, implicit).map(Value::Other)
     }

@@ -1155,13 +1155,78 @@ impl<'a, 'd> Decoder<'a, 'd> {
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
         let debug_str = self.dwarf.debug_str.reader().slice();
-        let res = entries.read(abbrev, |field, v| match field {
+        let res = entries.read_into(abbrev, &mut AttrSink { dec: self, unit, a, debug_str });
+        match res {
+            Ok(()) => Ok(()),
+            Err(ReadError::RefAddr(at)) => {
+                let mut e = self.err(
+                    cu_off,
+                    Some(die),
+                    format!(
+                        "{at} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
+                         the reference's merged-CU mode for such files is not implemented"
+                    ),
+                );
+                e.kind = DecodeErrorKind::MergedMode;
+                Err(e)
+            }
+            Err(ReadError::Bad(Some(at), e)) => Err(self.err(cu_off, Some(die), format!("cannot read attribute {at}: {e}"))),
+            Err(ReadError::Bad(None, e)) => Err(self.err(cu_off, Some(die), format!("cannot read attributes: {e}"))),
+        }
+    }
+}
+
+/// [`Decoder::read_attrs`]'s receiver of a DIE's attributes.
+struct AttrSink<'s, 'a> {
+    dec: &'s Decoder<'a, 's>,
+    unit: &'s gimli::Unit<R<'a>>,
+    a: &'s mut Attrs<'a>,
+    debug_str: &'a [u8],
+}
+
+impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
+    #[inline]
+    fn name_strp(&mut self, off: u64) {
+        // Kept as the tail of .debug_str from the offset, cut at the NUL
+        // only where the text is needed (see `string`).
+        self.a.name = self.debug_str.get(off as usize..).unwrap_or(b"");
+    }
+
+    #[inline]
+    fn unit_ref(&mut self, field: Field, off: u64) {
+        match field {
+            Field::Type => self.a.ty = off,
+            Field::Origin => self.a.origin = off,
+            Field::Spec => self.a.spec = off,
+            _ => self.value(field, Value::UnitRef(off)),
+        }
+    }
+
+    #[inline]
+    fn number(&mut self, field: Field, x: u64) {
+        let a = &mut *self.a;
+        match field {
+            Field::ByteSize => a.byte_size = Some(x),
+            Field::MemberLoc => a.member_loc = Some(x),
+            Field::DataBitOffset => a.data_bit_offset = Some(x),
+            Field::BitSize => a.bit_size = Some(x),
+            Field::UpperBound => a.upper_bound = Some(Some(x)),
+            Field::Count => a.count = Some(Some(x)),
+            Field::Encoding => a.encoding = x as u8,
+            _ => self.value(field, Value::Const(x)),
+        }
+    }
+
+    #[inline(never)]
+    fn value(&mut self, field: Field, v: Value<'a>) {
+        let (a, debug_str, unit) = (&mut *self.a, self.debug_str, self.unit);
+        match field {
             Field::Name => {
                 a.name = match v {
                     // Kept as the tail of .debug_str from the offset, cut at
                     // the NUL only where the text is needed (see `string`).
                     Value::Strp(off) => debug_str.get(off as usize..).unwrap_or(b""),
-                    v => self.string(unit, &Some(v.raw())),
+                    v => self.dec.string(unit, &Some(v.raw())),
                 }
             }
             Field::Type => a.ty = ref_value(v),
@@ -1191,23 +1256,6 @@ impl<'a, 'd> Decoder<'a, 'd> {
             Field::ConstValue => a.const_value = Some(v.raw()),
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
-        });
-        match res {
-            Ok(()) => Ok(()),
-            Err(ReadError::RefAddr(at)) => {
-                let mut e = self.err(
-                    cu_off,
-                    Some(die),
-                    format!(
-                        "{at} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
-                         the reference's merged-CU mode for such files is not implemented"
-                    ),
-                );
-                e.kind = DecodeErrorKind::MergedMode;
-                Err(e)
-            }
-            Err(ReadError::Bad(Some(at), e)) => Err(self.err(cu_off, Some(die), format!("cannot read attribute {at}: {e}"))),
-            Err(ReadError::Bad(None, e)) => Err(self.err(cu_off, Some(die), format!("cannot read attributes: {e}"))),
         }
     }
 }
