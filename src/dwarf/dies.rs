@@ -93,6 +93,12 @@ pub(super) enum Op {
     Num2(DwAt, Field),
     /// DW_FORM_flag_present.
     Present(Field),
+    /// The end of a plan. Plans end in a marker rather than carry their
+    /// lengths: the compiled abbreviation every DIE copies is 12 bytes, not
+    /// 20 (2.3 % of a module's encode went into moving the larger one).
+    /// Smaller still, with the skip plan's start kept among the ops, was
+    /// slower again.
+    End,
 }
 
 /// A compiled abbreviation.
@@ -100,10 +106,10 @@ pub(super) enum Op {
 pub(super) struct Abbrev {
     pub tag: DwTag,
     pub has_children: bool,
-    /// `ops[read.0..read.1]`: read the wanted attributes.
-    read: (u32, u32),
-    /// `ops[skip.0..skip.1]`: skip every attribute.
-    skip: (u32, u32),
+    /// `ops[read..]` up to `Op::End`: read the wanted attributes.
+    read: u32,
+    /// `ops[skip..]` up to `Op::End`: skip every attribute.
+    skip: u32,
 }
 
 /// One read attribute, as [`Dies::read`] hands it to the decoder.
@@ -262,7 +268,7 @@ impl<'a, 'u> Dies<'a, 'u> {
         Ok(a)
     }
 
-    fn plan(&mut self, specs: &[gimli::AttributeSpecification], reading: bool) -> (u32, u32) {
+    fn plan(&mut self, specs: &[gimli::AttributeSpecification], reading: bool) -> u32 {
         let start = self.ops.len() as u32;
         let mut run = 0u32;
         for s in specs {
@@ -299,20 +305,23 @@ impl<'a, 'u> Dies<'a, 'u> {
         if run > 0 {
             self.ops.push(Op::Skip(run));
         }
-        (start, self.ops.len() as u32)
+        self.ops.push(Op::End);
+        start
     }
 
     /// Skips all attributes of a DIE.
     #[inline]
     pub(super) fn skip(&mut self, a: Abbrev) -> Res<()> {
-        for i in a.skip.0..a.skip.1 {
-            match self.ops[i as usize] {
+        let mut i = a.skip as usize;
+        loop {
+            match self.ops[i] {
                 Op::Skip(n) => self.advance(n as usize)?,
                 Op::SkipForm(f) => self.skip_form(f)?,
+                Op::End => return Ok(()),
                 _ => unreachable!("skip plans hold skips only"),
             }
+            i += 1;
         }
-        Ok(())
     }
 
     /// Reads the attributes of a DIE that some field wants, handing each to `f`.
@@ -330,8 +339,10 @@ impl<'a, 'u> Dies<'a, 'u> {
     /// Reads the attributes of a DIE that some field wants into `sink`.
     #[inline]
     pub(super) fn read_into(&mut self, a: Abbrev, sink: &mut impl Sink<'a>) -> Result<(), ReadError> {
-        for i in a.read.0..a.read.1 {
-            match self.ops[i as usize] {
+        let mut i = a.read as usize;
+        loop {
+            match self.ops[i] {
+                Op::End => return Ok(()),
                 Op::Skip(n) => self.advance(n as usize).map_err(|e| ReadError::Bad(None, e))?,
                 Op::NameStrp4(at) => sink.name_strp(self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
                 Op::Ref4(at, field) => sink.unit_ref(field, self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
@@ -345,8 +356,8 @@ impl<'a, 'u> Dies<'a, 'u> {
                     sink.value(field, v);
                 }
             }
+            i += 1;
         }
-        Ok(())
     }
 
     #[inline]
