@@ -656,9 +656,11 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 break;
             }
             let abbrev = entries
-                .abbrev()
+                .entry()
                 .map_err(|e| self.err(cu_off, Some(die), format!("cannot read DIE: {e}")))?;
-            let Some(abbrev) = abbrev else { continue };
+            if abbrev.is_null() {
+                continue;
+            }
             // Close finished frames.
             while stack.last().is_some_and(|f| f.depth >= depth) {
                 let f = stack.pop().unwrap();
