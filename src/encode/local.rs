@@ -211,6 +211,7 @@ impl<'a> Enc<'_, '_, 'a> {
     /// (bit offset, bit size) as BTF stores them (32 bits, cut as the
     /// reference cuts them), and whether the offset was cut: then the
     /// member lies 512 MiB or more into its struct.
+    #[inline]
     fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
         if m.bits == 0 {
             return plain_bit_offset(m.loc);
