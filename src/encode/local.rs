@@ -8,6 +8,7 @@ use gimli::constants as dw;
 use hashbrown::HashMap;
 
 use super::EncodeError;
+use super::offmap::OffMap;
 use super::features::Features;
 use super::lang::DW_LANG_RUST;
 use crate::btf::{self, Kind, make_info};
@@ -67,8 +68,9 @@ struct Out<'a> {
     o: CuOut<'a>,
     /// Strings not in `.debug_str`, by content.
     ids: HashMap<&'a [u8], u32>,
-    /// Strings in `.debug_str`, by offset: a name at one offset is one string.
-    by_off: HashMap<u32, u32>,
+    /// Strings in `.debug_str`, by offset: a name at one offset is one
+    /// string. The worker thread's map, lent for the CU ([`OFF_MAP`]).
+    by_off: OffMap,
     /// Address and length of `.debug_str`.
     str_sec: (usize, usize),
 }
@@ -83,7 +85,7 @@ impl<'a> Out<'a> {
         if p < self.str_sec.1 {
             let strs = &mut self.o.strs;
             let offs = &mut self.o.strs_off;
-            return *self.by_off.entry(p as u32).or_insert_with(|| {
+            return self.by_off.get_or_insert(p as u32, || {
                 strs.push(s);
                 offs.push(p as u32);
                 n
@@ -571,7 +573,11 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             funcs: FuncStates::default(),
         },
         ids: HashMap::new(),
-        by_off: HashMap::with_capacity(cu.slots.len() + cu.members.len() / 2),
+        by_off: OFF_MAP.with(|m| {
+            let mut m = m.take();
+            m.start(cu.slots.len() + cu.members.len() / 2);
+            m
+        }),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
     // Core id -> index of the record it emitted (NONE: none).
@@ -617,12 +623,20 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         }
     }
     if truncated {
+        OFF_MAP.set(std::mem::take(&mut o.by_off));
         return Ok(finish(ctx, o.o));
     }
 
     record_functions(ctx, cu, &mut o);
     encode_vars(&enc, &mut o)?;
+    OFF_MAP.set(std::mem::take(&mut o.by_off));
     Ok(finish(ctx, o.o))
+}
+
+thread_local! {
+    /// The worker thread's string map, kept from CU to CU (a CU that fails
+    /// drops it; the next one starts a new map).
+    static OFF_MAP: std::cell::Cell<OffMap> = std::cell::Cell::new(OffMap::default());
 }
 
 /// Which references a loop check follows.

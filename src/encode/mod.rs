@@ -13,6 +13,7 @@
 pub mod features;
 pub mod lang;
 mod local;
+mod offmap;
 mod strcache;
 
 use std::collections::BTreeMap;
