@@ -793,6 +793,22 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                     cu.has_nested_unspecified = true;
                                 }
                             }
+                            if ctx != Ctx::Skip && !abbrev.has_children {
+                                // What `finish` makes of a frame without
+                                // children, without building one (most types
+                                // are leaves; a frame is 248 bytes to move).
+                                match ctx {
+                                    Ctx::Struct => s.kids = cu.members.len() as u32,
+                                    Ctx::Enum => s.kids = cu.enumerators.len() as u32,
+                                    Ctx::SubrType => s.kids = cu.params.len() as u32,
+                                    _ => {}
+                                }
+                                if matches!(ctx, Ctx::Struct | Ctx::Typedef) {
+                                    s.annots = cu.annots.len() as u32;
+                                }
+                                place(&mut cu, s);
+                                continue;
+                            }
                             if ctx != Ctx::Skip {
                                 let mut f = frame(depth, ctx);
                                 f.kids_start = match ctx {
@@ -804,20 +820,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 f.annots_start = s_annots.len();
                                 f.last_tag = s.ty;
                                 f.slot = Some(s);
-                                if abbrev.has_children {
-                                    stack.push(f);
-                                } else {
-                                    self.finish(
-                                        f,
-                                        &mut cu,
-                                        &mut s_members,
-                                        &mut s_enums,
-                                        &mut s_params,
-                                        &mut s_annots,
-                                        &mut s_fparams,
-                                        &stack,
-                                    );
-                                }
+                                stack.push(f);
                                 continue;
                             }
                         }
