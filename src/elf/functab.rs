@@ -168,6 +168,33 @@ mod tests {
     }
 
     #[test]
+    fn entries_are_a_stable_sort_by_key() {
+        // keys sharing long prefixes, prefixes of each other, and repeats
+        // in symbol-table order
+        let keys: [&[u8]; 9] = [
+            b"acpi_ns_walk_namespace_x",
+            b"acpi_ns_walk_namespace",
+            b"acpi_ns_walk_nam",
+            b"acpi_ns_walk_namespace_a",
+            b"acpi_ns_walk_na",
+            b"acpi_ns_walk_nam",
+            b"b",
+            b"acpi_ns_walk_namespace",
+            b"",
+        ];
+        let recs: Vec<(&[u8], &[u8], u64)> = keys.iter().enumerate().map(|(i, &k)| (k, k, i as u64 + 1)).collect();
+        let mut want = recs.clone();
+        want.sort_by(|a, b| a.0.cmp(b.0));
+        let t = FuncTable::build(recs);
+        let got: Vec<(&[u8], u64)> = t.syms.clone();
+        assert_eq!(got, want.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>());
+        let entry_keys: Vec<&[u8]> = t.entries.iter().map(|e| e.key).collect();
+        let mut distinct: Vec<&[u8]> = want.iter().map(|r| r.0).collect();
+        distinct.dedup();
+        assert_eq!(entry_keys, distinct);
+    }
+
+    #[test]
     fn ambiguity_ignores_zero_and_last_entry() {
         let t = FuncTable::build(vec![
             (b"z", b"z", 0x10),
