@@ -273,12 +273,7 @@ impl Merger {
                 types_end
             };
             let r = &mut w[s..e];
-            Btf::for_each_str_ref_mut(r, |x| *x = map[*x as usize]);
-            Btf::for_each_type_ref_mut(r, |x| {
-                if *x != 0 {
-                    *x = x.wrapping_add(off)
-                }
-            });
+            relocate(r, map, off);
             if (r[1] >> 24) & 0x1f == Kind::Array as u32 {
                 r[4] = index;
             }
@@ -699,8 +694,90 @@ pub fn encode_elf_with(
     })
 }
 
+/// The merge's rewrite of one of a CU's records: string ids through `map`,
+/// type ids but void shifted by `off`. The fields are those of
+/// [`Btf::str_ref_positions`] and [`Btf::type_ref_positions`], in one pass
+/// whose entry loops go over chunks (through the two position visitors it
+/// was 1.5 % of a vmlinux encode, on the merging thread).
+#[inline]
+fn relocate(r: &mut [u32], map: &[u32], off: u32) {
+    let shift = |x: &mut u32| {
+        if *x != 0 {
+            *x = x.wrapping_add(off)
+        }
+    };
+    r[0] = map[r[0] as usize];
+    let vlen = (r[1] & 0xffff) as usize;
+    match Kind::from_u8(((r[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
+        Kind::Ptr
+        | Kind::Typedef
+        | Kind::Volatile
+        | Kind::Const
+        | Kind::Restrict
+        | Kind::Func
+        | Kind::Var
+        | Kind::DeclTag
+        | Kind::TypeTag => shift(&mut r[2]),
+        Kind::Array => {
+            shift(&mut r[3]);
+            shift(&mut r[4]);
+        }
+        Kind::Struct | Kind::Union => {
+            for m in r[3..3 + 3 * vlen].chunks_exact_mut(3) {
+                m[0] = map[m[0] as usize];
+                shift(&mut m[1]);
+            }
+        }
+        Kind::Enum => r[3..3 + 2 * vlen].chunks_exact_mut(2).for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::Enum64 => r[3..3 + 3 * vlen].chunks_exact_mut(3).for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::FuncProto => {
+            shift(&mut r[2]);
+            for p in r[3..3 + 2 * vlen].chunks_exact_mut(2) {
+                p[0] = map[p[0] as usize];
+                shift(&mut p[1]);
+            }
+        }
+        Kind::Datasec => r[3..3 + 3 * vlen].chunks_exact_mut(3).for_each(|v| shift(&mut v[0])),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn relocate_rewrites_what_the_position_visitors_list() {
+        use super::*;
+        let info = |k: Kind, vlen: u32| make_info(k, false, vlen);
+        let recs: Vec<Vec<u32>> = vec![
+            vec![1, info(Kind::Int, 0), 4, 32],
+            vec![2, info(Kind::Ptr, 0), 3],
+            vec![0, info(Kind::Const, 0), 0],
+            vec![1, info(Kind::Array, 0), 0, 5, 0, 3],
+            vec![3, info(Kind::Struct, 3), 8, 1, 2, 0, 2, 0, 32, 3, 6, 64],
+            vec![1, info(Kind::Union, 0), 0],
+            vec![1, info(Kind::Enum, 2), 4, 2, 0, 3, 1],
+            vec![1, info(Kind::Enum64, 1), 8, 2, 0, 0],
+            vec![0, info(Kind::FuncProto, 2), 4, 1, 12, 0, 0],
+            vec![3, info(Kind::Datasec, 2), 8, 13, 0, 4, 0, 4, 4],
+            vec![1, info(Kind::Var, 0), 10, 1],
+            vec![2, info(Kind::DeclTag, 0), 14, 0],
+            vec![1, info(Kind::Fwd, 0), 0],
+        ];
+        let map = [0u32, 100, 200, 300];
+        for r in &recs {
+            let mut want = r.clone();
+            Btf::for_each_str_ref_mut(&mut want, |x| *x = map[*x as usize]);
+            Btf::for_each_type_ref_mut(&mut want, |x| {
+                if *x != 0 {
+                    *x = x.wrapping_add(7)
+                }
+            });
+            let mut got = r.clone();
+            relocate(&mut got, &map, 7);
+            assert_eq!(got, want, "{r:?}");
+        }
+    }
+
     use super::*;
 
     fn merger() -> Merger {
