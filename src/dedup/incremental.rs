@@ -28,9 +28,9 @@
 //!   a nested DW_TAG_unspecified_type shifted): a walk would read types not
 //!   laid out yet. Gives up.
 //!
-//! At the end the candidate table is rebuilt as libbpf's would be after its
-//! struct pass (every primitive insertion, then every struct one, each in
-//! order), and the remaining passes run on the whole BTF as before.
+//! At the end the remaining passes run on the whole BTF as before. They
+//! need no candidate table: the FWD pass looks nothing up, and the
+//! reference pass keeps its own index without a base (`refindex`).
 //!
 //! Only standalone BTF (no base) with the encoder's string section kept is
 //! handled this way; anything else goes to [`dedup_owned`]. The state kept
@@ -56,8 +56,6 @@ pub struct Incremental {
     state: States,
     prim_table: CandTable,
     struct_table: CandTable,
-    prim_log: Vec<(u64, u32)>,
-    struct_log: Vec<(u64, u32)>,
     hypot: HypotMap,
     spare_hypot: HypotMap,
     eq_stack: Vec<(u32, u32)>,
@@ -115,8 +113,6 @@ impl Incremental {
             state: States::default(),
             prim_table: CandTable::with_capacity(0),
             struct_table: CandTable::with_capacity(0),
-            prim_log: Vec::new(),
-            struct_log: Vec::new(),
             hypot: HypotMap::new(),
             spare_hypot: HypotMap::new(),
             eq_stack: Vec::new(),
@@ -169,16 +165,12 @@ impl Incremental {
         self.words_done = off;
         let mut d = self.take_dedup(words, new_end, from);
         std::mem::swap(&mut d.table, &mut self.prim_table);
-        std::mem::swap(&mut d.log, &mut self.prim_log);
         let mut ok = d.prim_types_in(from, new_end).is_ok() && d.give_up.is_none();
         std::mem::swap(&mut d.table, &mut self.prim_table);
-        std::mem::swap(&mut d.log, &mut self.prim_log);
         if ok {
             std::mem::swap(&mut d.table, &mut self.struct_table);
-            std::mem::swap(&mut d.log, &mut self.struct_log);
             ok = d.struct_types_in(from, new_end).is_ok() && d.give_up.is_none();
             std::mem::swap(&mut d.table, &mut self.struct_table);
-            std::mem::swap(&mut d.log, &mut self.struct_log);
         }
         let why = d.give_up.unwrap_or("an error in the primitive or struct pass");
         self.put_back(d);
@@ -297,15 +289,11 @@ impl Incremental {
             drop(offs);
             (w, s, e, b)
         };
-        // libbpf's table after its struct pass: every primitive, then every
-        // struct, in the order the passes inserted them
-        let mut table = CandTable::with_capacity(1 << 16);
-        for &(h, id) in self.prim_log.iter().chain(&self.struct_log) {
-            table.insert(h, id);
-        }
+        // The passes left are the FWD pass, which looks nothing up, and the
+        // reference pass, which without a base keeps its own index
+        // (`refindex`): libbpf's table after the struct pass is not needed.
         let Incremental { nodes, link, state, .. } = self;
-        let mut d = Dedup::new(&words, nodes, link.into_column(), state, 1, end, table, None);
-        clock.lap("table");
+        let mut d = Dedup::new(&words, nodes, link.into_column(), state, 1, end, CandTable::EMPTY, None);
         let (survivors, nwords) = d.last_passes(&clock)?;
         let Dedup { nodes, link, .. } = d;
         let (w, o) = compact(Cow::Owned(words), &nodes, &link, &survivors, nwords)?;

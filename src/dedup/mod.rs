@@ -78,6 +78,12 @@
 //!   directly (libbpf's recursion would return at once for its child); other
 //!   types queue their ids in one go, which examines them in the recursion's
 //!   order and at the same moments (see [`Dedup::dedup_ref`]).
+//! * **Reference index.** Without a base, a reference type's lookup has at
+//!   most one equal candidate and no pass looks anything up afterwards, so
+//!   the reference pass keeps the canonical reference types by their
+//!   rewritten content in an index of its own ([`refindex`]): a lookup reads
+//!   no candidate's record and resolves none of its ids. (With a base,
+//!   duplicates among the base types make the candidate order matter.)
 //! * **Layout.** Per id: the record's start (a `u16` step from a `u32` per
 //!   block of 64 ids, [`offsets`]), the link `resolve` follows (the
 //!   canonical id if mapped, else the id itself: one dense array and one
@@ -111,6 +117,7 @@
 mod hypot;
 mod incremental;
 mod offsets;
+mod refindex;
 mod states;
 pub mod table;
 
@@ -536,6 +543,9 @@ struct Dedup<'a, L: Links = Vec<u32>> {
     enum_fwds: hashbrown::HashSet<u32>,
     /// Canonical full enums by content (primitive pass fast path).
     enums: hashbrown::HashTable<u32>,
+    /// The reference pass's canonical types by content, when it can stand
+    /// for the candidate table (no base: see [`refindex`]).
+    ref_index: Option<refindex::RefIndex>,
     /// Set while the primitive and struct passes run chunk by chunk during
     /// the encoder's CU loop ([`Incremental`]): the struct pass then proves
     /// its choice independent of candidate order, and walks note the enum
@@ -547,8 +557,6 @@ struct Dedup<'a, L: Links = Vec<u32>> {
     struct_done: u32,
     /// The passing candidate's walk, kept while the others are tried.
     spare_hypot: HypotMap,
-    /// What the chunked passes inserted into `table`, in order.
-    log: Vec<(u64, u32)>,
 }
 
 macro_rules! rec {
@@ -1189,11 +1197,11 @@ impl<'a, L: Links> Dedup<'a, L> {
             ref_stack: Vec::new(),
             enum_fwds: Default::default(),
             enums: Default::default(),
+            ref_index: None,
             overlap: false,
             give_up: None,
             struct_done: 0,
             spare_hypot: HypotMap::default(),
-            log: Vec::new(),
         }
     }
 
@@ -1243,9 +1251,6 @@ impl<'a, L: Links> Dedup<'a, L> {
 
     fn add_canonical(&mut self, h: u64, id: u32) {
         self.table.insert(h, id);
-        if self.overlap {
-            self.log.push((h, id));
-        }
     }
 
     fn prim_types(&mut self) -> Result<(), DedupError> {
@@ -1681,6 +1686,9 @@ impl<'a, L: Links> Dedup<'a, L> {
 
     #[inline(never)]
     fn ref_types(&mut self) -> Result<(), DedupError> {
+        if self.start == 1 && !refindex::forced_off() {
+            self.ref_index = Some(refindex::RefIndex::default());
+        }
         for id in self.start..self.end {
             if self.mapped(id) {
                 continue;
@@ -1766,6 +1774,12 @@ impl<'a, L: Links> Dedup<'a, L> {
             // PTR, CONST, VOLATILE, RESTRICT, TYPEDEF, FUNC, TYPE_TAG, DECL_TAG:
             // only the third word is an id
             let t = self.resolve(w[2]);
+            if let Some(ix) = &mut self.ref_index {
+                let key = [w[0], w[1], t, if k == DECL_TAG { w[3] } else { 0 }];
+                let new = ix.canonical(&key[..if k == DECL_TAG { 4 } else { 3 }], id);
+                self.set_map(id, new);
+                return;
+            }
             let mut h = hc(hc(hc(0, w[0]), w[1]), t);
             if k == DECL_TAG {
                 h = hc(h, w[3]);
@@ -1796,17 +1810,21 @@ impl<'a, L: Links> Dedup<'a, L> {
         }
         // the record as libbpf has rewritten it by now
         let mut cw_own: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::from_slice(w);
-        let h = if k == ARRAY {
+        if k == ARRAY {
             cw_own[3] = self.resolve(w[3]);
             cw_own[4] = self.resolve(w[4]);
-            hash_array(&cw_own)
         } else {
             cw_own[2] = self.resolve(w[2]);
             for i in 0..vlen(w) {
                 cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
             }
-            hash_fnproto(&cw_own)
-        };
+        }
+        if let Some(ix) = &mut self.ref_index {
+            let new = ix.canonical(&cw_own, id);
+            self.set_map(id, new);
+            return;
+        }
+        let h = if k == ARRAY { hash_array(&cw_own) } else { hash_fnproto(&cw_own) };
         let mut new = id;
         let mut cur = self.table.first(h);
         while let Some((cand, c)) = cur {
@@ -2411,5 +2429,53 @@ mod tests {
         // an index of another base is not used
         let other = Arc::new(BaseIndex::new(&Arc::new(Btf::new(Endian::Little))).unwrap());
         assert!(!other.serves(s.base()) && index.serves(s.base()));
+    }
+
+    /// Random BTFs of several CUs sharing type names, with reference chains,
+    /// arrays, prototypes and FWDs: the reference pass gives the same result
+    /// with its own index as through libbpf's candidate table.
+    #[test]
+    fn reference_index_agrees_with_the_candidate_table() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        };
+        for _ in 0..200 {
+            let mut b = Btf::new(Endian::Little);
+            for _ in 0..1 + rnd(7) {
+                let base = b.type_count() + 1;
+                let t = |o: u32| TypeId(base + o);
+                let name = |k: &str, n: u32| format!("{k}{n}").into_bytes();
+                let i = int(&mut b);
+                b.add_fwd(&name("s", rnd(3)), false);
+                b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
+                b.push_member(b"a", i, 0, 0);
+                b.push_member(b"b", t(4), 64, 0);
+                b.push_member(b"c", t(5), 96, 0);
+                b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
+                b.push_member(b"a", t(6), 0, 0);
+                b.push_member(b"b", t(7), 64, 0);
+                let pick = |r: u32, xs: &[u32]| t(xs[r as usize % xs.len()]);
+                b.add_ref(Kind::Ptr, pick(rnd(3), &[1, 2, 3]));
+                b.add_typedef(&name("t", rnd(2)), pick(rnd(3), &[0, 4, 6]));
+                b.add_ref(Kind::Const, pick(rnd(3), &[1, 2, 3]));
+                b.add_array(pick(rnd(2), &[0, 4]), i, 1 + rnd(2));
+                b.begin(Kind::FuncProto, b"", pick(rnd(2), &[0, 4]).0, false);
+                b.push_param(b"", t(5));
+                b.push_param(b"", t(6));
+                b.add_ref(Kind::Ptr, t(8));
+                b.add_ref(Kind::Ptr, t(4));
+                b.add_ref(Kind::Volatile, pick(rnd(3), &[9, 10, 7]));
+            }
+            let with_index = run(&b);
+            refindex::force_off(true);
+            let with_table = run(&b);
+            refindex::force_off(false);
+            assert_eq!(lines(&with_index), lines(&with_table));
+            assert_eq!(with_index.raw_words(), with_table.raw_words());
+        }
     }
 }

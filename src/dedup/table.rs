@@ -63,6 +63,18 @@ pub struct Cursor {
 }
 
 impl CandTable {
+    /// A table without room, for passes that look nothing up.
+    pub const EMPTY: CandTable = CandTable {
+        slots: Vec::new(),
+        keys: 0,
+        ids: Vec::new(),
+        next: Vec::new(),
+        prev: Vec::new(),
+        size: 0,
+        cap: 0,
+        odd: false,
+    };
+
     pub fn with_capacity(n: usize) -> CandTable {
         CandTable {
             slots: vec![FREE; (n * 8 / 7 + 1).next_power_of_two().max(16)],

@@ -1,0 +1,100 @@
+//! The reference pass's canonical types, by their content as libbpf has
+//! rewritten it (referenced ids resolved).
+//!
+//! libbpf looks a reference type up in its one candidate table and compares
+//! it with each candidate's record, resolving the candidate's referenced ids
+//! again: two reads at places unrelated to the type at hand (a canonical
+//! type lives in whichever CU first had it), for every one of a vmlinux's
+//! millions of reference types. Without a base, a reference type's lookup
+//! has at most one equal candidate (a type becomes canonical only when none
+//! is equal, and a canonical type's content never changes afterwards), so
+//! the order of candidates does not matter, and no pass after this one
+//! looks anything up. So the canonical types can be kept by content, in a
+//! table of their own, with the content next to the entry: one lookup that
+//! touches nothing else.
+
+/// Canonical reference types by rewritten content.
+#[derive(Default)]
+pub(super) struct RefIndex {
+    /// Indices into `entries`.
+    table: hashbrown::HashTable<u32>,
+    /// (hash, start of the content in `words`, its length, type id).
+    entries: Vec<(u64, u32, u32, u32)>,
+    words: Vec<u32>,
+}
+
+#[inline]
+fn hash(key: &[u32]) -> u64 {
+    key.iter()
+        .fold(key.len() as u64, |h, &w| (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(0x517c_c1b7_2722_0a95))
+}
+
+impl RefIndex {
+    /// The canonical type whose rewritten record is `key`, or `id` (which
+    /// has it) after recording it as that type.
+    #[inline]
+    pub(super) fn canonical(&mut self, key: &[u32], id: u32) -> u32 {
+        let h = hash(key);
+        let RefIndex { table, entries, words } = self;
+        let found = table.find(h, |&e| {
+            let (eh, at, len, _) = entries[e as usize];
+            // word by word: most keys are three words, and `==` on slices
+            // calls memcmp
+            eh == h
+                && len as usize == key.len()
+                && words[at as usize..(at + len) as usize].iter().zip(key).all(|(a, b)| a == b)
+        });
+        if let Some(&e) = found {
+            return entries[e as usize].3;
+        }
+        let e = entries.len() as u32;
+        entries.push((h, words.len() as u32, key.len() as u32, id));
+        words.extend_from_slice(key);
+        table.insert_unique(h, e, |&e| entries[e as usize].0);
+        id
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    static FORCED_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Tests compare the index with the candidate table on the same input.
+#[cfg(test)]
+pub(super) fn force_off(off: bool) {
+    FORCED_OFF.with(|c| c.set(off));
+}
+
+#[cfg(test)]
+pub(super) fn forced_off() -> bool {
+    FORCED_OFF.with(|c| c.get())
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+pub(super) fn forced_off() -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RefIndex;
+
+    #[test]
+    fn equal_content_finds_the_first_type_that_had_it() {
+        let mut ix = RefIndex::default();
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7], 10), 10);
+        assert_eq!(ix.canonical(&[0, 2 << 24, 8], 11), 11);
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7], 12), 10);
+        // a prefix or an extension is other content
+        assert_eq!(ix.canonical(&[0, 2 << 24], 13), 13);
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], 14), 14);
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], 15), 14);
+        for n in 0..10_000u32 {
+            assert_eq!(ix.canonical(&[n, 1, n * 3], 100 + n), 100 + n);
+        }
+        assert!((0..10_000u32).all(|n| ix.canonical(&[n, 1, n * 3], 1) == 100 + n));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 8], 16), 11);
+    }
+}
