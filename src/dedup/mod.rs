@@ -420,7 +420,7 @@ fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
 /// [`for_each_id_pos`] visits) is below `end`. Member lists are scanned
 /// as chunks, without a bounds check per id: every record of a vmlinux goes
 /// through this when dedup runs during the CU loop.
-#[inline]
+#[inline(always)]
 fn ids_below(w: &[u32], end: u32) -> bool {
     let all_below = |stride: usize, at: usize| w.get(3..).unwrap_or(&[]).chunks_exact(stride).all(|e| e[at] < end);
     match kind(w) {
@@ -958,7 +958,7 @@ fn bad_record(id: u32) -> DedupError {
 /// `check_ids`) every type id it holds is below `end`. The reader guarantees
 /// both for parsed BTF; this keeps BTF built through the API from making
 /// dedup index out of bounds.
-#[inline]
+#[inline(always)]
 fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> Option<usize> {
     let info = *w.get(off + 1)?;
     let len = rec_len(info);
@@ -1688,6 +1688,9 @@ impl<'a, L: Links> Dedup<'a, L> {
     fn ref_types(&mut self) -> Result<(), DedupError> {
         if self.start == 1 && !refindex::forced_off() {
             self.ref_index = Some(refindex::RefIndex::default());
+            // nothing looks the table up any more: its memory goes to the
+            // index (at dedup's peak)
+            self.table = CandTable::EMPTY;
         }
         for id in self.start..self.end {
             if self.mapped(id) {
