@@ -1867,6 +1867,11 @@ impl Dedup<'_> {
     /// The passes after the struct pass: FWDs, references, and the final
     /// links; returns the surviving own ids and their words.
     fn last_passes(&mut self, clock: &Timer) -> Result<(Vec<u32>, usize), DedupError> {
+        // the struct pass's scratch (a megabyte or more after its largest
+        // walk) is not needed any more, at dedup's memory peak
+        self.hypot = HypotMap::new();
+        self.spare_hypot = HypotMap::new();
+        self.eq_stack = Vec::new();
         self.resolve_fwds();
         clock.lap("fwds");
         self.ref_types()?;
