@@ -56,26 +56,18 @@ impl RefIndex {
     }
 }
 
-#[cfg(test)]
 thread_local! {
     static FORCED_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Tests compare the index with the candidate table on the same input.
-#[cfg(test)]
+/// Whether this thread's dedups go through the candidate table instead
+/// (tests and fuzzing compare the two: [`super::dedup_through_table`]).
 pub(super) fn force_off(off: bool) {
     FORCED_OFF.with(|c| c.set(off));
 }
 
-#[cfg(test)]
 pub(super) fn forced_off() -> bool {
     FORCED_OFF.with(|c| c.get())
-}
-
-#[cfg(not(test))]
-#[inline(always)]
-pub(super) fn forced_off() -> bool {
-    false
 }
 
 #[cfg(test)]
