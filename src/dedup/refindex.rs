@@ -24,6 +24,12 @@ pub(super) struct RefIndex {
     words: Vec<u32>,
 }
 
+/// An entry's content in the words.
+#[inline]
+fn content<'w>(words: &'w [u32], e: &(u32, u32, u32, u32)) -> &'w [u32] {
+    &words[e.1 as usize..(e.1 + e.2) as usize]
+}
+
 #[inline]
 fn hash(key: &[u32]) -> u64 {
     key.iter()
@@ -37,12 +43,11 @@ impl RefIndex {
     pub(super) fn canonical(&mut self, key: &[u32], id: u32) -> u32 {
         let h = hash(key);
         let RefIndex { table, entries, words } = self;
-        let content = |e: &(u32, u32, u32, u32)| &words[e.1 as usize..(e.1 + e.2) as usize];
         let found = table.find(h, |&e| {
             let e = &entries[e as usize];
             // word by word: most keys are three words, and `==` on slices
             // calls memcmp
-            e.0 == h as u32 && e.2 as usize == key.len() && content(e).iter().zip(key).all(|(a, b)| a == b)
+            e.0 == h as u32 && e.2 as usize == key.len() && content(words, e).iter().zip(key).all(|(a, b)| a == b)
         });
         if let Some(&e) = found {
             return entries[e as usize].3;
@@ -50,8 +55,7 @@ impl RefIndex {
         let e = entries.len() as u32;
         entries.push((h as u32, words.len() as u32, key.len() as u32, id));
         words.extend_from_slice(key);
-        let content = |e: &(u32, u32, u32, u32)| &words[e.1 as usize..(e.1 + e.2) as usize];
-        table.insert_unique(h, e, |&e| hash(content(&entries[e as usize])));
+        table.insert_unique(h, e, |&e| hash(content(words, &entries[e as usize])));
         id
     }
 }
