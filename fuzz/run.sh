@@ -14,7 +14,7 @@ export RUSTC_BOOTSTRAP=1
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   case "$t" in
-    btf_read|dedup|dedup_refindex) find "$corpus/expected/fixtures" -name '*.btf' -size -64k -exec cp -n {} "corpus/$t/" \; ;;
+    btf_read|dedup) find "$corpus/expected/fixtures" -name '*.btf' -size -64k -exec cp -n {} "corpus/$t/" \; ;;
     # The standalone fixtures before dedup (copies to map), each after a
     # chunking byte.
     dedup_chunked)

@@ -1,11 +1,12 @@
 //! Dedup on any BTF the reader accepts: an error or a BTF that reads back,
 //! the same whether or not dedup re-checks the ids the reader checked, and
-//! deduplicating that result again changes nothing (dedup is idempotent on
-//! its own output).
+//! whether the reference pass uses its own index or libbpf's candidate
+//! table; and deduplicating that result again changes nothing (dedup is
+//! idempotent on its own output).
 #![no_main]
 
 use btfkit::btf::{read, write};
-use btfkit::dedup::{Options, dedup};
+use btfkit::dedup::{Options, dedup, dedup_through_table};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,6 +23,11 @@ fuzz_target!(|data: &[u8]| {
         dedup(&b, &trusted).map(|d| write::to_bytes(&d)),
         result.as_ref().map(write::to_bytes).map_err(Clone::clone),
         "trusting the reader's id checks changes the result"
+    );
+    assert_eq!(
+        dedup_through_table(&b, &opts).map(|d| write::to_bytes(&d)),
+        result.as_ref().map(write::to_bytes).map_err(Clone::clone),
+        "the reference index and the candidate table disagree"
     );
     if let Ok(d) = result {
         let bytes = write::to_bytes(&d);
