@@ -19,7 +19,11 @@ struct Slot {
 #[derive(Default)]
 pub struct OffMap {
     slots: Vec<Slot>,
-    /// `64 - log2(slots.len())`: the shift of the multiplicative hash.
+    /// The slots this CU uses: a power of two, sized to the CU. A table kept
+    /// at the largest CU's size would spread every later CU's keys over
+    /// megabytes (a cache miss per look-up).
+    size: usize,
+    /// `64 - log2(size)`: the shift of the multiplicative hash.
     shift: u32,
     generation: u32,
     len: usize,
@@ -28,19 +32,30 @@ pub struct OffMap {
 impl OffMap {
     /// Empties the map for a new CU expecting about `expect` keys.
     pub fn start(&mut self, expect: usize) {
+        self.next_generation();
+        self.len = 0;
+        self.resize((2 * expect.max(8)).next_power_of_two());
+    }
+
+    /// Makes every slot stale without touching it.
+    fn next_generation(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
-            // after 2^32 CUs on this thread: slots of generation 0 would
-            // look current
+            // after 2^32 generations on this thread: slots of generation 0
+            // would look current
             self.slots.iter_mut().for_each(|s| *s = Slot::default());
             self.generation = 1;
         }
-        self.len = 0;
-        let want = (2 * expect.max(8)).next_power_of_two();
-        if self.slots.len() < want {
-            self.slots = vec![Slot::default(); want];
-            self.shift = 64 - want.trailing_zeros();
+    }
+
+    /// Uses the first `size` slots, allocating them if needed (stale slots
+    /// there, of earlier generations, count as free).
+    fn resize(&mut self, size: usize) {
+        if self.slots.len() < size {
+            self.slots = vec![Slot::default(); size];
         }
+        self.size = size;
+        self.shift = 64 - size.trailing_zeros();
     }
 
     #[inline]
@@ -51,7 +66,7 @@ impl OffMap {
     /// The value of `key`, or `make()`'s, which is stored.
     #[inline]
     pub fn get_or_insert(&mut self, key: u32, make: impl FnOnce() -> u32) -> u32 {
-        let mask = self.slots.len() - 1;
+        let mask = self.size - 1;
         let mut i = self.home(key);
         loop {
             let s = self.slots[i];
@@ -66,25 +81,25 @@ impl OffMap {
         let val = make();
         self.slots[i] = Slot { generation: self.generation, key, val };
         self.len += 1;
-        if self.len * 2 > self.slots.len() {
+        if self.len * 2 > self.size {
             self.grow();
         }
         val
     }
 
+    /// Doubles the slots in use: the entries move to a new generation.
     #[cold]
     fn grow(&mut self) {
-        let old = std::mem::take(&mut self.slots);
-        let n = old.len() * 2;
-        self.slots = vec![Slot::default(); n];
-        self.shift = 64 - n.trailing_zeros();
-        let mask = n - 1;
-        for s in old.into_iter().filter(|s| s.generation == self.generation) {
+        let live: Vec<Slot> = self.slots[..self.size].iter().copied().filter(|s| s.generation == self.generation).collect();
+        self.next_generation();
+        self.resize(self.size * 2);
+        let mask = self.size - 1;
+        for s in live {
             let mut i = self.home(s.key);
             while self.slots[i].generation == self.generation {
                 i = (i + 1) & mask;
             }
-            self.slots[i] = s;
+            self.slots[i] = Slot { generation: self.generation, ..s };
         }
     }
 }
@@ -107,6 +122,25 @@ mod tests {
                 assert_eq!(m.get_or_insert(key, || next), want, "CU {cu}, key {key}");
             }
         }
+    }
+
+    #[test]
+    fn a_small_cu_after_a_large_one_uses_few_slots() {
+        let mut m = OffMap::default();
+        m.start(1);
+        for key in 0..100_000u32 {
+            assert_eq!(m.get_or_insert(key, || key + 1), key + 1);
+        }
+        let big = m.slots.len();
+        assert!(big >= 200_000);
+        m.start(10);
+        assert_eq!(m.size, 32);
+        for key in (0..40u32).map(|k| k * 1000) {
+            assert_eq!(m.get_or_insert(key, || key + 7), key + 7, "a key of the last CU was seen");
+        }
+        // grew within the allocation, which it keeps
+        assert_eq!((m.size, m.slots.len()), (128, big));
+        assert!((0..40u32).all(|k| m.get_or_insert(k * 1000, || 0) == k * 1000 + 7));
     }
 
     #[test]
