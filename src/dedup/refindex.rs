@@ -16,18 +16,32 @@
 /// Canonical reference types by rewritten content.
 #[derive(Default)]
 pub(super) struct RefIndex {
-    /// Indices into `entries`.
-    table: hashbrown::HashTable<u32>,
-    /// (low half of the hash, start of the content in `words`, its length,
-    /// type id): 16 bytes, at dedup's memory peak.
-    entries: Vec<(u32, u32, u32, u32)>,
+    table: hashbrown::HashTable<Entry>,
+    /// Contents longer than [`INLINE`] words.
     words: Vec<u32>,
 }
 
-/// An entry's content in the words.
+/// Words of content kept in the entry itself: PTR, CONST, VOLATILE,
+/// RESTRICT, TYPEDEF, FUNC and TYPE_TAG, almost all reference types.
+const INLINE: usize = 3;
+
+/// A canonical type: its content inline, or where it is in `words`. Kept in
+/// the table's own slots (20 bytes): a look-up reads the control bytes and
+/// the slot and, for most types, nothing else (with the entries and the
+/// content in arrays of their own, two more cache misses per look-up).
+#[derive(Clone, Copy)]
+struct Entry {
+    id: u32,
+    len: u32,
+    /// The content if `len <= INLINE`, else its start in `words` at `[0]`.
+    w: [u32; INLINE],
+}
+
+/// An entry's content.
 #[inline]
-fn content<'w>(words: &'w [u32], e: &(u32, u32, u32, u32)) -> &'w [u32] {
-    &words[e.1 as usize..(e.1 + e.2) as usize]
+fn content<'e>(words: &'e [u32], e: &'e Entry) -> &'e [u32] {
+    let len = e.len as usize;
+    if len <= INLINE { &e.w[..len] } else { &words[e.w[0] as usize..e.w[0] as usize + len] }
 }
 
 #[inline]
@@ -42,20 +56,23 @@ impl RefIndex {
     #[inline]
     pub(super) fn canonical(&mut self, key: &[u32], id: u32) -> u32 {
         let h = hash(key);
-        let RefIndex { table, entries, words } = self;
-        let found = table.find(h, |&e| {
-            let e = &entries[e as usize];
-            // word by word: most keys are three words, and `==` on slices
-            // calls memcmp
-            e.0 == h as u32 && e.2 as usize == key.len() && content(words, e).iter().zip(key).all(|(a, b)| a == b)
+        let RefIndex { table, words } = self;
+        // word by word: most keys are three words, and `==` on slices calls
+        // memcmp
+        let found = table.find(h, |e| {
+            e.len as usize == key.len() && content(words, e).iter().zip(key).all(|(a, b)| a == b)
         });
-        if let Some(&e) = found {
-            return entries[e as usize].3;
+        if let Some(e) = found {
+            return e.id;
         }
-        let e = entries.len() as u32;
-        entries.push((h as u32, words.len() as u32, key.len() as u32, id));
-        words.extend_from_slice(key);
-        table.insert_unique(h, e, |&e| hash(content(words, &entries[e as usize])));
+        let mut e = Entry { id, len: key.len() as u32, w: [0; INLINE] };
+        if key.len() <= INLINE {
+            e.w[..key.len()].copy_from_slice(key);
+        } else {
+            e.w[0] = words.len() as u32;
+            words.extend_from_slice(key);
+        }
+        table.insert_unique(h, e, |e| hash(content(words, e)));
         id
     }
 }
