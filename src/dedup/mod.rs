@@ -322,7 +322,8 @@ fn hash_int_tag(w: &[u32]) -> u64 {
 fn hash_enum(w: &[u32]) -> u64 {
     hc(0, w[0])
 }
-/// A hash of a whole record (for exact-content side indexes).
+/// A hash of a whole record or rewritten content (for the exact-content
+/// side indexes: full enums here, reference types in [`refindex`]).
 fn content_hash(w: &[u32]) -> u64 {
     let mut h: u64 = 0;
     for &x in w {

@@ -44,18 +44,12 @@ fn content<'e>(words: &'e [u32], e: &'e Entry) -> &'e [u32] {
     if len <= INLINE { &e.w[..len] } else { &words[e.w[0] as usize..e.w[0] as usize + len] }
 }
 
-#[inline]
-fn hash(key: &[u32]) -> u64 {
-    key.iter()
-        .fold(key.len() as u64, |h, &w| (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(0x517c_c1b7_2722_0a95))
-}
-
 impl RefIndex {
     /// The canonical type whose rewritten record is `key`, or `id` (which
     /// has it) after recording it as that type.
     #[inline]
     pub(super) fn canonical(&mut self, key: &[u32], id: u32) -> u32 {
-        let h = hash(key);
+        let h = super::content_hash(key);
         let RefIndex { table, words } = self;
         // word by word: most keys are three words, and `==` on slices calls
         // memcmp
@@ -72,7 +66,7 @@ impl RefIndex {
             e.w[0] = words.len() as u32;
             words.extend_from_slice(key);
         }
-        table.insert_unique(h, e, |e| hash(content(words, e)));
+        table.insert_unique(h, e, |e| super::content_hash(content(words, e)));
         id
     }
 }
