@@ -1171,7 +1171,10 @@ fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
 /// repeats, each reading a canonical-side record first).
 #[inline(always)]
 fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, link: &L, hypot: &HypotMap, c: u32, k: u32) {
-    if !link.settled(c, k) && hypot.get(k) != Some(c) {
+    // The map first: its probe stays in cache, the links are two loads
+    // anywhere in the id space, and it answers more pushes (8.1 M against
+    // 6.4 M settled of 25.2 M in a vmlinux).
+    if hypot.get(k) != Some(c) && !link.settled(c, k) {
         st.push((c, k));
     }
 }
