@@ -23,12 +23,28 @@ pub(super) struct HypotMap {
     shift: u32,
     /// Pairs of the current walk in insertion order (libbpf's hypot_list),
     /// each with the slot it occupies (for clearing), tagged with [`MARK`]
-    /// if it was recorded marked ([`HypotMap::get_or_insert_marked`]).
+    /// if it was recorded marked ([`HypotMap::get_or_insert_marked`]); the
+    /// value's copy here carries [`FWD_SIDE`].
     pairs: Vec<(u32, u32, u32)>,
 }
 
 /// Tag of a marked pair, in its slot index (slots are far fewer than 2^31).
 const MARK: u32 = 1 << 31;
+/// Tag of a marked pair with a FWD on either side, in the pair list's copy
+/// of the value (type ids are below 2^31).
+const FWD_SIDE: u32 = 1 << 31;
+
+/// What the merge after a successful walk needs to know of a pair
+/// ([`HypotMap::get_or_insert_marked`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Mark {
+    /// Nothing: the merge skips it.
+    No,
+    /// Composites on both sides.
+    Composites,
+    /// A FWD on either side.
+    Fwd,
+}
 
 impl Default for HypotMap {
     fn default() -> HypotMap {
@@ -77,14 +93,14 @@ impl HypotMap {
 
     #[cfg(test)]
     fn get_or_insert(&mut self, key: u32, val: u32) -> Option<u32> {
-        self.get_or_insert_marked(key, val, false)
+        self.get_or_insert_marked(key, val, Mark::No)
     }
 
     /// The candidate recorded for `key`, or else records `val` for it (one
     /// probe for the walk's look-up-then-record step), marking the new pair
-    /// if `mark` (see [`HypotMap::marked_pair`]).
+    /// as `mark` says (see [`HypotMap::marked_pair`]).
     #[inline(always)]
-    pub(super) fn get_or_insert_marked(&mut self, key: u32, val: u32, mark: bool) -> Option<u32> {
+    pub(super) fn get_or_insert_marked(&mut self, key: u32, val: u32, mark: Mark) -> Option<u32> {
         debug_assert!(key != EMPTY);
         if (self.pairs.len() + 1) * 2 > self.slots.len() {
             self.grow();
@@ -93,7 +109,10 @@ impl HypotMap {
             Ok(i) => Some(self.slots[i].val),
             Err(i) => {
                 self.slots[i] = Slot { key, val };
-                self.pairs.push((key, val, i as u32 | if mark { MARK } else { 0 }));
+                // as bits: a walk step's kinds decide them without branches
+                let fwd = (mark == Mark::Fwd) as u32;
+                let marked = (mark != Mark::No) as u32;
+                self.pairs.push((key, val | fwd << 31, i as u32 | marked << 31));
                 None
             }
         }
@@ -107,7 +126,7 @@ impl HypotMap {
             let (key, val, at) = self.pairs[n];
             // keys are distinct, so each probe ends at a free slot
             let i = self.probe(key).unwrap_err();
-            self.slots[i] = Slot { key, val };
+            self.slots[i] = Slot { key, val: val & !FWD_SIDE };
             self.pairs[n].2 = i as u32 | (at & MARK);
         }
     }
@@ -122,14 +141,15 @@ impl HypotMap {
     #[cfg(test)]
     fn pair(&self, n: usize) -> (u32, u32) {
         let (k, v, _) = self.pairs[n];
-        (k, v)
+        (k, v & !FWD_SIDE)
     }
 
-    /// The `n`th pair of this walk if it is marked.
+    /// The `n`th pair of this walk if it is marked, and whether it was
+    /// marked [`Mark::Fwd`].
     #[inline]
-    pub(super) fn marked_pair(&self, n: usize) -> Option<(u32, u32)> {
+    pub(super) fn marked_pair(&self, n: usize) -> Option<(u32, u32, bool)> {
         let (k, v, at) = self.pairs[n];
-        (at & MARK != 0).then_some((k, v))
+        (at & MARK != 0).then_some((k, v & !FWD_SIDE, v & FWD_SIDE != 0))
     }
 
     /// Empties the map for the next walk: only the slots it used.
@@ -168,12 +188,23 @@ mod tests {
 
     #[test]
     fn marks_survive_growth_and_clearing_frees_marked_slots() {
+        use super::Mark;
         let mut m = HypotMap::new();
+        let mark = |k: u32| match k % 7 {
+            0 => Mark::Composites,
+            3 => Mark::Fwd,
+            _ => Mark::No,
+        };
         for k in 0..3000u32 {
-            m.get_or_insert_marked(k * 3 + 1, k, k % 7 == 0);
+            m.get_or_insert_marked(k * 3 + 1, k, mark(k));
         }
-        let marked: Vec<(u32, u32)> = (0..m.len()).filter_map(|n| m.marked_pair(n)).collect();
-        assert_eq!(marked, (0..3000u32).filter(|k| k % 7 == 0).map(|k| (k * 3 + 1, k)).collect::<Vec<_>>());
+        assert_eq!(m.get(3 * 3 + 1), Some(3), "the map's value carries no tag");
+        let marked: Vec<(u32, u32, bool)> = (0..m.len()).filter_map(|n| m.marked_pair(n)).collect();
+        let want = (0..3000u32)
+            .filter(|&k| mark(k) != Mark::No)
+            .map(|k| (k * 3 + 1, k, mark(k) == Mark::Fwd))
+            .collect::<Vec<_>>();
+        assert_eq!(marked, want);
         m.clear();
         assert!(m.slots.iter().all(|s| s.key == super::EMPTY));
         assert_eq!(m.len(), 0);

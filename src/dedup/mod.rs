@@ -127,7 +127,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::btf::{Btf, STUB_INFO, StrTab};
-use hypot::HypotMap;
+use hypot::{HypotMap, Mark};
 use offsets::Offsets;
 use states::States;
 
@@ -1466,7 +1466,12 @@ impl<'a, L: Links> Dedup<'a, L> {
         }
         let (ck, kk) = (kind(cw), kind(kw));
         // what the merge after a successful walk looks at (see merge_hypot)
-        let hit = self.hypot.get_or_insert_marked(k, c, ck == FWD || is_composite(ck));
+        let mark = match (ck == FWD || kk == FWD, is_composite(ck)) {
+            (true, _) => Mark::Fwd,
+            (false, true) => Mark::Composites,
+            (false, false) => Mark::No,
+        };
+        let hit = self.hypot.get_or_insert_marked(k, c, mark);
         if let Some(h) = hit {
             if h == c {
                 return Ok(true);
@@ -1583,11 +1588,29 @@ impl<'a, L: Links> Dedup<'a, L> {
         // therefore has a reference type (never mapped during this pass) or a
         // primitive on both sides, and none of the rules below fires. The
         // walk marked the others when it read the candidate's record.
+        //
+        // A struct or union only ever links to a struct or union (a FWD
+        // links to one of those or to a FWD), so a pair the walk read as two
+        // composites still is one here, wherever its ends link by now. Of the
+        // three rules only the last can fire for it, and only if the
+        // candidate's end is not mapped yet: two loads of the candidate's CU
+        // decide most pairs, where reading both records took two misses.
         for i in 0..self.hypot.len() {
-            let Some((k, c)) = self.hypot.marked_pair(i) else {
+            let Some((k, c, fwd_side)) = self.hypot.marked_pair(i) else {
                 continue;
             };
             let t_id = self.resolve(c);
+            if !fwd_side {
+                debug_assert!(is_composite(self.kind_of(t_id)) && is_composite(self.kind_of(self.resolve(k))));
+                if self.adjust_canon || self.mapped(t_id) {
+                    continue;
+                }
+                let c_id = self.resolve(k);
+                if self.mapped(c_id) {
+                    self.set_map(t_id, c_id);
+                }
+                continue;
+            }
             let c_id = self.resolve(k);
             let t_kind = self.kind_of(t_id);
             let c_kind = self.kind_of(c_id);
