@@ -60,6 +60,22 @@ def run_once(argv):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, peak[0] / 1024.0
 
 
+def machine():
+    """The CPU model and the CPUs this process may use: ratios against the
+    reference move with the machine (session 11 found pahole gaining more
+    from a second thread on one host than on another)."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {len(os.sched_getaffinity(0))} CPUs"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", required=True)
@@ -98,7 +114,7 @@ def main():
             same = open(os.path.join(out, "btfkit.btf"), "rb").read() == open(os.path.join(out, "pahole.btf"), "rb").read()
             print(f"-j{t}: outputs {'identical' if same else 'DIFFER'}")
     med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4)) for k, v in res.items()}
-    print(f"\ninput: {a.input}; median of {a.runs} runs, alternating encoders\n")
+    print(f"\ninput: {a.input}; machine: {machine()}; median of {a.runs} runs, alternating encoders\n")
     print("| threads | encoder | wall s | CPU s | peak RSS MiB | peak anon MiB | wall vs ref | CPU vs ref | RSS vs ref | anon vs ref |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in threads:
