@@ -178,7 +178,7 @@ impl<'a> Value<'a> {
     }
 }
 
-pub(super) struct Dies<'a, 'u> {
+pub(super) struct Dies<'a> {
     data: &'a [u8],
     pos: usize,
     /// Unit offset of `data[0]`.
@@ -186,7 +186,16 @@ pub(super) struct Dies<'a, 'u> {
     depth: isize,
     endian: RunTimeEndian,
     enc: gimli::Encoding,
-    abbrevs: &'u gimli::Abbreviations,
+    /// The unit's abbreviation table, from its offset in `.debug_abbrev`
+    /// on, read only as far as the codes met so far need: gimli parsed
+    /// every table whole into per-abbreviation lists, and an attribute list
+    /// past five entries went to the heap and grew one push at a time
+    /// (400 k of a vmlinux encode's 700 k allocator calls).
+    abbrev: R<'a>,
+    /// Whether `abbrev` has reached the table's end.
+    abbrev_done: bool,
+    /// The attribute specifications of the abbreviation being compiled.
+    specs: Vec<(DwAt, DwForm, i64)>,
     /// Abbreviation code → index in `compiled` + 1 (0: not compiled yet).
     by_code: Vec<u32>,
     /// The same for codes of `DIRECT_CODES` and more.
@@ -201,19 +210,24 @@ type Res<T> = Result<T, gimli::Error>;
 /// uses them) a hash map entry.
 const DIRECT_CODES: u64 = 1 << 16;
 
-impl<'a, 'u> Dies<'a, 'u> {
-    /// The entries of `unit` from its root DIE.
-    pub(super) fn new(unit: &'u gimli::Unit<R<'a>>) -> Res<Dies<'a, 'u>> {
-        let root = unit.header.root_offset();
-        let data = unit.header.range_from(root..)?;
+impl<'a> Dies<'a> {
+    /// The entries of `header`'s unit from its root DIE, their
+    /// abbreviations read from `debug_abbrev` (the whole section).
+    pub(super) fn new(header: &gimli::UnitHeader<R<'a>>, debug_abbrev: R<'a>) -> Res<Dies<'a>> {
+        let root = header.root_offset();
+        let data = header.range_from(root..)?;
+        let mut abbrev = debug_abbrev;
+        gimli::Reader::skip(&mut abbrev, header.debug_abbrev_offset().0)?;
         Ok(Dies {
             data: data.slice(),
             pos: 0,
             base: root.0 as u64,
             depth: 0,
             endian: gimli::Reader::endian(&data),
-            enc: unit.encoding(),
-            abbrevs: &unit.abbreviations,
+            enc: header.encoding(),
+            abbrev,
+            abbrev_done: false,
+            specs: Vec::new(),
             by_code: Vec::new(),
             sparse: hashbrown::HashMap::new(),
             compiled: Vec::new(),
@@ -268,12 +282,92 @@ impl<'a, 'u> Dies<'a, 'u> {
         Ok(a)
     }
 
+    /// Whether the root DIE's abbreviation has an attribute that sets one of
+    /// the bases gimli's `Unit` keeps (string offsets, addresses, location
+    /// and range lists, the DWO id); reads nothing of the DIE itself.
+    pub(super) fn root_sets_bases(&mut self) -> Res<bool> {
+        let code = gimli::Reader::read_uleb128(&mut EndianSlice::new(self.data, self.endian))?;
+        if code == 0 {
+            return Err(gimli::Error::MissingUnitDie);
+        }
+        self.compile(code)?;
+        Ok(self.specs.iter().any(|&(name, ..)| {
+            matches!(
+                name,
+                dw::DW_AT_str_offsets_base
+                    | dw::DW_AT_addr_base
+                    | dw::DW_AT_GNU_addr_base
+                    | dw::DW_AT_loclists_base
+                    | dw::DW_AT_rnglists_base
+                    | dw::DW_AT_GNU_ranges_base
+                    | dw::DW_AT_GNU_dwo_id
+            )
+        }))
+    }
+
+    /// Compiles the abbreviations of the table up to the one of `code`
+    /// (codes are met roughly in table order, so most units read their
+    /// table once, and only as far as their DIEs use it).
     #[cold]
     fn compile(&mut self, code: u64) -> Res<Abbrev> {
-        let ab = self.abbrevs.get(code).ok_or(gimli::Error::InvalidAbbreviationCode(code))?;
-        let read = self.plan(ab.attributes(), true);
-        let skip = self.plan(ab.attributes(), false);
-        let a = Abbrev { tag: ab.tag(), has_children: ab.has_children(), read, skip };
+        loop {
+            match self.next_abbrev()? {
+                Some((c, a)) if c == code => return Ok(a),
+                Some(_) => {}
+                None => return Err(gimli::Error::InvalidAbbreviationCode(code)),
+            }
+        }
+    }
+
+    /// Reads and compiles the table's next abbreviation, with the checks
+    /// gimli's parser makes; `None` at the table's end (a zero code, or the
+    /// section's end, which gimli also takes for one).
+    fn next_abbrev(&mut self) -> Res<Option<(u64, Abbrev)>> {
+        use gimli::Reader;
+        let r = &mut self.abbrev;
+        if self.abbrev_done || r.is_empty() {
+            self.abbrev_done = true;
+            return Ok(None);
+        }
+        let code = r.read_uleb128()?;
+        if code == 0 {
+            self.abbrev_done = true;
+            return Ok(None);
+        }
+        let tag = match r.read_uleb128_u16()? {
+            0 => return Err(gimli::Error::AbbreviationTagZero),
+            t => DwTag(t),
+        };
+        let has_children = match gimli::DwChildren(r.read_u8()?) {
+            dw::DW_CHILDREN_yes => true,
+            dw::DW_CHILDREN_no => false,
+            other => return Err(gimli::Error::InvalidAbbreviationChildren(other)),
+        };
+        self.specs.clear();
+        loop {
+            let (name, form) = (r.read_uleb128_u16()?, r.read_uleb128_u16()?);
+            match (name, form) {
+                (0, 0) => break,
+                (0, _) => return Err(gimli::Error::AttributeNameZero),
+                (_, 0) => return Err(gimli::Error::AttributeFormZero),
+                _ => {}
+            }
+            let form = DwForm(form);
+            let implicit = if form == dw::DW_FORM_implicit_const { r.read_sleb128()? } else { 0 };
+            self.specs.push((DwAt(name), form, implicit));
+        }
+        let specs = std::mem::take(&mut self.specs);
+        let read = self.plan(&specs, true);
+        let skip = self.plan(&specs, false);
+        self.specs = specs;
+        let a = Abbrev { tag, has_children, read, skip };
+        let known = match self.by_code.get(code as usize) {
+            Some(&i) => i != 0,
+            None => self.sparse.contains_key(&code),
+        };
+        if known {
+            return Err(gimli::Error::DuplicateAbbreviationCode(code));
+        }
         self.compiled.push(a);
         let index = self.compiled.len() as u32;
         if code < DIRECT_CODES {
@@ -284,40 +378,40 @@ impl<'a, 'u> Dies<'a, 'u> {
         } else {
             self.sparse.insert(code, index);
         }
-        Ok(a)
+        Ok(Some((code, a)))
     }
 
-    fn plan(&mut self, specs: &[gimli::AttributeSpecification], reading: bool) -> u32 {
+    fn plan(&mut self, specs: &[(DwAt, DwForm, i64)], reading: bool) -> u32 {
         let start = self.ops.len() as u32;
         let mut run = 0u32;
-        for s in specs {
-            let field = if reading { Field::of(s.name()) } else { None };
+        for &(name, form, implicit) in specs {
+            let field = if reading { Field::of(name) } else { None };
             if let Some(field) = field {
                 if run > 0 {
                     self.ops.push(Op::Skip(run));
                     run = 0;
                 }
-                self.ops.push(match s.form() {
-                    dw::DW_FORM_ref_addr => Op::RefAddr(s.name()),
+                self.ops.push(match form {
+                    dw::DW_FORM_ref_addr => Op::RefAddr(name),
                     dw::DW_FORM_strp if field == Field::Name && self.enc.format == Format::Dwarf32 => {
-                        Op::NameStrp4(s.name())
+                        Op::NameStrp4(name)
                     }
-                    dw::DW_FORM_ref4 => Op::Ref4(s.name(), field),
-                    dw::DW_FORM_data1 if wants_number(field) => Op::Num1(s.name(), field),
-                    dw::DW_FORM_data2 if wants_number(field) => Op::Num2(s.name(), field),
+                    dw::DW_FORM_ref4 => Op::Ref4(name, field),
+                    dw::DW_FORM_data1 if wants_number(field) => Op::Num1(name, field),
+                    dw::DW_FORM_data2 if wants_number(field) => Op::Num2(name, field),
                     dw::DW_FORM_flag_present => Op::Present(field),
-                    form => Op::Read { at: s.name(), form, field, implicit: s.implicit_const_value().unwrap_or(0) },
+                    form => Op::Read { at: name, form, field, implicit },
                 });
                 continue;
             }
-            match fixed_size(s.form(), self.enc) {
+            match fixed_size(form, self.enc) {
                 Some(n) => run += n as u32,
                 None => {
                     if run > 0 {
                         self.ops.push(Op::Skip(run));
                         run = 0;
                     }
-                    self.ops.push(Op::SkipForm(s.form()));
+                    self.ops.push(Op::SkipForm(form));
                 }
             }
         }
@@ -787,7 +881,7 @@ mod tests {
                 let unit = d.unit(header).unwrap();
 
                 let mut ours = Vec::new();
-                let mut dies = Dies::new(&unit).unwrap();
+                let mut dies = Dies::new(&unit.header, *gimli::Section::reader(&d.debug_abbrev)).unwrap();
                 while !dies.is_empty() {
                     let off = dies.next_offset();
                     let Some(a) = dies.abbrev().unwrap() else { continue };
@@ -843,7 +937,7 @@ mod tests {
         };
         let header = d.units().next().unwrap().unwrap();
         let unit = d.unit(header).unwrap();
-        let mut c = Dies::new(&unit).unwrap();
+        let mut c = Dies::new(&unit.header, *gimli::Section::reader(&d.debug_abbrev)).unwrap();
         let mut got = Vec::new();
         while !c.is_empty() {
             let Some(a) = c.abbrev().unwrap() else { continue };
@@ -873,23 +967,61 @@ mod tests {
         assert_eq!(c.depth, 0);
     }
 
-    #[test]
-    fn truncated_input_is_an_error() {
-        let enc = gimli::Encoding { format: Format::Dwarf32, version: 4, address_size: 8 };
-        let abbrevs = gimli::Abbreviations::default();
-        let mut d = Dies {
-            data: &[0x80, 0x80],
+    /// A cursor over `data` whose abbreviations are `table`.
+    fn cursor<'a>(data: &'a [u8], table: &'a [u8]) -> Dies<'a> {
+        Dies {
+            data,
             pos: 0,
             base: 11,
             depth: 0,
             endian: RunTimeEndian::Little,
-            enc,
-            abbrevs: &abbrevs,
+            enc: gimli::Encoding { format: Format::Dwarf32, version: 4, address_size: 8 },
+            abbrev: EndianSlice::new(table, RunTimeEndian::Little),
+            abbrev_done: false,
+            specs: Vec::new(),
             by_code: Vec::new(),
             sparse: hashbrown::HashMap::new(),
             compiled: Vec::new(),
             ops: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn abbreviations_are_read_as_far_as_the_dies_need() {
+        // 1: base_type, name (string); 2: base_type, byte_size (data1);
+        // then an entry with tag 0, which only a DIE using code 3 reaches
+        let table = [1, 0x24, 0, 0x03, 0x08, 0, 0, 2, 0x24, 1, 0x0b, 0x0b, 0, 0, 3, 0, 0, 0, 0];
+        // a DIE of code 2 (byte_size 4), then one of code 1 ("a")
+        let dies = [2, 4, 1, b'a', 0];
+        let mut c = cursor(&dies, &table);
+        let a = c.abbrev().unwrap().unwrap();
+        assert!(a.has_children && a.tag == gimli::DW_TAG_base_type);
+        let mut got = Vec::new();
+        c.read(a, |f, v| got.push((f, v.raw()))).ok().unwrap();
+        let a = c.abbrev().unwrap().unwrap();
+        assert!(!a.has_children);
+        c.read(a, |f, v| got.push((f, v.raw()))).ok().unwrap();
+        assert_eq!(got, [(Field::ByteSize, AttributeValue::Udata(4)), (Field::Name, AttributeValue::String(EndianSlice::new(b"a", RunTimeEndian::Little)))]);
+        // both compiled by the first look-up; the bad entry never read
+        assert_eq!((c.compiled.len(), c.abbrev_done), (2, false));
+        let mut c = cursor(&[3], &table);
+        assert!(matches!(c.abbrev(), Err(gimli::Error::AbbreviationTagZero)));
+        // a code past the table's end, and a code defined twice on the way
+        let mut c = cursor(&[9], &table[..14]);
+        assert!(matches!(c.abbrev(), Err(gimli::Error::InvalidAbbreviationCode(9))));
+        assert!(c.abbrev_done);
+        let twice = [1, 0x24, 0, 0, 0, 1, 0x24, 0, 0, 0, 2, 0x24, 0, 0, 0];
+        let mut c = cursor(&[2], &twice);
+        assert!(matches!(c.abbrev(), Err(gimli::Error::DuplicateAbbreviationCode(1))));
+        let mut c = cursor(&[1], &[1, 0x24, 2, 0, 0]);
+        assert!(matches!(c.abbrev(), Err(gimli::Error::InvalidAbbreviationChildren(_))));
+        let mut c = cursor(&[1], &[1, 0x24, 0, 0x03, 0, 0, 0]);
+        assert!(matches!(c.abbrev(), Err(gimli::Error::AttributeFormZero)));
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let mut d = cursor(&[0x80, 0x80], &[]);
         assert!(matches!(d.uleb(), Err(gimli::Error::UnexpectedEof(_))));
         d.pos = 0;
         d.data = &[0x05];

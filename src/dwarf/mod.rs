@@ -350,9 +350,20 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
 /// directory tables of hundreds of entries per kernel CU: about 1 % of a
 /// vmlinux encode, and `.debug_line` pages touched for nothing). The bases
 /// the location and string readers use are set exactly as gimli sets them.
+///
+/// The unit's abbreviations are read by the DIE cursor ([`Dies`]), as far
+/// as it needs them; gimli parses the whole table here only when the root
+/// DIE carries one of those bases (split DWARF, clang's `strx` forms), to
+/// read them exactly as gimli does. Otherwise the `Unit` holds no
+/// abbreviations and nothing reads it through gimli.
 pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<gimli::Unit<R<'a>>> {
     use gimli::{constants as c, AttributeValue as V};
-    let abbreviations = d.abbreviations(&header)?;
+    let sets_bases = Dies::new(&header, *d.debug_abbrev.reader())?.root_sets_bases()?;
+    let abbreviations = if sets_bases {
+        d.abbreviations(&header)?
+    } else {
+        std::sync::Arc::new(gimli::Abbreviations::default())
+    };
     let enc = header.encoding();
     let mut unit = gimli::Unit {
         abbreviations,
@@ -370,6 +381,9 @@ pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Resul
         },
         header,
     };
+    if !sets_bases {
+        return Ok(unit);
+    }
     let mut cursor = unit.header.entries(&unit.abbreviations);
     cursor.next_dfs()?;
     let root = cursor.current().ok_or(gimli::Error::MissingUnitDie)?;
@@ -629,8 +643,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
             .map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
         let unit_end = unit.header.length_including_self() as u64;
         let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
-        let mut entries =
-            Dies::new(&unit).map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
+        let mut entries = Dies::new(&unit.header, *self.dwarf.debug_abbrev.reader())
+            .map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
         // Scratch columns (stack discipline: a frame owns [start..] until it ends).
         let mut s_members: Vec<Member<'a>> = Vec::new();
         let mut s_enums: Vec<Enumerator<'a>> = Vec::new();
@@ -1152,7 +1166,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
     fn read_attrs(
         &self,
         unit: &gimli::Unit<R<'a>>,
-        entries: &mut Dies<'a, '_>,
+        entries: &mut Dies<'a>,
         abbrev: dies::Abbrev,
         a: &mut Attrs<'a>,
         cu_off: u64,
