@@ -157,6 +157,83 @@ pub(super) trait Sink<'a> {
     }
 }
 
+/// One attribute specification of an abbreviation: name, form, and the
+/// value of a `DW_FORM_implicit_const` (else 0).
+type Spec = (DwAt, DwForm, i64);
+
+/// Reads the abbreviation at `r` (code, tag, whether it has children), its
+/// attribute specifications into `specs`, with the checks gimli's parser
+/// makes; `None` at the table's end (a zero code, or the section's end,
+/// which gimli also takes for one).
+fn read_abbrev(r: &mut R<'_>, specs: &mut Vec<Spec>) -> Res<Option<(u64, DwTag, bool)>> {
+    use gimli::Reader;
+    if r.is_empty() {
+        return Ok(None);
+    }
+    let code = r.read_uleb128()?;
+    if code == 0 {
+        return Ok(None);
+    }
+    let tag = match r.read_uleb128_u16()? {
+        0 => return Err(gimli::Error::AbbreviationTagZero),
+        t => DwTag(t),
+    };
+    let has_children = match gimli::DwChildren(r.read_u8()?) {
+        dw::DW_CHILDREN_yes => true,
+        dw::DW_CHILDREN_no => false,
+        other => return Err(gimli::Error::InvalidAbbreviationChildren(other)),
+    };
+    specs.clear();
+    loop {
+        let (name, form) = (r.read_uleb128_u16()?, r.read_uleb128_u16()?);
+        match (name, form) {
+            (0, 0) => break,
+            (0, _) => return Err(gimli::Error::AttributeNameZero),
+            (_, 0) => return Err(gimli::Error::AttributeFormZero),
+            _ => {}
+        }
+        let form = DwForm(form);
+        let implicit = if form == dw::DW_FORM_implicit_const { r.read_sleb128()? } else { 0 };
+        specs.push((DwAt(name), form, implicit));
+    }
+    Ok(Some((code, tag, has_children)))
+}
+
+/// Whether the abbreviation of `header`'s root DIE has an attribute that
+/// sets one of the bases gimli's `Unit` keeps (string offsets, addresses,
+/// location and range lists, the DWO id). Reads the table only up to that
+/// abbreviation and compiles nothing.
+pub(super) fn root_sets_bases(header: &gimli::UnitHeader<R<'_>>, debug_abbrev: R<'_>) -> Res<bool> {
+    use gimli::Reader;
+    let mut root = header.range_from(header.root_offset()..)?;
+    let code = root.read_uleb128()?;
+    if code == 0 {
+        return Err(gimli::Error::MissingUnitDie);
+    }
+    let mut r = debug_abbrev;
+    r.skip(header.debug_abbrev_offset().0)?;
+    let mut specs = Vec::new();
+    loop {
+        match read_abbrev(&mut r, &mut specs)? {
+            Some((c, ..)) if c == code => break,
+            Some(_) => {}
+            None => return Err(gimli::Error::InvalidAbbreviationCode(code)),
+        }
+    }
+    Ok(specs.iter().any(|&(name, ..)| {
+        matches!(
+            name,
+            dw::DW_AT_str_offsets_base
+                | dw::DW_AT_addr_base
+                | dw::DW_AT_GNU_addr_base
+                | dw::DW_AT_loclists_base
+                | dw::DW_AT_rnglists_base
+                | dw::DW_AT_GNU_ranges_base
+                | dw::DW_AT_GNU_dwo_id
+        )
+    }))
+}
+
 /// Why [`Dies::read_into`] stopped.
 pub(super) enum ReadError {
     /// A read attribute in DW_FORM_ref_addr (a reference across units).
@@ -195,7 +272,7 @@ pub(super) struct Dies<'a> {
     /// Whether `abbrev` has reached the table's end.
     abbrev_done: bool,
     /// The attribute specifications of the abbreviation being compiled.
-    specs: Vec<(DwAt, DwForm, i64)>,
+    specs: Vec<Spec>,
     /// Abbreviation code → index in `compiled` + 1 (0: not compiled yet).
     by_code: Vec<u32>,
     /// The same for codes of `DIRECT_CODES` and more.
@@ -227,11 +304,14 @@ impl<'a> Dies<'a> {
             enc: header.encoding(),
             abbrev,
             abbrev_done: false,
-            specs: Vec::new(),
-            by_code: Vec::new(),
+            // room for a kernel CU's table (about 150 abbreviations, 8 ops
+            // each): grown from empty, these made about 100 k of the 345 k
+            // allocator calls left in a vmlinux encode
+            specs: Vec::with_capacity(32),
+            by_code: Vec::with_capacity(256),
             sparse: hashbrown::HashMap::new(),
-            compiled: Vec::new(),
-            ops: Vec::new(),
+            compiled: Vec::with_capacity(256),
+            ops: Vec::with_capacity(2048),
         })
     }
 
@@ -282,29 +362,6 @@ impl<'a> Dies<'a> {
         Ok(a)
     }
 
-    /// Whether the root DIE's abbreviation has an attribute that sets one of
-    /// the bases gimli's `Unit` keeps (string offsets, addresses, location
-    /// and range lists, the DWO id); reads nothing of the DIE itself.
-    pub(super) fn root_sets_bases(&mut self) -> Res<bool> {
-        let code = gimli::Reader::read_uleb128(&mut EndianSlice::new(self.data, self.endian))?;
-        if code == 0 {
-            return Err(gimli::Error::MissingUnitDie);
-        }
-        self.compile(code)?;
-        Ok(self.specs.iter().any(|&(name, ..)| {
-            matches!(
-                name,
-                dw::DW_AT_str_offsets_base
-                    | dw::DW_AT_addr_base
-                    | dw::DW_AT_GNU_addr_base
-                    | dw::DW_AT_loclists_base
-                    | dw::DW_AT_rnglists_base
-                    | dw::DW_AT_GNU_ranges_base
-                    | dw::DW_AT_GNU_dwo_id
-            )
-        }))
-    }
-
     /// Compiles the abbreviations of the table up to the one of `code`
     /// (codes are met roughly in table order, so most units read their
     /// table once, and only as far as their DIEs use it).
@@ -323,39 +380,13 @@ impl<'a> Dies<'a> {
     /// gimli's parser makes; `None` at the table's end (a zero code, or the
     /// section's end, which gimli also takes for one).
     fn next_abbrev(&mut self) -> Res<Option<(u64, Abbrev)>> {
-        use gimli::Reader;
-        let r = &mut self.abbrev;
-        if self.abbrev_done || r.is_empty() {
-            self.abbrev_done = true;
+        if self.abbrev_done {
             return Ok(None);
         }
-        let code = r.read_uleb128()?;
-        if code == 0 {
+        let Some((code, tag, has_children)) = read_abbrev(&mut self.abbrev, &mut self.specs)? else {
             self.abbrev_done = true;
             return Ok(None);
-        }
-        let tag = match r.read_uleb128_u16()? {
-            0 => return Err(gimli::Error::AbbreviationTagZero),
-            t => DwTag(t),
         };
-        let has_children = match gimli::DwChildren(r.read_u8()?) {
-            dw::DW_CHILDREN_yes => true,
-            dw::DW_CHILDREN_no => false,
-            other => return Err(gimli::Error::InvalidAbbreviationChildren(other)),
-        };
-        self.specs.clear();
-        loop {
-            let (name, form) = (r.read_uleb128_u16()?, r.read_uleb128_u16()?);
-            match (name, form) {
-                (0, 0) => break,
-                (0, _) => return Err(gimli::Error::AttributeNameZero),
-                (_, 0) => return Err(gimli::Error::AttributeFormZero),
-                _ => {}
-            }
-            let form = DwForm(form);
-            let implicit = if form == dw::DW_FORM_implicit_const { r.read_sleb128()? } else { 0 };
-            self.specs.push((DwAt(name), form, implicit));
-        }
         let specs = std::mem::take(&mut self.specs);
         let read = self.plan(&specs, true);
         let skip = self.plan(&specs, false);
@@ -381,7 +412,7 @@ impl<'a> Dies<'a> {
         Ok(Some((code, a)))
     }
 
-    fn plan(&mut self, specs: &[(DwAt, DwForm, i64)], reading: bool) -> u32 {
+    fn plan(&mut self, specs: &[Spec], reading: bool) -> u32 {
         let start = self.ops.len() as u32;
         let mut run = 0u32;
         for &(name, form, implicit) in specs {

@@ -358,7 +358,7 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
 /// abbreviations and nothing reads it through gimli.
 pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<gimli::Unit<R<'a>>> {
     use gimli::{constants as c, AttributeValue as V};
-    let sets_bases = Dies::new(&header, *d.debug_abbrev.reader())?.root_sets_bases()?;
+    let sets_bases = dies::root_sets_bases(&header, *d.debug_abbrev.reader())?;
     let abbreviations = if sets_bases {
         d.abbreviations(&header)?
     } else {
