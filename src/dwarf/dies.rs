@@ -212,7 +212,7 @@ pub(super) fn root_sets_bases(header: &gimli::UnitHeader<R<'_>>, debug_abbrev: R
     }
     let mut r = debug_abbrev;
     r.skip(header.debug_abbrev_offset().0)?;
-    let mut specs = Vec::new();
+    let mut specs = Vec::with_capacity(32);
     loop {
         match read_abbrev(&mut r, &mut specs)? {
             Some((c, ..)) if c == code => break,

@@ -645,13 +645,16 @@ impl<'a, 'd> Decoder<'a, 'd> {
         let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
         let mut entries = Dies::new(&unit.header, *self.dwarf.debug_abbrev.reader())
             .map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
-        // Scratch columns (stack discipline: a frame owns [start..] until it ends).
-        let mut s_members: Vec<Member<'a>> = Vec::new();
-        let mut s_enums: Vec<Enumerator<'a>> = Vec::new();
-        let mut s_params: Vec<Param<'a>> = Vec::new();
-        let mut s_annots: Vec<Annot<'a>> = Vec::new();
-        let mut s_fparams: Vec<FParam<'a>> = Vec::new();
-        let mut stack: Vec<Frame<'a>> = Vec::new();
+        // Scratch columns (stack discipline: a frame owns [start..] until it
+        // ends), with room for a kernel CU's deepest frames: grown from
+        // empty in every CU, they made 40 k of a vmlinux encode's allocator
+        // calls.
+        let mut s_members: Vec<Member<'a>> = Vec::with_capacity(256);
+        let mut s_enums: Vec<Enumerator<'a>> = Vec::with_capacity(256);
+        let mut s_params: Vec<Param<'a>> = Vec::with_capacity(32);
+        let mut s_annots: Vec<Annot<'a>> = Vec::with_capacity(8);
+        let mut s_fparams: Vec<FParam<'a>> = Vec::with_capacity(32);
+        let mut stack: Vec<Frame<'a>> = Vec::with_capacity(32);
         let mut first = true;
         let mut attrs = Attrs::default();
         let uref = |v: &u64| -> Result<u32, u64> {
