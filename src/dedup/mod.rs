@@ -559,12 +559,7 @@ struct Dedup<'a, L: Links = Vec<u32>> {
     struct_done: u32,
     /// The passing candidate's walk, kept while the others are tried.
     spare_hypot: HypotMap,
-    /// Words below this were prefetched by [`Dedup::prefetch_ahead`].
-    prefetched: usize,
 }
-
-/// How far [`Dedup::prefetch_ahead`] reads ahead: 64 KiB of records.
-const PREFETCH_AHEAD: usize = 16 * 1024;
 
 macro_rules! rec {
     ($d:expr, $id:expr) => {
@@ -1176,13 +1171,45 @@ fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
 /// removed during a walk (half of a vmlinux's 18.8 M walk steps were such
 /// repeats, each reading a canonical-side record first).
 #[inline(always)]
-fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, link: &L, hypot: &HypotMap, c: u32, k: u32) {
+fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, w: Walked<'_, L>, c: u32, k: u32) {
     // The map first: its pages stay in cache, the links are two loads
     // anywhere in the id space, and it answers more pushes (8.1 M against
     // 6.4 M settled of 25.2 M in a vmlinux).
-    if hypot.get(k) != Some(c) && !link.settled(c, k) {
+    if w.hypot.get(k) != Some(c) && !w.link.settled(c, k) {
         st.push((c, k));
+        // Its step reads both records: ask for them now, so that the
+        // misses of a struct's members overlap instead of coming one by one.
+        prefetch(w.words, w.nodes.try_get(c));
+        prefetch(w.words, w.nodes.try_get(k));
     }
+}
+
+/// What [`push_pair`] reads besides the stack.
+struct Walked<'d, L> {
+    words: &'d [u32],
+    nodes: &'d Offsets,
+    link: &'d L,
+    hypot: &'d HypotMap,
+}
+
+impl<L> Clone for Walked<'_, L> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<L> Copy for Walked<'_, L> {}
+
+/// Asks the CPU for the cache line of `words[at]`, if there is one.
+#[inline(always)]
+fn prefetch(words: &[u32], at: Option<u32>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(at) = at.filter(|&a| (a as usize) < words.len()) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch only hints the cache, and `at` is in bounds.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(words.as_ptr().add(at as usize).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (words, at);
 }
 
 /// A walk of the chunked passes read a record cut down to a stub
@@ -1228,7 +1255,6 @@ impl<'a, L: Links> Dedup<'a, L> {
             give_up: None,
             struct_done: 0,
             spare_hypot: HypotMap::default(),
-            prefetched: 0,
         }
     }
 
@@ -1438,7 +1464,8 @@ impl<'a, L: Links> Dedup<'a, L> {
     #[inline(never)]
     fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
         self.eq_stack.clear();
-        push_pair(&mut self.eq_stack, &self.link, &self.hypot, cand, canon);
+        let w = Walked { words: self.words, nodes: &self.nodes, link: &self.link, hypot: &self.hypot };
+        push_pair(&mut self.eq_stack, w, cand, canon);
         while let Some((c, k)) = self.eq_stack.pop() {
             if !self.equiv_step(c, k)? {
                 return Ok(false);
@@ -1509,8 +1536,7 @@ impl<'a, L: Links> Dedup<'a, L> {
             return Ok(false);
         }
         let st = &mut self.eq_stack;
-        let link = &self.link;
-        let hyp = &self.hypot;
+        let w = Walked { words: self.words, nodes: &self.nodes, link: &self.link, hypot: &self.hypot };
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
             ENUM | ENUM64 => Ok(compat_enum(exact(cw), exact(kw))),
@@ -1519,7 +1545,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                 if cw[1] != kw[1] {
                     return Ok(false);
                 }
-                push_pair(st, link, hyp, cw[2], kw[2]);
+                push_pair(st, w, cw[2], kw[2]);
                 Ok(true)
             }
             ARRAY => {
@@ -1527,8 +1553,8 @@ impl<'a, L: Links> Dedup<'a, L> {
                     return Ok(false);
                 }
                 // index type first, then element type
-                push_pair(st, link, hyp, cw[3], kw[3]);
-                push_pair(st, link, hyp, cw[4], kw[4]);
+                push_pair(st, w, cw[3], kw[3]);
+                push_pair(st, w, cw[4], kw[4]);
                 Ok(true)
             }
             STRUCT | UNION => {
@@ -1554,7 +1580,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                     }
                     if (a[1], b[1]) != prev {
                         prev = (a[1], b[1]);
-                        push_pair(st, link, hyp, a[1], b[1]);
+                        push_pair(st, w, a[1], b[1]);
                     }
                 }
                 st[from..].reverse();
@@ -1573,11 +1599,11 @@ impl<'a, L: Links> Dedup<'a, L> {
                 for (a, b) in cp.chunks_exact(2).zip(kp.chunks_exact(2)) {
                     if (a[1], b[1]) != prev {
                         prev = (a[1], b[1]);
-                        push_pair(st, link, hyp, a[1], b[1]);
+                        push_pair(st, w, a[1], b[1]);
                     }
                 }
                 st[from..].reverse();
-                push_pair(st, link, hyp, cw[2], kw[2]);
+                push_pair(st, w, cw[2], kw[2]);
                 Ok(true)
             }
             _ => Err(DedupError::Invalid {
@@ -1640,34 +1666,8 @@ impl<'a, L: Links> Dedup<'a, L> {
         self.struct_types_in(self.start, self.end)
     }
 
-    /// Asks the CPU for the records from `id`'s on, [`PREFETCH_AHEAD`]
-    /// words of them, each word once per pass. A walk's candidate side is
-    /// `id`'s CU, laid out from `id` on in the order the walk reads it, and
-    /// the next structs' walks read on from there: a cache miss per record
-    /// was the struct pass's largest cost left after the hypothetical map.
-    #[inline]
-    fn prefetch_ahead(&mut self, id: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let from = (self.nodes.get(id) as usize).max(self.prefetched);
-            let to = (from + PREFETCH_AHEAD).min(self.words.len());
-            let mut at = from;
-            while at < to {
-                // SAFETY: a prefetch only hints the cache; `at` is in bounds
-                // of `words`, so the pointer is valid anyway.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.words.as_ptr().add(at).cast()) };
-                at += 16;
-            }
-            self.prefetched = to;
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = id;
-    }
-
     #[inline(never)]
     fn struct_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
-        self.prefetched = 0;
         for id in from..to {
             if !is_composite(self.kind_of(id)) || self.mapped(id) {
                 continue;
@@ -1682,7 +1682,6 @@ impl<'a, L: Links> Dedup<'a, L> {
                 if !shallow_equal_struct(w, rec!(self, cand)) {
                     continue;
                 }
-                self.prefetch_ahead(id);
                 self.clear_hypot();
                 if !self.is_equiv(id, cand)? {
                     continue;

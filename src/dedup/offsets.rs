@@ -96,6 +96,14 @@ impl Offsets {
         let block = unsafe { *self.block.get_unchecked((id >> self.bits) as usize) };
         block + step as u32
     }
+
+    /// [`Offsets::get`] for an id that may lie past the column (a hint's
+    /// address, where a stray id must not panic).
+    #[inline(always)]
+    pub(super) fn try_get(&self, id: u32) -> Option<u32> {
+        let step = *self.step.get(id as usize)?;
+        Some(self.block[(id >> self.bits) as usize] + step as u32)
+    }
 }
 
 #[cfg(test)]
