@@ -93,6 +93,7 @@ impl<'a> FuzzInput<'a> {
             objects,
             debug,
             lto_note: false,
+            symtab_bytes: &[],
             file_mapped: false,
         }
     }

@@ -107,6 +107,10 @@ pub struct ElfInfo<'a> {
     /// The kernel's "built with LTO" note (type 0x101, owner `Linux`, non-zero
     /// descriptor): the reference then merges all CUs into one.
     pub lto_note: bool,
+    /// The raw `.symtab` (empty without one): once `funcs` and `objects`
+    /// are built from it, only their names (in `.strtab`) are read again,
+    /// so a mapped file's pages of it can go ([`ElfInfo::file_mapped`]).
+    pub symtab_bytes: &'a [u8],
     /// Set by whoever knows that the bytes given to `load` are a read-only
     /// private file mapping: then pages of sections borrowed from them may be
     /// dropped from memory once used (they are re-read from the file).
@@ -450,6 +454,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         loaded.push(load(name)?);
     }
     let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
+    let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
     Ok(ElfInfo {
         endian,
         is_64,
@@ -461,6 +466,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         objects,
         debug,
         lto_note,
+        symtab_bytes,
         file_mapped: false,
     })
 }

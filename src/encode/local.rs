@@ -1064,6 +1064,7 @@ mod tests {
             objects: vec![],
             debug: DebugSections::default(),
             lto_note: false,
+            symtab_bytes: &[],
             file_mapped: false,
         }
     }

@@ -578,16 +578,22 @@ pub fn encode_elf_with(
         .num_threads(opts.jobs.max(1))
         .build()
         .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
+    if elf.file_mapped {
+        // read once, into `funcs` and `objects` (a vmlinux's is 4.3 MB)
+        release_pages(elf.symtab_bytes);
+    }
     // The mapped .debug_info (read straight from the file, not decompressed
     // or relocated) can be dropped from memory chunk by chunk once merged.
     let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
     // Sections each CU reads its own stretch of, in CU order: what one chunk
     // touched the next one does not need (a page it does need is read back
-    // from the page cache). `.debug_str` and `.debug_abbrev` are shared by
-    // all CUs and stay.
+    // from the page cache). Abbreviation tables are per object file, so in
+    // CU order as well (a table CUs share is simply read back); the
+    // strings of `.debug_str` are shared by all CUs and stay.
     let per_cu: Vec<&[u8]> = if elf.file_mapped {
         let d = &elf.debug;
         [
+            &d.abbrev,
             &d.loc,
             &d.loclists,
             &d.ranges,
