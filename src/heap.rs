@@ -7,6 +7,25 @@
 //! not reuse. `malloc_trim(0)` releases the free pages of every arena; it
 //! costs a few milliseconds, so it runs only at phase boundaries.
 
+/// Returns freed memory to the system as it is freed, not only at phase
+/// boundaries. glibc trims an arena once 128 KiB lie free at its top, but
+/// raises that limit to twice the largest block it ever mapped by itself
+/// and freed (up to 64 MiB), and maps blocks by themselves only from that
+/// size on; so once a decode worker's first large scratch buffer has come
+/// and gone, buffers of many MiB are carved from the arenas and kept there
+/// when freed. A fixed limit turns that adjustment off. 2 MiB: on a vmlinux
+/// at -j2 the peak RSS went from 197 to 185 MiB, for about 35 k more minor
+/// faults and 0.1 s more system time (4 MiB: 185-187 MiB, 1 MiB: 184-186
+/// with more faults). Call before any thread starts.
+pub fn return_freed_memory_promptly() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets the allocator's own parameters; called
+    // before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 2 << 20);
+    }
+}
+
 /// Below this much work a phase's freed memory is not worth a trim: each
 /// call walks every arena (a few milliseconds and page faults afterwards),
 /// which in a batch of 1,138 modules cost 5 s of system time for nothing.

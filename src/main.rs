@@ -14,5 +14,6 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    btfkit::heap::return_freed_memory_promptly();
     std::process::exit(cli::run());
 }
