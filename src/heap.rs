@@ -1,4 +1,6 @@
-//! Giving freed heap memory back to the system between phases.
+//! Giving freed heap memory back to the system: as it is freed, by a fixed
+//! trim limit set at start ([`return_freed_memory_promptly`]), and between
+//! phases, by a trim of every arena ([`release_free_after`]).
 //!
 //! glibc keeps what a phase freed in its arenas (the decode workers' arenas
 //! and holes in the main heap are not at the top, so they are never trimmed
