@@ -77,7 +77,10 @@
 //! * **Reference pass.** A reference to an already mapped type is looked up
 //!   directly (libbpf's recursion would return at once for its child); other
 //!   types queue their ids in one go, which examines them in the recursion's
-//!   order and at the same moments (see [`Dedup::dedup_ref`]).
+//!   order and at the same moments (see [`refpass`]); on two threads, a
+//!   second stretch of ids runs beside the first when no walk crosses
+//!   between them, and its canonical types are then looked up in the first
+//!   one's index.
 //! * **Reference index.** Without a base, a reference type's lookup has at
 //!   most one equal candidate and no pass looks anything up afterwards, so
 //!   the reference pass keeps the canonical reference types by their
@@ -119,6 +122,7 @@ mod hypot;
 mod incremental;
 mod offsets;
 mod refindex;
+mod refpass;
 mod states;
 pub mod table;
 
@@ -539,15 +543,10 @@ struct Dedup<'a, L: Links = Vec<u32>> {
     table: CandTable,
     /// Pending (candidate, canonical) pairs of one graph-equivalence check.
     eq_stack: Vec<(u32, u32)>,
-    /// (type, next child) frames of the reference pass.
-    ref_stack: Vec<(u32, u32)>,
     /// Names of enum forward declarations seen (primitive pass fast path).
     enum_fwds: hashbrown::HashSet<u32>,
     /// Canonical full enums by content (primitive pass fast path).
     enums: hashbrown::HashTable<u32>,
-    /// The reference pass's canonical types by content, when it can stand
-    /// for the candidate table (no base: see [`refindex`]).
-    ref_index: Option<refindex::RefIndex>,
     /// Set while the primitive and struct passes run chunk by chunk during
     /// the encoder's CU loop ([`Incremental`]): the struct pass then proves
     /// its choice independent of candidate order, and walks note the enum
@@ -1247,10 +1246,8 @@ impl<'a, L: Links> Dedup<'a, L> {
             adjust_canon: false,
             table,
             eq_stack: Vec::new(),
-            ref_stack: Vec::new(),
             enum_fwds: Default::default(),
             enums: Default::default(),
-            ref_index: None,
             overlap: false,
             give_up: None,
             struct_done: 0,
@@ -1759,187 +1756,24 @@ impl<'a, L: Links> Dedup<'a, L> {
             self.set_map(id, cand);
         }
     }
-
-    #[inline(never)]
-    fn ref_types(&mut self) -> Result<(), DedupError> {
-        if self.start == 1 && !refindex::forced_off() {
-            self.ref_index = Some(refindex::RefIndex::default());
-            // nothing looks the table up any more: its memory goes to the
-            // index (at dedup's peak)
-            self.table = CandTable::EMPTY;
-        }
-        for id in self.start..self.end {
-            if self.mapped(id) {
-                continue;
-            }
-            // The common case, a single reference to an already mapped type,
-            // needs no walk: libbpf would just resolve it and look it up.
-            let w = rec_of(self.words, &self.nodes, id);
-            let leaf = matches!(
-                kind(w),
-                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG
-            ) && self.mapped(w[2]);
-            if leaf {
-                self.finish_ref(id, w);
-            } else {
-                self.dedup_ref(id)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// libbpf's `btf_dedup_ref_type` as a post-order walk on an explicit
-    /// stack. Entering a type queues "finish it" and then its referenced ids
-    /// in reverse, so they are examined in libbpf's order (ARRAY element
-    /// before index, FUNC_PROTO return before parameters), each one only when
-    /// the previous one's whole walk is done — exactly when the recursion
-    /// would look at it. A type on the stack in IN_PROGRESS state is an
-    /// ancestor of the current one: meeting it again is libbpf's -ELOOP.
-    #[inline(never)]
-    fn dedup_ref(&mut self, root: u32) -> Result<(), DedupError> {
-        const ENTER: u32 = 0;
-        const FINISH: u32 = 1;
-        self.ref_stack.clear();
-        self.ref_stack.push((root, ENTER));
-        while let Some((id, ev)) = self.ref_stack.pop() {
-            if ev == FINISH {
-                self.finish_ref(id, rec_of(self.words, &self.nodes, id));
-                continue;
-            }
-            match self.state.get(id) {
-                ST_IN_PROGRESS => return Err(DedupError::Loop { id }),
-                ST_MAPPED => continue,
-                _ => {}
-            }
-            self.state.set(id, ST_IN_PROGRESS);
-            self.ref_stack.push((id, FINISH));
-            let w = rec_of(&self.words, &self.nodes, id);
-            let (st, state) = (&mut self.ref_stack, &self.state);
-            // a referenced type that is mapped now stays mapped: not queued
-            let mut visit = |t: u32| {
-                if state.get(t) != ST_MAPPED {
-                    st.push((t, ENTER));
-                }
-            };
-            match kind(w) {
-                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => {
-                    visit(w[2])
-                }
-                ARRAY => {
-                    visit(w[4]);
-                    visit(w[3]);
-                }
-                FUNC_PROTO => {
-                    for p in w[3..].chunks_exact(2).rev() {
-                        visit(p[1]);
-                    }
-                    visit(w[2]);
-                }
-                _ => {
-                    return Err(DedupError::Invalid {
-                        id,
-                        what: "reference pass reached an unexpected kind",
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// All referenced ids of `id` are canonical now: look it up by content.
-    fn finish_ref(&mut self, id: u32, w: &[u32]) {
-        let k = kind(w);
-        if k != ARRAY && k != FUNC_PROTO {
-            // PTR, CONST, VOLATILE, RESTRICT, TYPEDEF, FUNC, TYPE_TAG, DECL_TAG:
-            // only the third word is an id
-            let t = self.resolve(w[2]);
-            if let Some(ix) = &mut self.ref_index {
-                let key = [w[0], w[1], t, if k == DECL_TAG { w[3] } else { 0 }];
-                let new = ix.canonical(&key[..if k == DECL_TAG { 4 } else { 3 }], id);
-                self.set_map(id, new);
-                return;
-            }
-            let mut h = hc(hc(hc(0, w[0]), w[1]), t);
-            if k == DECL_TAG {
-                h = hc(h, w[3]);
-            }
-            let mut new = id;
-            let mut cur = self.table.first(h);
-            while let Some((cand, c)) = cur {
-                cur = self.table.next(c);
-                let cw = rec_of(&self.words, &self.nodes, cand);
-                if cw[0] == w[0]
-                    && cw[1] == w[1]
-                    && (k != DECL_TAG || cw[3] == w[3])
-                    && (if cand < self.start {
-                        cw[2]
-                    } else {
-                        self.resolve(cw[2])
-                    }) == t
-                {
-                    new = cand;
-                    break;
-                }
-            }
-            self.set_map(id, new);
-            if new == id {
-                self.table.insert(h, id);
-            }
-            return;
-        }
-        // the record as libbpf has rewritten it by now
-        let mut cw_own: smallvec::SmallVec<[u32; 16]> = smallvec::SmallVec::from_slice(w);
-        if k == ARRAY {
-            cw_own[3] = self.resolve(w[3]);
-            cw_own[4] = self.resolve(w[4]);
-        } else {
-            cw_own[2] = self.resolve(w[2]);
-            for i in 0..vlen(w) {
-                cw_own[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
-            }
-        }
-        if let Some(ix) = &mut self.ref_index {
-            let new = ix.canonical(&cw_own, id);
-            self.set_map(id, new);
-            return;
-        }
-        let h = if k == ARRAY { hash_array(&cw_own) } else { hash_fnproto(&cw_own) };
-        let mut new = id;
-        let mut cur = self.table.first(h);
-        while let Some((cand, c)) = cur {
-            cur = self.table.next(c);
-            let cw = rec_of(&self.words, &self.nodes, cand);
-            // equal info means equal kind and length
-            if cw[1] != w[1] || cw[0] != w[0] {
-                continue;
-            }
-            let eq = if cand < self.start {
-                // base records are never rewritten
-                cw == &cw_own[..]
-            } else {
-                (2..w.len()).all(|p| {
-                    let x = if is_ref_pos(k, p) {
-                        self.resolve(cw[p])
-                    } else {
-                        cw[p]
-                    };
-                    x == cw_own[p]
-                })
-            };
-            if eq {
-                new = cand;
-                break;
-            }
-        }
-        self.set_map(id, new);
-        if new == id {
-            self.table.insert(h, id);
-        }
-    }
-
 }
 
 impl Dedup<'_> {
+    /// The reference pass ([`refpass`]): with its own index when there is
+    /// no base, else through libbpf's candidate table.
+    #[inline(never)]
+    fn ref_types(&mut self) -> Result<(), DedupError> {
+        let lookup = if self.start == 1 && !refindex::forced_off() {
+            // nothing looks the table up any more: its memory goes to the
+            // index (at dedup's peak)
+            self.table = CandTable::EMPTY;
+            refpass::Lookup::Index(refindex::RefIndex::default())
+        } else {
+            refpass::Lookup::Table { table: &mut self.table, start: self.start }
+        };
+        refpass::run(self.words, &self.nodes, &mut self.link, &mut self.state, lookup, self.start, self.end)
+    }
+
     /// The passes after the struct pass: FWDs, references, and the final
     /// links; returns the surviving own ids and their words.
     fn last_passes(&mut self, clock: &Timer) -> Result<(Vec<u32>, usize), DedupError> {

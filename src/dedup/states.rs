@@ -1,10 +1,16 @@
 //! libbpf's map markers per type id (unprocessed, in progress, mapped) in two
 //! bits each: 1 MiB for a vmlinux's 4.35 M ids instead of a byte each, at
 //! dedup's memory peak.
+//!
+//! The words are atomics so that the two halves of a split reference pass
+//! ([`super::refpass`]) can share them; read and written through `&mut`
+//! or with relaxed loads and stores, they are plain memory accesses.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 #[derive(Default)]
 pub(super) struct States {
-    words: Vec<u64>,
+    words: Vec<AtomicU64>,
 }
 
 impl States {
@@ -14,6 +20,7 @@ impl States {
             words: bytes
                 .chunks(32)
                 .map(|c| c.iter().enumerate().fold(0u64, |w, (i, &s)| w | (u64::from(s & 3) << (2 * i))))
+                .map(AtomicU64::new)
                 .collect(),
         }
     }
@@ -31,19 +38,60 @@ impl States {
         let words = n.div_ceil(32);
         let more = words.saturating_sub(self.words.len());
         super::incremental::reserve_step(&mut self.words, more);
-        self.words.resize(words, 0);
+        self.words.resize_with(words, || AtomicU64::new(0));
     }
 
     #[inline]
     pub(super) fn get(&self, id: u32) -> u8 {
-        ((self.words[(id >> 5) as usize] >> (2 * (id & 31))) & 3) as u8
+        get_in(&self.words, id)
     }
 
     #[inline]
     pub(super) fn set(&mut self, id: u32, s: u8) {
-        let w = &mut self.words[(id >> 5) as usize];
+        let w = self.words[(id >> 5) as usize].get_mut();
         let sh = 2 * (id & 31);
         *w = (*w & !(3 << sh)) | (u64::from(s & 3) << sh);
+    }
+
+    /// A copy of the words, for [`States::restore`].
+    pub(super) fn snapshot(&self) -> Vec<u64> {
+        self.words.iter().map(|w| w.load(Relaxed)).collect()
+    }
+
+    /// Every state as it was in `snapshot`.
+    pub(super) fn restore(&mut self, snapshot: &[u64]) {
+        for (w, &s) in self.words.iter_mut().zip(snapshot) {
+            *w.get_mut() = s;
+        }
+    }
+
+    /// The words, to be shared by threads that each write their own ids.
+    pub(super) fn shared(&mut self) -> &[AtomicU64] {
+        &self.words
+    }
+}
+
+/// `id`'s state in words shared by threads.
+#[inline]
+pub(super) fn get_in(words: &[AtomicU64], id: u32) -> u8 {
+    ((words[(id >> 5) as usize].load(Relaxed) >> (2 * (id & 31))) & 3) as u8
+}
+
+/// Sets `id`'s state in words shared by threads. A plain load and store
+/// unless `id`'s word is `shared_word`, which another thread writes too
+/// (its ids' bits are then changed by atomic and/or, and nobody else's
+/// change is lost).
+#[inline]
+pub(super) fn set_in(words: &[AtomicU64], id: u32, s: u8, shared_word: usize) {
+    let i = (id >> 5) as usize;
+    let sh = 2 * (id & 31);
+    let w = &words[i];
+    if i == shared_word {
+        w.fetch_and(!(3 << sh), Relaxed);
+        w.fetch_or(u64::from(s & 3) << sh, Relaxed);
+    } else {
+        let v = w.load(Relaxed);
+        w.store((v & !(3 << sh)) | (u64::from(s & 3) << sh), Relaxed);
     }
 }
 
