@@ -32,7 +32,7 @@
 //! bits holding ids of both stretches is changed with atomic and/or
 //! ([`set_in`]).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use smallvec::SmallVec;
 
@@ -152,15 +152,6 @@ enum Path {
 #[cfg(not(test))]
 #[inline(always)]
 fn note(_: Path) {}
-
-/// `v` as atomics, for threads that each write their own elements.
-fn shared_u32(v: &mut [u32]) -> &[AtomicU32] {
-    const { assert!(std::mem::align_of::<AtomicU32>() == std::mem::align_of::<u32>()) };
-    // SAFETY: AtomicU32 has the size and bit validity of u32 and (asserted
-    // above) its alignment; `v` is borrowed exclusively for as long as the
-    // view lives, so every access meanwhile goes through the atomics.
-    unsafe { &*(v as *mut [u32] as *const [AtomicU32]) }
-}
 
 impl<'d> RefPass<'d> {
     fn new(
