@@ -353,19 +353,28 @@ impl<'d> RefPass<'d> {
         Key::Long(c)
     }
 
-    /// All referenced ids of `id` are canonical now: look it up by content.
+    /// All referenced ids of `id` are canonical now: look it up by content
+    /// (most types are one of the three-word kinds: their key is built here,
+    /// on the stack, without going through [`RefPass::rewritten`]).
     #[inline]
     fn finish(&mut self, id: u32, w: &[u32]) {
-        let key = self.rewritten(w);
-        let new = if let Lookup::Index(ix) = &mut self.lookup {
-            ix.canonical(key.words(), id)
+        let k = kind(w);
+        let new = if k != ARRAY && k != FUNC_PROTO {
+            let key = [w[0], w[1], self.resolve(w[2]), if k == DECL_TAG { w[3] } else { 0 }];
+            self.look_up(id, w, &key[..if k == DECL_TAG { 4 } else { 3 }])
         } else {
-            self.in_table(id, w, key.words())
+            let key = self.rewritten(w);
+            self.look_up(id, w, key.words())
         };
         self.set_map(id, new);
         if new == id && self.fence.is_some_and(|f| !f.above) {
             self.made.push(id);
         }
+    }
+
+    #[inline]
+    fn look_up(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
+        if let Lookup::Index(ix) = &mut self.lookup { ix.canonical(key, id) } else { self.in_table(id, w, key) }
     }
 
     /// libbpf's look-up of `id` (record `w`, rewritten `key`) in its
