@@ -17,11 +17,14 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn fixture_and_module_give_reference_bytes() {
-    let out = tmp("fixture.btf");
     let input = common::corpus_file("expected-prededup/fixtures/aliases_weak.gcc-O2.kernel.btf");
-    let st = btfkit().arg("dedup").arg(&input).arg("-o").arg(&out).status().unwrap();
-    assert_eq!(st.code(), Some(0));
-    assert_eq!(std::fs::read(&out).unwrap(), common::read_corpus("expected/fixtures/aliases_weak.gcc-O2.kernel.btf"));
+    for jobs in [None, Some("-j1"), Some("-j2")] {
+        let out = tmp("fixture.btf");
+        let st = btfkit().arg("dedup").arg(&input).arg("-o").arg(&out).args(jobs).status().unwrap();
+        assert_eq!(st.code(), Some(0), "{jobs:?}");
+        let want = common::read_corpus("expected/fixtures/aliases_weak.gcc-O2.kernel.btf");
+        assert_eq!(std::fs::read(&out).unwrap(), want, "{jobs:?}");
+    }
 
     let dir = common::corpus_dir();
     let row = common::read_manifest(&dir.join("expected-prededup/manifest.tsv"))

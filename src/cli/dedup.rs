@@ -1,5 +1,5 @@
-//! `btfkit dedup IN -o OUT [--base BASE] [--strings=keep|dedup]`: libbpf's
-//! `btf__dedup` on a BTF file.
+//! `btfkit dedup IN -o OUT [--base BASE] [--strings=keep|dedup] [-j N]`:
+//! libbpf's `btf__dedup` on a BTF file.
 
 use std::path::PathBuf;
 
@@ -33,9 +33,15 @@ pub struct Args {
     /// Print phase timings to stderr.
     #[arg(long)]
     pub timings: bool,
+    /// Threads (default: all cores): the layout, the FWD pass, the final
+    /// links and, without a base, the reference pass use them; the output
+    /// is the same at any count.
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
+    super::encode::size_global_pool(a.jobs.unwrap_or_else(super::encode::default_jobs));
     let base = load_base(&a.base)?;
     let btf = btfkit::elf::load_btf(&a.input, base)?;
     let opts = Options {
