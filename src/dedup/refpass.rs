@@ -462,13 +462,22 @@ fn cu_boundary_near(words: &[u32], nodes: &Offsets, state: &[AtomicU64], start: 
     let window = TUNING.with(|c| c.get().1);
     let span = |id: u32| walk_span(words, nodes, state, id);
     let mut before = (mid.saturating_sub(window).max(start)..mid).fold(0, |h, id| h.max(span(id).1));
-    for b in mid..(mid + SEARCH).min(end) {
-        // most places inside a CU fail at once: a type soon after refers
-        // back to one before
-        if before < b && (b..(b + window).min(end)).all(|id| span(id).0 >= b) {
-            return Some(b);
+    let mut b = mid;
+    while b < (mid + SEARCH).min(end) {
+        if before < b {
+            // most places inside a CU fail at once: a type soon after refers
+            // back to one before
+            let Some(x) = (b..(b + window).min(end)).find(|&id| span(id).0 < b) else {
+                return Some(b);
+            };
+            // every place up to x fails at x too: go on after it (each id is
+            // scanned at most twice)
+            before = (b..=x).fold(before, |h, id| h.max(span(id).1));
+            b = x + 1;
+            continue;
         }
         before = before.max(span(b).1);
+        b += 1;
     }
     None
 }
