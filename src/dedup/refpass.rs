@@ -66,6 +66,8 @@ pub(super) struct RefPass<'d> {
     entered: Vec<u32>,
     /// The types this share made canonical, in order (second stretch).
     made: Vec<u32>,
+    /// How many of `made` there were when the current walk began.
+    made_before_walk: usize,
 }
 
 /// The ids on the other side of a split, and the state bits as they were
@@ -103,13 +105,14 @@ impl Key {
     }
 }
 
-/// A walk reached the other stretch ([`Fence`]), or failed.
+/// A walk reached the other stretch ([`Fence`]).
 struct Stop;
 
 /// Stretches shorter than this run on one thread: the split costs more
 /// than it saves.
 const MIN_SPLIT: u32 = 1 << 16;
-/// How far before the middle [`cu_boundary_near`] looks at the references.
+/// How far [`cu_boundary_near`] looks at the references around a place:
+/// before the middle, and ahead of each place it tries.
 const WINDOW: u32 = 4096;
 
 thread_local! {
@@ -142,17 +145,6 @@ fn note(p: Path) {
     LAST_PATH.with(|c| c.set(Some(p)));
 }
 
-#[cfg(not(test))]
-#[derive(Clone, Copy)]
-enum Path {
-    Split,
-    Undone,
-}
-
-#[cfg(not(test))]
-#[inline(always)]
-fn note(_: Path) {}
-
 impl<'d> RefPass<'d> {
     fn new(
         words: &'d [u32],
@@ -172,6 +164,7 @@ impl<'d> RefPass<'d> {
             fence: None,
             entered: Vec::new(),
             made: Vec::new(),
+            made_before_walk: 0,
         }
     }
 
@@ -262,6 +255,7 @@ impl<'d> RefPass<'d> {
         const FINISH: u32 = 1;
         self.stack.clear();
         self.entered.clear();
+        self.made_before_walk = self.made.len();
         self.stack.push((root, ENTER));
         let keep_entered = self.fence.is_some();
         while let Some((id, ev)) = self.stack.pop() {
@@ -324,10 +318,7 @@ impl<'d> RefPass<'d> {
             self.set_state(id, ST_UNPROCESSED);
             self.link[id as usize].store(id, Relaxed);
         }
-        let entered = &self.entered;
-        while self.made.last().is_some_and(|m| entered.contains(m)) {
-            self.made.pop();
-        }
+        self.made.truncate(self.made_before_walk);
     }
 
     /// `w`'s content as libbpf has rewritten it by the time it is processed:
@@ -519,6 +510,7 @@ pub(super) fn run(
             // the second stretch stops instead of failing
             let stop = rb.unwrap_or(Some(m));
             a.absorb(b);
+            #[cfg(test)]
             note(Path::Split);
             return a.run(stop.unwrap_or(end), end).map(|_| ());
         }
@@ -530,6 +522,7 @@ pub(super) fn run(
         }
     }
     state.restore(&before);
+    #[cfg(test)]
     note(Path::Undone);
     let mut a = RefPass::new(words, nodes, shared_u32(link), state.shared(), Lookup::Index(Default::default()));
     a.run(start, end).map(|_| ())
