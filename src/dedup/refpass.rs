@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use smallvec::SmallVec;
 
-use super::states::{get_in, set_in};
+use super::states::{get_in, get_in_snapshot, set_in};
 use super::*;
 
 /// Where the reference pass looks up a type's canonical type.
@@ -84,7 +84,7 @@ impl Fence<'_> {
     /// Whether a walk reaching `t` would leave its stretch.
     #[inline]
     fn blocks(&self, t: u32) -> bool {
-        (t >= self.at) == self.above && ((self.before[(t >> 5) as usize] >> (2 * (t & 31))) & 3) as u8 != ST_MAPPED
+        (t >= self.at) == self.above && get_in_snapshot(self.before, t) != ST_MAPPED
     }
 }
 
@@ -174,14 +174,8 @@ impl<'d> RefPass<'d> {
     }
 
     #[inline]
-    fn resolve(&self, mut id: u32) -> u32 {
-        loop {
-            let m = self.link[id as usize].load(Relaxed);
-            if m == id {
-                return id;
-            }
-            id = m;
-        }
+    fn resolve(&self, id: u32) -> u32 {
+        resolve_shared(self.link, id)
     }
 
     #[inline]
@@ -382,13 +376,6 @@ impl<'d> RefPass<'d> {
             unreachable!("in_table is only called with a candidate table");
         };
         let (words, nodes, link) = (self.words, self.nodes, self.link);
-        let resolve = |mut x: u32| loop {
-            let m = link[x as usize].load(Relaxed);
-            if m == x {
-                return x;
-            }
-            x = m;
-        };
         let mut cur = table.first(h);
         while let Some((cand, c)) = cur {
             cur = table.next(c);
@@ -401,7 +388,7 @@ impl<'d> RefPass<'d> {
                 // base records are never rewritten
                 cw == key
             } else {
-                (2..key.len()).all(|p| key[p] == if is_ref_pos(k, p) { resolve(cw[p]) } else { cw[p] })
+                (2..key.len()).all(|p| key[p] == if is_ref_pos(k, p) { resolve_shared(link, cw[p]) } else { cw[p] })
             };
             if eq {
                 return cand;
@@ -517,7 +504,7 @@ pub(super) fn run(
         // a walk below m reached past it: no CU boundary there after all
     };
     for (id, l) in link.iter_mut().enumerate().take(end as usize).skip(start as usize) {
-        if ((before[id >> 5] >> (2 * (id & 31))) & 3) as u8 != ST_MAPPED {
+        if get_in_snapshot(&before, id as u32) != ST_MAPPED {
             *l = id as u32;
         }
     }

@@ -74,7 +74,18 @@ impl States {
 /// `id`'s state in words shared by threads.
 #[inline]
 pub(super) fn get_in(words: &[AtomicU64], id: u32) -> u8 {
-    ((words[(id >> 5) as usize].load(Relaxed) >> (2 * (id & 31))) & 3) as u8
+    of_word(words[(id >> 5) as usize].load(Relaxed), id)
+}
+
+/// `id`'s state in a [`States::snapshot`].
+#[inline]
+pub(super) fn get_in_snapshot(words: &[u64], id: u32) -> u8 {
+    of_word(words[(id >> 5) as usize], id)
+}
+
+#[inline]
+fn of_word(w: u64, id: u32) -> u8 {
+    ((w >> (2 * (id & 31))) & 3) as u8
 }
 
 /// Sets `id`'s state in words shared by threads. A plain load and store
