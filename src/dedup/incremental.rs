@@ -58,7 +58,7 @@ pub struct Incremental {
     struct_table: CandTable,
     hypot: HypotMap,
     spare_hypot: HypotMap,
-    eq_stack: Vec<(u32, u32)>,
+    eq_stack: Vec<super::Queued>,
     enum_fwds: hashbrown::HashSet<u32>,
     enums: hashbrown::HashTable<u32>,
     /// Ids `1..end` are laid out and through both passes.

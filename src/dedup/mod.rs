@@ -543,7 +543,7 @@ struct Dedup<'a, L: Links = Vec<u32>> {
     adjust_canon: bool,
     table: CandTable,
     /// Pending (candidate, canonical) pairs of one graph-equivalence check.
-    eq_stack: Vec<(u32, u32)>,
+    eq_stack: Vec<Queued>,
     /// Names of enum forward declarations seen (primitive pass fast path).
     enum_fwds: hashbrown::HashSet<u32>,
     /// Canonical full enums by content (primitive pass fast path).
@@ -1163,6 +1163,30 @@ fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
     }
 }
 
+/// A pair waiting on the walk's stack, with where its two records start
+/// (looked up once, when it is queued, for the prefetch; [`NO_REC`] for
+/// void or an id the offsets do not cover, which the step looks up again).
+#[derive(Clone, Copy)]
+pub(super) struct Queued {
+    c: u32,
+    k: u32,
+    oc: u32,
+    ok: u32,
+}
+
+/// [`Queued`]'s offset of a record it did not look up.
+const NO_REC: u32 = u32::MAX;
+
+/// The record of a queued id.
+#[inline(always)]
+fn rec_queued<'w>(words: &'w [u32], nodes: &Offsets, id: u32, off: u32) -> &'w [u32] {
+    if off != NO_REC {
+        &words[off as usize..]
+    } else {
+        rec_from(words, nodes, id)
+    }
+}
+
 /// Queues a pair for the equivalence walk, unless it is settled already.
 /// `map` does not change during one walk, so a pair whose ends resolve to the
 /// same type would return "equivalent" without side effects when popped. So
@@ -1171,16 +1195,30 @@ fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
 /// removed during a walk (half of a vmlinux's 18.8 M walk steps were such
 /// repeats, each reading a canonical-side record first).
 #[inline(always)]
-fn push_pair<L: Links>(st: &mut Vec<(u32, u32)>, w: Walked<'_, L>, c: u32, k: u32) {
+fn push_pair<L: Links>(st: &mut Vec<Queued>, w: Walked<'_, L>, c: u32, k: u32) {
     // The map first: its pages stay in cache, the links are two loads
     // anywhere in the id space, and it answers more pushes (8.1 M against
     // 6.4 M settled of 25.2 M in a vmlinux).
     if w.hypot.get(k) != Some(c) && !w.link.settled(c, k) {
-        st.push((c, k));
         // Its step reads both records: ask for them now, so that the
-        // misses of a struct's members overlap instead of coming one by one.
-        prefetch(w.words, w.nodes.try_get(c));
-        prefetch(w.words, w.nodes.try_get(k));
+        // misses of a struct's members overlap instead of coming one by one,
+        // and keep where they are for the step.
+        let oc = offset_of(w, c);
+        let ok = offset_of(w, k);
+        st.push(Queued { c, k, oc, ok });
+    }
+}
+
+/// Where `id`'s record starts ([`NO_REC`] for void or a stray id), asking
+/// the CPU for its cache line.
+#[inline(always)]
+fn offset_of<L>(w: Walked<'_, L>, id: u32) -> u32 {
+    match w.nodes.try_get(id) {
+        Some(at) if id != 0 && (at as usize) < w.words.len() => {
+            prefetch(w.words, at);
+            at
+        }
+        _ => NO_REC,
     }
 }
 
@@ -1199,12 +1237,13 @@ impl<L> Clone for Walked<'_, L> {
 }
 impl<L> Copy for Walked<'_, L> {}
 
-/// Asks the CPU for the cache line of `words[at]`, if there is one.
+/// Asks the CPU for the cache line of `words[at]` (`at` is in bounds).
 #[inline(always)]
-fn prefetch(words: &[u32], at: Option<u32>) {
+fn prefetch(words: &[u32], at: u32) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(at) = at.filter(|&a| (a as usize) < words.len()) {
+    {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        debug_assert!((at as usize) < words.len());
         // SAFETY: a prefetch only hints the cache, and `at` is in bounds.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(words.as_ptr().add(at as usize).cast()) };
     }
@@ -1458,8 +1497,8 @@ impl<'a, L: Links> Dedup<'a, L> {
         self.eq_stack.clear();
         let w = Walked { words: self.words, nodes: &self.nodes, link: &self.link, hypot: &self.hypot };
         push_pair(&mut self.eq_stack, w, cand, canon);
-        while let Some((c, k)) = self.eq_stack.pop() {
-            if !self.equiv_step(c, k)? {
+        while let Some(q) = self.eq_stack.pop() {
+            if !self.equiv_step(q)? {
                 return Ok(false);
             }
         }
@@ -1471,13 +1510,14 @@ impl<'a, L: Links> Dedup<'a, L> {
     /// went through [`push_pair`], so libbpf's first test (both ends resolve
     /// to the same type) is known to fail here.
     #[inline]
-    fn equiv_step(&mut self, c: u32, k: u32) -> Result<bool, DedupError> {
+    fn equiv_step(&mut self, q: Queued) -> Result<bool, DedupError> {
+        let Queued { c, k, oc, ok } = q;
         // resolve_fwd, fused with reading the record the step needs anyway.
         // A key of the hypothetical map is never a FWD that resolves
         // elsewhere, so one look-up with the resolved id answers both "is
         // this canonical type mapped already" and "record it" (almost every
         // popped pair is new: the queue drops pairs the map holds).
-        let mut kw = rec_from(self.words, &self.nodes, k);
+        let mut kw = rec_queued(self.words, &self.nodes, k, ok);
         let mut k = k;
         if kind(kw) == FWD {
             let r = self.resolve(k);
@@ -1486,7 +1526,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                 (k, kw) = (r, rw);
             }
         }
-        let cw = rec_from(self.words, &self.nodes, c);
+        let cw = rec_queued(self.words, &self.nodes, c, oc);
         if self.overlap && (cw[1] | kw[1]) & STUB_INFO != 0 {
             return Err(stub_reached(c, k));
         }
