@@ -126,7 +126,15 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stderr).expect("--stats --json prints one JSON object on stderr");
     let phases: Vec<&str> = v["phases"].as_array().unwrap().iter().map(|p| p["phase"].as_str().unwrap()).collect();
-    assert_eq!(phases, ["encode", "dedup"]);
+    assert_eq!(phases, ["open", "cu_loop", "functions", "dedup"]);
+    // the CU loop's CPU by kind of work: decode and per-CU encode run on
+    // the workers, summed over them; they cannot exceed the process's
+    let lp = &v["phases"][1];
+    let part = |k: &str| lp["cpu_parts"][k].as_f64().unwrap_or_else(|| panic!("cpu_parts.{k} in {lp}"));
+    let parts = ["decode_cpu_s", "encode_cpu_s", "merge_cpu_s", "dedup_cpu_s"].map(part);
+    assert!(parts.iter().all(|&p| p >= 0.0), "{lp}");
+    assert!(parts[0] > 0.0 && parts[1] > 0.0, "the sample is decoded and encoded: {lp}");
+    assert!(parts.iter().sum::<f64>() <= lp["cpu_s"].as_f64().unwrap() + 0.005, "{lp}");
     assert_eq!(v["counts"]["cus"], 11);
     assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
     // dedup's first passes ran during the CU loop (the default from -j2),

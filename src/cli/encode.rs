@@ -197,13 +197,22 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         None => None,
     };
     let t0 = std::time::Instant::now();
-    let mut phases = super::stats::Phases::start();
+    let phases = Arc::new(std::sync::Mutex::new(super::stats::Phases::start()));
+    let mark = |name: &'static str| phases.lock().unwrap_or_else(|e| e.into_inner()).mark(name);
     if plan.base.is_some() {
-        phases.mark("base");
+        mark("base");
     }
     let early = plan.early_dedup.unwrap_or(plan.opts.jobs >= 2);
-    let (enc, early) = encode_overlapped(&plan.input, base, &plan.opts, plan.dedup, early)?;
-    phases.mark("encode");
+    let mut opts = plan.opts.clone();
+    if plan.stats.is_some() {
+        // the encoder's own phases: open, the CU loop, functions
+        let p = phases.clone();
+        opts.on_phase = Some(encode::PhaseHook(Arc::new(move |name| {
+            p.lock().unwrap_or_else(|e| e.into_inner()).mark(name)
+        })));
+    }
+    let (enc, early) = encode_overlapped(&plan.input, base, &opts, plan.dedup, early)?;
+    drop(opts);
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     // whether dedup's first passes ran during the CU loop to the end
@@ -214,7 +223,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         enc.btf
     };
     if plan.dedup {
-        phases.mark("dedup");
+        mark("dedup");
     }
     let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
@@ -224,7 +233,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
     }
     if plan.output.is_some() || plan.in_place {
-        phases.mark("write");
+        mark("write");
     }
     if let Some(json) = plan.stats {
         let counts = [
@@ -237,7 +246,8 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             ("btf_bytes", len as u64),
             ("dedup_during_cu_loop", overlapped as u64),
         ];
-        super::stats::report(&phases, &counts, json);
+        let phases = phases.lock().unwrap_or_else(|e| e.into_inner());
+        super::stats::report(&phases, s.loop_cpu.as_ref(), &counts, json);
     }
     if plan.print_summary {
         println!(
@@ -313,6 +323,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         jobs: a.jobs.unwrap_or_else(default_jobs),
         no_funcs: a.no_funcs,
         keep_offsets_deferred: false,
+        timings: a.stats,
+        on_phase: None,
     };
     let batch = a.inputs.len() > 1
         || a.out_dir.is_some()

@@ -164,6 +164,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             jobs,
             no_funcs,
             keep_offsets_deferred: false,
+            timings: false,
+            on_phase: None,
         },
         print_summary: false,
         stats: None,

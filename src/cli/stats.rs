@@ -88,8 +88,14 @@ impl Phases {
     }
 }
 
-/// Prints the report, as a table or one JSON object.
-pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
+/// The CU loop's CPU by kind of work, as the report names them.
+fn loop_parts(l: &btfkit::encode::LoopCpu) -> [(&'static str, Duration); 4] {
+    [("decode", l.decode), ("encode", l.cu_encode), ("merge", l.merge), ("dedup", l.on_merged)]
+}
+
+/// Prints the report, as a table or one JSON object. `loop_cpu` splits the
+/// `cu_loop` phase's CPU time (its parts overlap in wall time).
+pub fn report(phases: &Phases, loop_cpu: Option<&btfkit::encode::LoopCpu>, counts: &[(&str, u64)], json: bool) {
     let (_, peak_rss) = rusage();
     let heap = phases.done.iter().map(|p| p.3).max().unwrap_or(0);
     let (wall, cpu) = phases.done.iter().fold((Duration::ZERO, Duration::ZERO), |a, p| (a.0 + p.1, a.1 + p.2));
@@ -99,7 +105,13 @@ pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
             .done
             .iter()
             .map(|(n, w, c, h)| {
-                serde_json::json!({"phase": n, "wall_s": w.as_secs_f64(), "cpu_s": c.as_secs_f64(), "peak_heap_bytes": h})
+                let mut v = serde_json::json!({"phase": n, "wall_s": w.as_secs_f64(), "cpu_s": c.as_secs_f64(), "peak_heap_bytes": h});
+                if let (&"cu_loop", Some(l)) = (n, loop_cpu) {
+                    let parts: serde_json::Map<String, serde_json::Value> =
+                        loop_parts(l).iter().map(|(k, d)| (format!("{k}_cpu_s"), d.as_secs_f64().into())).collect();
+                    v["cpu_parts"] = parts.into();
+                }
+                v
             })
             .collect();
         let cn: serde_json::Map<String, serde_json::Value> =
@@ -116,6 +128,12 @@ pub fn report(phases: &Phases, counts: &[(&str, u64)], json: bool) {
         eprintln!("{:<10} {:>9} {:>9} {:>15}", "phase", "wall s", "cpu s", "peak heap MiB");
         for (n, w, c, h) in &phases.done {
             eprintln!("{:<10} {:>9.3} {:>9.3} {:>15.1}", n, w.as_secs_f64(), c.as_secs_f64(), mib(*h));
+            if let (&"cu_loop", Some(l)) = (n, loop_cpu) {
+                // summed over the threads that did it, beside each other
+                for (k, d) in loop_parts(l) {
+                    eprintln!("  {:<8} {:>9} {:>9.3}", k, "", d.as_secs_f64());
+                }
+            }
         }
         eprintln!("{:<10} {:>9.3} {:>9.3}", "total", wall.as_secs_f64(), cpu.as_secs_f64());
         for (k, v) in counts {

@@ -19,6 +19,8 @@ mod strcache;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use gimli::RunTimeEndian;
 use rayon::prelude::*;
@@ -64,6 +66,54 @@ pub struct Options {
     /// Leave the BTF's offset column unbuilt ([`Btf::defer_offsets`]): the
     /// caller lays the records out itself ([`crate::dedup::Incremental`]).
     pub keep_offsets_deferred: bool,
+    /// Measure where the run's time goes ([`Summary::timings`]), telling
+    /// `on_phase` (if any) as each phase ends.
+    pub timings: bool,
+    pub on_phase: Option<PhaseHook>,
+}
+
+/// Called as each phase of an encode run ends, with its name: `"open"`
+/// (mapping, sections, unit headers), `"cu_loop"` (decode, per-CU encode,
+/// merge), `"functions"` (the function phase, DATASECs, offsets). The CLI
+/// reads its clocks and heap counter there.
+#[derive(Clone)]
+pub struct PhaseHook(pub Arc<dyn Fn(&'static str) + Send + Sync>);
+
+impl std::fmt::Debug for PhaseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PhaseHook")
+    }
+}
+
+/// CPU time of the CU loop by kind of work, summed over the threads that
+/// did it (decode and per-CU encode run on the workers beside the merge).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoopCpu {
+    pub decode: Duration,
+    pub cu_encode: Duration,
+    pub merge: Duration,
+    /// In the caller's `on_merged` (dedup's first passes, from -j2 on).
+    pub on_merged: Duration,
+}
+
+/// This thread's CPU time so far.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Adds the thread CPU time `f` takes to `sum` (nanoseconds), if `on`.
+#[inline]
+fn cpu_into<T>(on: bool, sum: &AtomicU64, f: impl FnOnce() -> T) -> T {
+    if !on {
+        return f();
+    }
+    let t0 = thread_cpu();
+    let r = f();
+    sum.fetch_add((thread_cpu().saturating_sub(t0)).as_nanos() as u64, Ordering::Relaxed);
+    r
 }
 
 impl Default for Options {
@@ -75,6 +125,8 @@ impl Default for Options {
             jobs: 1,
             no_funcs: true,
             keep_offsets_deferred: false,
+            timings: false,
+            on_phase: None,
         }
     }
 }
@@ -86,6 +138,8 @@ pub struct Summary {
     pub cus_encoded: usize,
     pub func_states: usize,
     pub vars: usize,
+    /// With [`Options::timings`].
+    pub loop_cpu: Option<LoopCpu>,
 }
 
 /// The most types one BTF may have (ids are 31-bit in libbpf, whose
@@ -550,6 +604,8 @@ pub fn encode_elf_with(
         str_cache: &str_cache,
     };
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
+    let timed = opts.timings;
+    let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns] = [(); 4].map(|_| AtomicU64::new(0));
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
     let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
@@ -557,7 +613,7 @@ pub fn encode_elf_with(
             .par_iter()
             .map(|h| {
                 let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
-                let cu = decoder.decode(*h, &keep).map_err(|e| match e.kind {
+                let cu = cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep)).map_err(|e| match e.kind {
                     dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
                         path: path.to_path_buf(),
                         msg: format!("warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"),
@@ -570,7 +626,9 @@ pub fn encode_elf_with(
                     }
                 })?;
                 match cu {
-                    Some(cu) if cu.kind == dwarf::UnitKind::Normal => local::encode_cu(&lctx, &cu).map(Some),
+                    Some(cu) if cu.kind == dwarf::UnitKind::Normal => {
+                        cpu_into(timed, &cu_encode_ns, || local::encode_cu(&lctx, &cu)).map(Some)
+                    }
                     _ => Ok(None),
                 }
             })
@@ -620,6 +678,12 @@ pub fn encode_elf_with(
             last.offset().0 + last.length_including_self(),
         )
     };
+    let phase_ended = |name: &'static str| {
+        if let Some(hook) = &opts.on_phase {
+            (hook.0)(name)
+        }
+    };
+    phase_ended("open");
     let result: Result<(), EncodeError> = pool.install(|| {
         let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
         let mut stopped = false;
@@ -631,9 +695,8 @@ pub fn encode_elf_with(
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => m.merge(out).map_err(|msg| EncodeError::Unsupported {
-                                path: path.to_path_buf(),
-                                msg,
+                            Ok(Some(out)) => cpu_into(timed, &merge_ns, || m.merge(out)).map_err(|msg| {
+                                EncodeError::Unsupported { path: path.to_path_buf(), msg }
                             })?,
                             Ok(None) => {}
                             Err(e @ EncodeError::StopFile { .. }) => {
@@ -644,7 +707,7 @@ pub fn encode_elf_with(
                             Err(e) => return Err(e),
                         }
                     }
-                    on_merged(&mut m.btf);
+                    cpu_into(timed, &on_merged_ns, || on_merged(&mut m.btf));
                     if info_mapped {
                         release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
                     }
@@ -662,6 +725,16 @@ pub fn encode_elf_with(
         Ok(())
     });
     result?;
+    if timed {
+        let d = |ns: &AtomicU64| Duration::from_nanos(ns.load(Ordering::Relaxed));
+        m.summary.loop_cpu = Some(LoopCpu {
+            decode: d(&decode_ns),
+            cu_encode: d(&cu_encode_ns),
+            merge: d(&merge_ns),
+            on_merged: d(&on_merged_ns),
+        });
+    }
+    phase_ended("cu_loop");
     if elf.file_mapped {
         // Decoding is over: the function phase reads only `.BTF_ids` again.
         release_pages(data);
@@ -695,6 +768,7 @@ pub fn encode_elf_with(
         pool.install(|| m.btf.build_offsets());
     }
     m.btf.shrink_to_fit();
+    phase_ended("functions");
     let summary = m.summary.clone();
     Ok(Encoded {
         btf: m.btf,
