@@ -136,6 +136,8 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert!(parts[0] > 0.0 && parts[1] > 0.0, "the sample is decoded and encoded: {lp}");
     assert!(parts.iter().sum::<f64>() <= lp["cpu_s"].as_f64().unwrap() + 0.005, "{lp}");
     assert_eq!(v["counts"]["cus"], 11);
+    // every CU has a root DIE and the sample's have types and functions
+    assert!(v["counts"]["dies"].as_u64().unwrap() > 11 * 10, "{}", v["counts"]);
     assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
     // dedup's first passes ran during the CU loop (the default from -j2),
     // or not (-j1)

@@ -239,6 +239,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         let counts = [
             ("cus", s.cus as u64),
             ("cus_encoded", s.cus_encoded as u64),
+            ("dies", s.dies),
             ("function_states", s.func_states as u64),
             ("variables", s.vars as u64),
             ("types_before_dedup", pre_dedup_types as u64),

@@ -206,6 +206,8 @@ pub struct Cu<'a> {
     pub buckets: Vec<u32>,
     /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
     pub has_nested_unspecified: bool,
+    /// DIEs read (null entries not counted).
+    pub dies: u64,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -241,6 +243,7 @@ impl<'a> Cu<'a> {
             index: Vec::with_capacity(unit_len / 34),
             buckets: Vec::new(),
             has_nested_unspecified: false,
+            dies: 0,
         }
     }
 
@@ -678,6 +681,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
             if abbrev.is_null() {
                 continue;
             }
+            cu.dies += 1;
             // Close finished frames.
             while stack.last().is_some_and(|f| f.depth >= depth) {
                 let f = stack.pop().unwrap();

@@ -140,6 +140,8 @@ pub struct Summary {
     pub vars: usize,
     /// With [`Options::timings`].
     pub loop_cpu: Option<LoopCpu>,
+    /// DIEs the decoder read, in the CUs it kept.
+    pub dies: u64,
 }
 
 /// The most types one BTF may have (ids are 31-bit in libbpf, whose
@@ -605,7 +607,7 @@ pub fn encode_elf_with(
     };
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
     let timed = opts.timings;
-    let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns] = [(); 4].map(|_| AtomicU64::new(0));
+    let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns, dies] = [(); 5].map(|_| AtomicU64::new(0));
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
     let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
@@ -625,6 +627,9 @@ pub fn encode_elf_with(
                         EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
                     }
                 })?;
+                if let Some(cu) = &cu {
+                    dies.fetch_add(cu.dies, Ordering::Relaxed);
+                }
                 match cu {
                     Some(cu) if cu.kind == dwarf::UnitKind::Normal => {
                         cpu_into(timed, &cu_encode_ns, || local::encode_cu(&lctx, &cu)).map(Some)
@@ -734,6 +739,7 @@ pub fn encode_elf_with(
             on_merged: d(&on_merged_ns),
         });
     }
+    m.summary.dies = dies.load(Ordering::Relaxed);
     phase_ended("cu_loop");
     if elf.file_mapped {
         // Decoding is over: the function phase reads only `.BTF_ids` again.
