@@ -580,8 +580,10 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         }),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
-    // Core id -> index of the record it emitted (NONE: none).
-    let mut rec_of = vec![NONE; cu.slots.len() + 1];
+    // Core id -> where in `o.o.words` the record it emitted starts (NONE:
+    // none), noted while the record is hot (a gather afterwards was 2 % of
+    // an encode without dedup).
+    let mut rec_at = vec![NONE; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
@@ -590,11 +592,11 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         let before = o.o.offs.len();
         enc.encode_slot(&mut o, core, s)?;
         if o.o.offs.len() > before {
-            rec_of[core as usize] = before as u32;
+            rec_at[core as usize] = o.o.offs[before];
         }
     }
     o.o.n_types = o.o.offs.len();
-    if let Some((core, msg)) = type_loop(&o.o, &rec_of) {
+    if let Some((core, msg)) = type_loop(&o.o, &rec_at) {
         let s = &cu.slots[core as usize - 1];
         return Err(EncodeError::Input {
             path: enc.path(),
@@ -657,10 +659,10 @@ enum Loop {
 /// records just encoded, whose references are already resolved to core ids
 /// (no lookups), depth-first with an explicit stack (chains of any depth
 /// cost no stack).
-fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
-    let n = rec_of.len();
-    // Per core id: where its record starts in `o.words` (u32::MAX: none).
-    let start: Vec<u32> = rec_of.iter().map(|&r| if r == NONE { u32::MAX } else { o.offs[r as usize] }).collect();
+fn type_loop(o: &CuOut<'_>, start: &[u32]) -> Option<(u32, String)> {
+    // `start`: per core id, where its record starts in `o.words` (NONE:
+    // none).
+    let n = start.len();
     let words = &o.words[..];
     const PTR: u32 = Kind::Ptr as u32;
     const ARRAY: u32 = Kind::Array as u32;
@@ -685,7 +687,7 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
     let down: Vec<u8> = (0..n as u32)
         .map(|root| {
             let s = start[root as usize];
-            if root == 0 || s == u32::MAX {
+            if root == 0 || s == NONE {
                 return REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEAF;
             }
             let w = &words[s as usize..];
@@ -708,7 +710,7 @@ fn type_loop(o: &CuOut<'_>, rec_of: &[u32]) -> Option<(u32, String)> {
         // (first word, count, stride); every kind's are evenly spaced.
         let edges = |core: u32| -> (usize, u32, usize) {
             let s = start[core as usize];
-            if s == u32::MAX {
+            if s == NONE {
                 return (0, 0, 0);
             }
             let s = s as usize;
