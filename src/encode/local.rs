@@ -584,6 +584,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     // none), noted while the record is hot (a gather afterwards was 2 % of
     // an encode without dedup).
     let mut rec_at = vec![NONE; cu.slots.len() + 1];
+    let mut down = vec![NO_EDGES; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = i as u32 + 1;
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
@@ -592,11 +593,13 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         let before = o.o.offs.len();
         enc.encode_slot(&mut o, core, s)?;
         if o.o.offs.len() > before {
-            rec_at[core as usize] = o.o.offs[before];
+            let at = o.o.offs[before];
+            rec_at[core as usize] = at;
+            down[core as usize] = down_flags(&o.o.words[at as usize..], core);
         }
     }
     o.o.n_types = o.o.offs.len();
-    if let Some((core, msg)) = type_loop(&o.o, &rec_at) {
+    if let Some((core, msg)) = type_loop(&o.o, &rec_at, &down) {
         let s = &cu.slots[core as usize - 1];
         return Err(EncodeError::Input {
             path: enc.path(),
@@ -654,57 +657,59 @@ enum Loop {
     Containment,
 }
 
+const PTR: u32 = Kind::Ptr as u32;
+const ARRAY: u32 = Kind::Array as u32;
+const STRUCT: u32 = Kind::Struct as u32;
+const UNION: u32 = Kind::Union as u32;
+const TYPEDEF: u32 = Kind::Typedef as u32;
+const VOLATILE: u32 = Kind::Volatile as u32;
+const CONST: u32 = Kind::Const as u32;
+const RESTRICT: u32 = Kind::Restrict as u32;
+const FUNC_PROTO: u32 = Kind::FuncProto as u32;
+const TYPE_TAG: u32 = Kind::TypeTag as u32;
+/// [`down_flags`]: every reference edge goes to a smaller core id.
+const REF_DOWN: u8 = 1;
+/// Every containment edge does.
+const CONTAIN_DOWN: u8 = 2;
+/// No reference edge at all.
+const REF_LEAF: u8 = 4;
+/// No containment edge at all.
+const CONTAIN_LEAF: u8 = 8;
+/// The flags of a core id without a record (and of void).
+const NO_EDGES: u8 = REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEAF;
+
+/// For [`type_loop`]: whether all edges of each kind out of `root`'s record
+/// `w` go to smaller ids (the common case, which needs no search) and
+/// whether it has none at all (a search reaching it is done with it at
+/// once: a pointer's struct, a member's base type). Taken as each record is
+/// written, while it is in cache; it mirrors `edges` in [`type_loop`]
+/// (deriving it through `edges` per member measured 1.5 % more
+/// instructions for a whole vmlinux encode).
+fn down_flags(w: &[u32], root: u32) -> u8 {
+    let vlen = (w[1] & 0xffff) as usize;
+    let below = |t: u32| t < root;
+    // (references down, containment down, no reference edge, no containment edge)
+    let (r, c, rl, cl) = match (w[1] >> 24) & 0x1f {
+        STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])), true, vlen == 0),
+        FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true, false, true),
+        CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2]), false, false),
+        ARRAY => (below(w[3]), below(w[3]), false, false),
+        PTR | TYPE_TAG => (below(w[2]), true, false, true),
+        _ => (true, true, true, true),
+    };
+    (r as u8 * REF_DOWN) | (c as u8 * CONTAIN_DOWN) | (rl as u8 * REF_LEAF) | (cl as u8 * CONTAIN_LEAF)
+}
+
 /// A loop in the CU's type references that BTF cannot hold, as (core id
 /// where it closes, message); only damaged DWARF has one. It runs on the
 /// records just encoded, whose references are already resolved to core ids
 /// (no lookups), depth-first with an explicit stack (chains of any depth
 /// cost no stack).
-fn type_loop(o: &CuOut<'_>, start: &[u32]) -> Option<(u32, String)> {
+fn type_loop(o: &CuOut<'_>, start: &[u32], down: &[u8]) -> Option<(u32, String)> {
     // `start`: per core id, where its record starts in `o.words` (NONE:
-    // none).
+    // none); `down`: its [`down_flags`].
     let n = start.len();
     let words = &o.words[..];
-    const PTR: u32 = Kind::Ptr as u32;
-    const ARRAY: u32 = Kind::Array as u32;
-    const STRUCT: u32 = Kind::Struct as u32;
-    const UNION: u32 = Kind::Union as u32;
-    const TYPEDEF: u32 = Kind::Typedef as u32;
-    const VOLATILE: u32 = Kind::Volatile as u32;
-    const CONST: u32 = Kind::Const as u32;
-    const RESTRICT: u32 = Kind::Restrict as u32;
-    const FUNC_PROTO: u32 = Kind::FuncProto as u32;
-    const TYPE_TAG: u32 = Kind::TypeTag as u32;
-    const REF_DOWN: u8 = 1;
-    const CONTAIN_DOWN: u8 = 2;
-    const REF_LEAF: u8 = 4;
-    const CONTAIN_LEAF: u8 = 8;
-    // Per core id, whether all its edges of each kind go to smaller ids (the
-    // common case, which needs no search) and whether it has none at all (a
-    // search reaching it is done with it at once: a pointer's struct, a
-    // member's base type), read off each record once for both searches.
-    // The table mirrors `edges` below; deriving it through `edges` per
-    // member measured 1.5 % more instructions for a whole vmlinux encode.
-    let down: Vec<u8> = (0..n as u32)
-        .map(|root| {
-            let s = start[root as usize];
-            if root == 0 || s == NONE {
-                return REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEAF;
-            }
-            let w = &words[s as usize..];
-            let vlen = (w[1] & 0xffff) as usize;
-            let below = |t: u32| t < root;
-            // (references down, containment down, no reference edge, no containment edge)
-            let (r, c, rl, cl) = match (w[1] >> 24) & 0x1f {
-                STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])), true, vlen == 0),
-                FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true, false, true),
-                CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2]), false, false),
-                ARRAY => (below(w[3]), below(w[3]), false, false),
-                PTR | TYPE_TAG => (below(w[2]), true, false, true),
-                _ => (true, true, true, true),
-            };
-            (r as u8 * REF_DOWN) | (c as u8 * CONTAIN_DOWN) | (rl as u8 * REF_LEAF) | (cl as u8 * CONTAIN_LEAF)
-        })
-        .collect();
     for mode in [Loop::Reference, Loop::Containment] {
         // Where the references `mode` follows out of `core`'s record lie:
         // (first word, count, stride); every kind's are evenly spaced.
