@@ -132,7 +132,6 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     let lp = &v["phases"][1];
     let part = |k: &str| lp["cpu_parts"][k].as_f64().unwrap_or_else(|| panic!("cpu_parts.{k} in {lp}"));
     let parts = ["decode_cpu_s", "encode_cpu_s", "merge_cpu_s", "dedup_cpu_s"].map(part);
-    assert!(parts.iter().all(|&p| p >= 0.0), "{lp}");
     assert!(parts[0] > 0.0 && parts[1] > 0.0, "the sample is decoded and encoded: {lp}");
     assert!(parts.iter().sum::<f64>() <= lp["cpu_s"].as_f64().unwrap() + 0.005, "{lp}");
     assert_eq!(v["counts"]["cus"], 11);

@@ -198,7 +198,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     };
     let t0 = std::time::Instant::now();
     let phases = Arc::new(std::sync::Mutex::new(super::stats::Phases::start()));
-    let mark = |name: &'static str| phases.lock().unwrap_or_else(|e| e.into_inner()).mark(name);
+    let mark = |name: &'static str| super::stats::mark_shared(&phases, name);
     if plan.base.is_some() {
         mark("base");
     }
@@ -207,12 +207,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     if plan.stats.is_some() {
         // the encoder's own phases: open, the CU loop, functions
         let p = phases.clone();
-        opts.on_phase = Some(encode::PhaseHook(Arc::new(move |name| {
-            p.lock().unwrap_or_else(|e| e.into_inner()).mark(name)
-        })));
+        opts.on_phase = Some(encode::PhaseHook(Arc::new(move |name| super::stats::mark_shared(&p, name))));
     }
     let (enc, early) = encode_overlapped(&plan.input, base, &opts, plan.dedup, early)?;
-    drop(opts);
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     // whether dedup's first passes ran during the CU loop to the end

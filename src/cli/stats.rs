@@ -88,6 +88,12 @@ impl Phases {
     }
 }
 
+/// [`Phases::mark`] on phases shared with the encoder's phase hook (a
+/// poisoned lock still holds usable marks).
+pub fn mark_shared(phases: &std::sync::Mutex<Phases>, name: &'static str) {
+    phases.lock().unwrap_or_else(|e| e.into_inner()).mark(name)
+}
+
 /// The CU loop's CPU by kind of work, as the report names them.
 fn loop_parts(l: &btfkit::encode::LoopCpu) -> [(&'static str, Duration); 4] {
     [("decode", l.decode), ("encode", l.cu_encode), ("merge", l.merge), ("dedup", l.on_merged)]

@@ -66,7 +66,7 @@ pub struct Options {
     /// Leave the BTF's offset column unbuilt ([`Btf::defer_offsets`]): the
     /// caller lays the records out itself ([`crate::dedup::Incremental`]).
     pub keep_offsets_deferred: bool,
-    /// Measure where the run's time goes ([`Summary::timings`]), telling
+    /// Measure where the CU loop's CPU time goes ([`Summary::loop_cpu`]), telling
     /// `on_phase` (if any) as each phase ends.
     pub timings: bool,
     pub on_phase: Option<PhaseHook>,
