@@ -19,7 +19,10 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::var("DEDUP_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("DEDUP_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     let input = common::read_corpus("expected-prededup/kernel/vmlinux.kernel.btf");
     let want = common::read_corpus("expected/kernel/vmlinux.kernel.btf");
     let btf = read::parse(&input).expect("pre-dedup vmlinux parses");
@@ -32,10 +35,25 @@ fn main() {
     let (mut walls, mut cpus) = (Vec::new(), Vec::new());
     for i in 0..runs {
         let (w0, c0) = (Instant::now(), cpu_seconds());
-        let out = dedup(&btf, &Options { ids_checked: true, ..Default::default() }).expect("dedup");
+        let out = dedup(
+            &btf,
+            &Options {
+                ids_checked: true,
+                ..Default::default()
+            },
+        )
+        .expect("dedup");
         let (wall, cpu) = (w0.elapsed().as_secs_f64(), cpu_seconds() - c0);
-        assert!(write::to_bytes(&out) == want, "output differs from expected/kernel/vmlinux.kernel.btf");
-        println!("run {i}: wall {:.3} s  cpu {:.3} s  ({} types out)", wall, cpu, out.own_type_count());
+        assert!(
+            write::to_bytes(&out) == want,
+            "output differs from expected/kernel/vmlinux.kernel.btf"
+        );
+        println!(
+            "run {i}: wall {:.3} s  cpu {:.3} s  ({} types out)",
+            wall,
+            cpu,
+            out.own_type_count()
+        );
         walls.push(wall);
         cpus.push(cpu);
     }

@@ -21,10 +21,7 @@ use btfkit::dwarf::{self, DecodeOpts, Decoder};
 use btfkit::elf::debug::ElfInfo;
 use btfkit::encode::{self, Options};
 
-const SAMPLE_ELF: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/data/multi_types.gcc-O2.ld-r.o"
-);
+const SAMPLE_ELF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o");
 const SAMPLE_BTF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.btf");
 
 /// A corpus file if the corpus is there, else `fallback` (and says so once).
@@ -91,14 +88,7 @@ fn encode_file(c: &mut Criterion) {
     let mut g = c.benchmark_group("encode");
     g.bench_function(
         format!("{} -j1 (decode, encode, merge, functions)", label(&path)),
-        |b| {
-            b.iter(|| {
-                encode::encode_file(&path, None, &opts)
-                    .unwrap()
-                    .btf
-                    .own_type_count()
-            })
-        },
+        |b| b.iter(|| encode::encode_file(&path, None, &opts).unwrap().btf.own_type_count()),
     );
     g.finish();
 }
@@ -123,11 +113,7 @@ fn prededup() -> (String, Vec<u8>, Option<Arc<Btf>>) {
         }
         _ => {
             eprintln!("hot: corpus pre-dedup BTF not available, using {SAMPLE_BTF}");
-            (
-                "sample.btf".into(),
-                std::fs::read(SAMPLE_BTF).unwrap(),
-                None,
-            )
+            ("sample.btf".into(), std::fs::read(SAMPLE_BTF).unwrap(), None)
         }
     }
 }
@@ -153,11 +139,7 @@ fn type_hashes_and_dedup(c: &mut Criterion) {
 fn strings(c: &mut Criterion) {
     let path = input("expected/kernel/vmlinux.kernel.btf", SAMPLE_BTF);
     let btf = read::parse(&std::fs::read(&path).unwrap()).unwrap();
-    let all: Vec<&[u8]> = btf
-        .raw_strings()
-        .split(|&b| b == 0)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let all: Vec<&[u8]> = btf.raw_strings().split(|&b| b == 0).filter(|s| !s.is_empty()).collect();
     let mut g = c.benchmark_group("strings");
     g.throughput(Throughput::Elements(all.len() as u64));
     g.bench_function(format!("intern every string of {}", label(&path)), |b| {

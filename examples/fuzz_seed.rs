@@ -28,7 +28,9 @@ fn main() {
             Endian::Big => gimli::RunTimeEndian::Big,
         };
         let dw = dwarf::dwarf(&elf.debug, endian);
-        let Ok(headers) = dwarf::unit_headers(&dw, path) else { continue };
+        let Ok(headers) = dwarf::unit_headers(&dw, path) else {
+            continue;
+        };
         let mut syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();
         syms.extend(elf.objects.iter().map(|o| o.0));
         let mut flags = 0;
@@ -56,7 +58,11 @@ fn main() {
                 rnglists: b(&d.rnglists),
             };
             // Every other seed with functions and all features on.
-            let extra = if (written + i) % 2 == 0 { fuzz_input::FUNCS | fuzz_input::ALL_FEATURES } else { 0 };
+            let extra = if (written + i) % 2 == 0 {
+                fuzz_input::FUNCS | fuzz_input::ALL_FEATURES
+            } else {
+                0
+            };
             let bytes = fuzz_input::build(flags | extra, &one, &syms);
             if bytes.len() > 128 << 10 {
                 continue;

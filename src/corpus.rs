@@ -46,22 +46,37 @@ pub fn cache_dir() -> PathBuf {
 }
 
 fn bad(path: &Path, msg: String) -> Error {
-    Error::Input { path: path.to_path_buf(), msg }
+    Error::Input {
+        path: path.to_path_buf(),
+        msg,
+    }
 }
 
 /// Reads `manifest.tsv` (`prededup == false`) or `expected-prededup/manifest.tsv`.
 pub fn read_manifest(path: &Path, prededup: bool) -> Result<Vec<Row>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().ok_or_else(|| bad(path, "empty manifest".into()))?.split('\t').collect();
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or_else(|| bad(path, "empty manifest".into()))?
+        .split('\t')
+        .collect();
     let col = |name: &str| header.iter().position(|h| *h == name);
     let mut rows = Vec::new();
     for (n, line) in lines.enumerate() {
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() != header.len() {
-            return Err(bad(path, format!("line {}: {} columns, header has {}", n + 2, f.len(), header.len())));
+            return Err(bad(
+                path,
+                format!("line {}: {} columns, header has {}", n + 2, f.len(), header.len()),
+            ));
         }
-        let get = |name: &str| col(name).and_then(|i| f.get(i)).map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        let get = |name: &str| {
+            col(name)
+                .and_then(|i| f.get(i))
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into())
+        };
         rows.push(Row {
             variant: if prededup { get("variant") } else { "final".into() },
             case_id: get("case_id"),
@@ -87,7 +102,10 @@ pub struct Corpus {
 impl Corpus {
     /// The default corpus and cache (see [`corpus_dir`], [`cache_dir`]).
     pub fn open_default() -> Corpus {
-        Corpus { dir: corpus_dir(), cache: cache_dir() }
+        Corpus {
+            dir: corpus_dir(),
+            cache: cache_dir(),
+        }
     }
 
     pub fn exists(&self) -> bool {
@@ -130,7 +148,11 @@ impl Corpus {
         let mut out = Vec::new();
         for top in ["expected", "expected-prededup"] {
             walk(&self.dir.join(top), &mut |p| {
-                let rel = p.strip_prefix(&self.dir).expect("under corpus").to_string_lossy().into_owned();
+                let rel = p
+                    .strip_prefix(&self.dir)
+                    .expect("under corpus")
+                    .to_string_lossy()
+                    .into_owned();
                 let rel = rel.strip_suffix(".zst").map(str::to_string).unwrap_or(rel);
                 if rel.ends_with(suffix) {
                     out.push(rel);

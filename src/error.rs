@@ -21,10 +21,16 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
     pub fn elf(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
-        Error::Elf { path: path.into(), msg: msg.into() }
+        Error::Elf {
+            path: path.into(),
+            msg: msg.into(),
+        }
     }
 }
 

@@ -6,8 +6,8 @@
 
 pub mod btf;
 pub mod corpus;
-pub mod diff;
 pub mod dedup;
+pub mod diff;
 pub mod elf;
 pub mod error;
 pub mod funcs;

@@ -63,7 +63,12 @@ fn write_impl(
     // beside each other (batch mode; the tests decompress corpus files in parallel).
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{}{TMP_MARK}{}.{}", file_name.to_string_lossy(), std::process::id(), seq));
+    let tmp = dir.join(format!(
+        ".{}{TMP_MARK}{}.{}",
+        file_name.to_string_lossy(),
+        std::process::id(),
+        seq
+    ));
     let res = (|| -> std::io::Result<()> {
         let f = File::create(&tmp)?;
         if let Some(m) = &like {

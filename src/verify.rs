@@ -30,13 +30,20 @@ struct BtfLoadAttr {
 pub enum Verdict {
     Accepted,
     /// Refused, with the tail of the verifier log and the errno.
-    Refused { errno: i32, log: String },
+    Refused {
+        errno: i32,
+        log: String,
+    },
     /// The kernel could not be asked.
     CannotAsk(String),
 }
 
 fn load(bytes: &[u8], log: Option<&mut Vec<u8>>) -> Result<(), i32> {
-    let mut attr = BtfLoadAttr { btf: bytes.as_ptr() as u64, btf_size: bytes.len() as u32, ..Default::default() };
+    let mut attr = BtfLoadAttr {
+        btf: bytes.as_ptr() as u64,
+        btf_size: bytes.len() as u32,
+        ..Default::default()
+    };
     if let Some(buf) = log {
         attr.btf_log_buf = buf.as_mut_ptr() as u64;
         attr.btf_log_size = buf.len() as u32;
@@ -44,7 +51,12 @@ fn load(bytes: &[u8], log: Option<&mut Vec<u8>>) -> Result<(), i32> {
     }
     // SAFETY: attr points at live buffers of the sizes given for the whole call.
     let fd = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_BTF_LOAD, &mut attr as *mut BtfLoadAttr, std::mem::size_of::<BtfLoadAttr>())
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_BTF_LOAD,
+            &mut attr as *mut BtfLoadAttr,
+            std::mem::size_of::<BtfLoadAttr>(),
+        )
     };
     if fd < 0 {
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
@@ -95,12 +107,18 @@ pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Vec<u8>> {
     if base.is_none() && input.is_btf() && input.bytes()[..2] == btf::BTF_MAGIC.to_ne_bytes() {
         // The bytes go to the kernel as they are, but a structural fault is
         // bad input (exit 2, the reader's precise message), not a verdict.
-        btf::read::parse(input.bytes())
-            .map_err(|source| crate::error::Error::Btf { path: file.into(), source })?;
+        btf::read::parse(input.bytes()).map_err(|source| crate::error::Error::Btf {
+            path: file.into(),
+            source,
+        })?;
         return Ok(input.bytes().to_vec());
     }
     drop(input);
     let mut b = crate::elf::load_btf(file, base)?;
     b.set_endian(btf::Endian::native());
-    Ok(if b.base().is_some() { btf::write::merged_bytes(&b) } else { btf::write::to_bytes(&b) })
+    Ok(if b.base().is_some() {
+        btf::write::merged_bytes(&b)
+    } else {
+        btf::write::to_bytes(&b)
+    })
 }

@@ -52,7 +52,10 @@ fn run_bounded(case: &str, args: &[String]) -> Outcome {
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
-            let lim = libc::rlimit { rlim_cur: MEM_LIMIT, rlim_max: MEM_LIMIT };
+            let lim = libc::rlimit {
+                rlim_cur: MEM_LIMIT,
+                rlim_max: MEM_LIMIT,
+            };
             if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -68,7 +71,10 @@ fn run_bounded(case: &str, args: &[String]) -> Outcome {
         if start.elapsed() > TIME_LIMIT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{case}: still running after {TIME_LIMIT:?} (hang?): btfkit {}", args.join(" "));
+            panic!(
+                "{case}: still running after {TIME_LIMIT:?} (hang?): btfkit {}",
+                args.join(" ")
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -83,7 +89,15 @@ fn run_bounded(case: &str, args: &[String]) -> Outcome {
 
 /// `btfkit pahole -J --btf_encode_detached=OUT INPUT` under the limits.
 fn encode_detached(case: &str, input: &Path, out: &Path) -> Outcome {
-    run_bounded(case, &["pahole".into(), "-J".into(), format!("--btf_encode_detached={}", s(out)), s(input)])
+    run_bounded(
+        case,
+        &[
+            "pahole".into(),
+            "-J".into(),
+            format!("--btf_encode_detached={}", s(out)),
+            s(input),
+        ],
+    )
 }
 
 /// Checks the failure shape: exit 2, one line naming `input`, each of
@@ -268,7 +282,11 @@ fn huge_section_count() {
 /// A section btfkit reads whose contents reach past the end of the file.
 #[test]
 fn debug_section_past_the_end() {
-    for (name, size) in [(".debug_info", 0x10_0000u64), (".debug_abbrev", u64::MAX / 2), (".debug_str", u64::MAX)] {
+    for (name, size) in [
+        (".debug_info", 0x10_0000u64),
+        (".debug_abbrev", u64::MAX / 2),
+        (".debug_str", u64::MAX),
+    ] {
         let mut d = fixture();
         let (_, _, idx) = section_range(&d, name);
         let h = shdr(&d, idx);
@@ -351,7 +369,11 @@ fn compressed_sections_with_honest_headers_encode() {
             let out = dir.join(format!("{tag}{name}.btf"));
             let o = encode_detached(tag, &input, &out);
             assert_eq!(o.code, Some(0), "{tag}{name}: {}", o.stderr);
-            assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&want).unwrap(), "{tag}{name}");
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&want).unwrap(),
+                "{tag}{name}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -418,14 +440,20 @@ fn dies(data: &[u8]) -> (Vec<Die>, usize) {
     let mut out = Vec::new();
     while !entries.is_empty() {
         let at = entries.next_offset().0;
-        let Some(ab) = entries.read_abbreviation().unwrap() else { continue };
+        let Some(ab) = entries.read_abbreviation().unwrap() else {
+            continue;
+        };
         let mut attrs = Vec::new();
         for spec in ab.attributes() {
             let pos = entries.next_offset().0;
             entries.read_attribute(*spec).unwrap();
             attrs.push((spec.name(), spec.form(), pos));
         }
-        out.push(Die { uoff: at, tag: ab.tag(), attrs });
+        out.push(Die {
+            uoff: at,
+            tag: ab.tag(),
+            attrs,
+        });
     }
     (out, info_off)
 }
@@ -433,7 +461,11 @@ fn dies(data: &[u8]) -> (Vec<Die>, usize) {
 impl Die {
     /// Section position of this DIE's DW_AT_type, which must be a ref4.
     fn type_at(&self) -> usize {
-        let &(_, form, pos) = self.attrs.iter().find(|a| a.0 == gimli::DW_AT_type).expect("DW_AT_type");
+        let &(_, form, pos) = self
+            .attrs
+            .iter()
+            .find(|a| a.0 == gimli::DW_AT_type)
+            .expect("DW_AT_type");
         assert_eq!(form, gimli::DW_FORM_ref4);
         pos
     }
@@ -444,7 +476,13 @@ impl Die {
 fn retarget(fixture: &str, tag: gimli::DwTag, nth: usize, to: impl Fn(&[Die], usize) -> usize) -> Vec<u8> {
     let mut d = read_corpus(fixture);
     let (all, info) = dies(&d);
-    let i = all.iter().enumerate().filter(|(_, x)| x.tag == tag).nth(nth).expect("no such DIE").0;
+    let i = all
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.tag == tag)
+        .nth(nth)
+        .expect("no such DIE")
+        .0;
     let target = to(&all, i);
     let at = info + all[i].type_at();
     wr32(&mut d, at, target as u32);
@@ -476,21 +514,36 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     let mut d = base.clone();
     wr32(&mut d, info_off, 0xffff_ffff);
     wr64(&mut d, info_off + 4, (1 << 60) | 0x7000_0000);
-    v.push(("unit-length-64bit-huge.o".into(), d, vec![".debug_info", "unit length 0x70000000 reaches past the end"]));
+    v.push((
+        "unit-length-64bit-huge.o".into(),
+        d,
+        vec![".debug_info", "unit length 0x70000000 reaches past the end"],
+    ));
     // Versions.
     for ver in [0u16, 1, 6, 0xffff] {
         let mut d = base.clone();
         wr16(&mut d, info_off + 4, ver);
-        v.push((format!("version-{ver}.o"), d, vec![".debug_info", "unknown DWARF version"]));
+        v.push((
+            format!("version-{ver}.o"),
+            d,
+            vec![".debug_info", "unknown DWARF version"],
+        ));
     }
     // The unit's abbreviations offset past the end of .debug_abbrev. In an
     // object file the field (DWARF 5: at +8) is filled by a relocation, so
     // its addend is what is changed.
     let mut d = base.clone();
     let (rela, rela_size, _) = section_range(&d, ".rela.debug_info");
-    let r = (rela..rela + rela_size).step_by(24).find(|&r| rd64(&d, r) == 8).expect("relocation at +8");
+    let r = (rela..rela + rela_size)
+        .step_by(24)
+        .find(|&r| rd64(&d, r) == 8)
+        .expect("relocation at +8");
     wr64(&mut d, r + 16, 0x10_0000);
-    v.push(("abbrev-offset-past-end.o".into(), d, vec!["offset 0x100000 is past the end of .debug_abbrev"]));
+    v.push((
+        "abbrev-offset-past-end.o".into(),
+        d,
+        vec!["offset 0x100000 is past the end of .debug_abbrev"],
+    ));
     // A relocation that would write past its section (x86-64 RELA, read
     // without the generic relocation iterator).
     let mut d = base.clone();
@@ -498,11 +551,16 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     v.push((
         "relocation-past-section.o".into(),
         d,
-        vec!["section .debug_info", "relocation at offset 0x7fff0000 is outside the section"],
+        vec![
+            "section .debug_info",
+            "relocation at offset 0x7fff0000 is outside the section",
+        ],
     ));
     // Unknown forms: the first DW_AT_name form in .debug_abbrev replaced.
     let (ab_off, ab_size, _) = section_range(&base, ".debug_abbrev");
-    let name_form = (ab_off..ab_off + ab_size - 1).find(|&i| base[i] == 0x03 && matches!(base[i + 1], 0x08 | 0x0e | 0x1f)).unwrap();
+    let name_form = (ab_off..ab_off + ab_size - 1)
+        .find(|&i| base[i] == 0x03 && matches!(base[i + 1], 0x08 | 0x0e | 0x1f))
+        .unwrap();
     for form in [0x7eu8, 0x30, 0x00] {
         let mut d = base.clone();
         d[name_form + 1] = form;
@@ -511,12 +569,19 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     // Cycles through type references.
     v.push((
         "cycle-typedef-self.o".into(),
-        retarget("fixtures/bin/typedefs.gcc-O2.o", gimli::DW_TAG_typedef, 0, |all, i| all[i].uoff),
+        retarget("fixtures/bin/typedefs.gcc-O2.o", gimli::DW_TAG_typedef, 0, |all, i| {
+            all[i].uoff
+        }),
         vec!["loop", "DIE"],
     ));
     v.push((
         "cycle-pointer-self.o".into(),
-        retarget("fixtures/bin/pointers.gcc-O2.o", gimli::DW_TAG_pointer_type, 0, |all, i| all[i].uoff),
+        retarget(
+            "fixtures/bin/pointers.gcc-O2.o",
+            gimli::DW_TAG_pointer_type,
+            0,
+            |all, i| all[i].uoff,
+        ),
         vec!["loop", "DIE"],
     ));
     v.push((
@@ -537,13 +602,20 @@ fn dwarf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     v.push((
         "cycle-member-own-struct.o".into(),
         retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, i| {
-            all[..i].iter().rev().find(|x| x.tag == gimli::DW_TAG_structure_type).unwrap().uoff
+            all[..i]
+                .iter()
+                .rev()
+                .find(|x| x.tag == gimli::DW_TAG_structure_type)
+                .unwrap()
+                .uoff
         }),
         vec!["loop", "DIE"],
     ));
     v.push((
         "cycle-array-self.o".into(),
-        retarget("fixtures/bin/arrays.gcc-O2.o", gimli::DW_TAG_array_type, 0, |all, i| all[i].uoff),
+        retarget("fixtures/bin/arrays.gcc-O2.o", gimli::DW_TAG_array_type, 0, |all, i| {
+            all[i].uoff
+        }),
         vec!["loop", "DIE"],
     ));
     // A reference past the end of its unit (the reference pahole v1.31 makes
@@ -565,8 +637,16 @@ fn accepted_dwarf_cases() -> Vec<(String, Vec<u8>, &'static str)> {
     // writes; both outputs load into the kernel.
     const VOID_MEMBER: &str = "d38af22f4d3e2f9cc2165b2a232025ec902cfd0b0ca34df1f843bb7d0232c000";
     let mut v: Vec<(String, Vec<u8>, &'static str)> = vec![
-        ("ref-header.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |_, _| 2), VOID_MEMBER),
-        ("ref-mid-die.o".into(), retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, _| all[3].uoff + 1), VOID_MEMBER),
+        (
+            "ref-header.o".into(),
+            retarget(FIXTURE, gimli::DW_TAG_member, 0, |_, _| 2),
+            VOID_MEMBER,
+        ),
+        (
+            "ref-mid-die.o".into(),
+            retarget(FIXTURE, gimli::DW_TAG_member, 0, |all, _| all[3].uoff + 1),
+            VOID_MEMBER,
+        ),
     ];
     // Absurd array bounds follow the reference's arithmetic: each dimension
     // is cut to 32 bits and the product wraps. An upper bound of 2^64-1
@@ -577,8 +657,14 @@ fn accepted_dwarf_cases() -> Vec<(String, Vec<u8>, &'static str)> {
     // flags. No compiler emits such a count; matching the reference is the
     // rule for damaged input btfkit can encode.
     let hashes = [
-        ("upper-bound-max.o", "dd225f890c30c5ffddfe5fb698922955b14e5b07597eac344f4d475954fb0db3"),
-        ("count-max.o", "a35cd1c1d7fedb9a11055103e3aa83783f2d4638df4bc409980bee5156d731bc"),
+        (
+            "upper-bound-max.o",
+            "dd225f890c30c5ffddfe5fb698922955b14e5b07597eac344f4d475954fb0db3",
+        ),
+        (
+            "count-max.o",
+            "a35cd1c1d7fedb9a11055103e3aa83783f2d4638df4bc409980bee5156d731bc",
+        ),
     ];
     for (name, bytes) in array_bound_cases() {
         let h = hashes.iter().find(|h| h.0 == name).unwrap().1;
@@ -611,7 +697,12 @@ fn all_cases(cases: Vec<(String, Vec<u8>, Vec<&'static str>)>) {
             failed.push(format!("{name}: {msg}"));
         }
     }
-    assert!(failed.is_empty(), "{} cases failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} cases failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 #[test]
@@ -643,13 +734,26 @@ fn array_bound_cases() -> Vec<(String, Vec<u8>)> {
     let base = read_corpus("fixtures/bin/arrays.gcc-O2.o");
     let (ab, ab_size, _) = section_range(&base, ".debug_abbrev");
     let abbrevs = &base[ab..ab + ab_size];
-    let ub = ab + abbrevs.windows(4).position(|w| w == [0x49, 0x13, 0x2f, 0x0b]).expect("upper_bound data1") + 3;
-    let cnt = ab + abbrevs.windows(3).position(|w| w == [0x37, 0x21, 0x00]).expect("count implicit 0") + 2;
+    let ub = ab
+        + abbrevs
+            .windows(4)
+            .position(|w| w == [0x49, 0x13, 0x2f, 0x0b])
+            .expect("upper_bound data1")
+        + 3;
+    let cnt = ab
+        + abbrevs
+            .windows(3)
+            .position(|w| w == [0x37, 0x21, 0x00])
+            .expect("count implicit 0")
+        + 2;
     let mut v = Vec::new();
     let mut d = base.clone();
     d[ub] = 0x0d;
     let (all, info) = dies(&d);
-    let first = all.iter().find(|x| x.tag == gimli::DW_TAG_subrange_type && x.attrs.iter().any(|a| a.0 == gimli::DW_AT_upper_bound)).unwrap();
+    let first = all
+        .iter()
+        .find(|x| x.tag == gimli::DW_TAG_subrange_type && x.attrs.iter().any(|a| a.0 == gimli::DW_AT_upper_bound))
+        .unwrap();
     let at = first.attrs.iter().find(|a| a.0 == gimli::DW_AT_upper_bound).unwrap().2;
     d[info + at] = 0x7f;
     v.push(("upper-bound-max.o".to_string(), d));
@@ -671,7 +775,14 @@ fn encode_ok(obj: &Path, types: usize) {
     assert_eq!(btf.type_count() as usize, types, "{}", obj.display());
     if unsafe { libc::geteuid() } == 0 {
         let v = run_bounded("verify", &["verify".into(), s(&out)]);
-        assert_eq!(v.code, Some(0), "{}: kernel refused: {}{}", obj.display(), String::from_utf8_lossy(&v.stdout), v.stderr);
+        assert_eq!(
+            v.code,
+            Some(0),
+            "{}: kernel refused: {}{}",
+            obj.display(),
+            String::from_utf8_lossy(&v.stdout),
+            v.stderr
+        );
     }
 }
 
@@ -689,7 +800,9 @@ fn deeply_nested_types() {
         src.push_str(&format!("typedef t{} t{i};\n", i - 1));
     }
     src.push_str(&format!("t{} v;\n", N - 1));
-    let Some(o) = gcc_object(&dir, "typedefs", &src) else { return };
+    let Some(o) = gcc_object(&dir, "typedefs", &src) else {
+        return;
+    };
     encode_ok(&o, N + 1); // int and the typedefs
     const P: usize = 4_000;
     let mut src = String::from("typedef int p0;\n");
@@ -729,8 +842,12 @@ const GOOD_BTF: &str = "expected/fixtures/structs_unions.gcc-O2.default.btf";
 fn btf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     let good = read_corpus(GOOD_BTF);
     let hdr = rd32(&good, 4) as usize;
-    let (type_off, type_len, str_off, str_len) =
-        (rd32(&good, 8) as usize, rd32(&good, 12) as usize, rd32(&good, 16) as usize, rd32(&good, 20) as usize);
+    let (type_off, type_len, str_off, str_len) = (
+        rd32(&good, 8) as usize,
+        rd32(&good, 12) as usize,
+        rd32(&good, 16) as usize,
+        rd32(&good, 20) as usize,
+    );
     let t0 = hdr + type_off;
     // The first type is a struct with members: name, info, size, then (name, type, offset) each.
     let info = rd32(&good, t0 + 4);
@@ -747,23 +864,49 @@ fn btf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     case("flags", vec!["header flags 0x01"], &|d| d[3] = 1);
     case("hdr-len-small", vec!["header length 12"], &|d| wr32(d, 4, 12));
     case("hdr-len-past-end", vec!["header length"], &|d| wr32(d, 4, 0x7fff_ffff));
-    case("types-past-end", vec!["type section", "outside"], &|d| wr32(d, 12, 0xffff_fff0));
-    case("strings-past-end", vec!["string section", "outside"], &|d| wr32(d, 20, str_len as u32 + 1));
-    case("strings-offset-past-end", vec!["string section", "outside"], &|d| wr32(d, 16, 0xffff_0000));
-    case("types-misaligned", vec!["offset 2 is not 4-byte aligned"], &|d| wr32(d, 8, 2));
-    case("types-len-odd", vec!["multiple of 4"], &|d| wr32(d, 12, type_len as u32 - 2));
-    case("sections-overlap", vec!["string section starts"], &|d| wr32(d, 16, (type_off + type_len - 4) as u32));
-    case("strings-no-leading-nul", vec!["does not start with a NUL"], &|d| d[hdr + str_off] = b'a');
+    case("types-past-end", vec!["type section", "outside"], &|d| {
+        wr32(d, 12, 0xffff_fff0)
+    });
+    case("strings-past-end", vec!["string section", "outside"], &|d| {
+        wr32(d, 20, str_len as u32 + 1)
+    });
+    case("strings-offset-past-end", vec!["string section", "outside"], &|d| {
+        wr32(d, 16, 0xffff_0000)
+    });
+    case("types-misaligned", vec!["offset 2 is not 4-byte aligned"], &|d| {
+        wr32(d, 8, 2)
+    });
+    case("types-len-odd", vec!["multiple of 4"], &|d| {
+        wr32(d, 12, type_len as u32 - 2)
+    });
+    case("sections-overlap", vec!["string section starts"], &|d| {
+        wr32(d, 16, (type_off + type_len - 4) as u32)
+    });
+    case("strings-no-leading-nul", vec!["does not start with a NUL"], &|d| {
+        d[hdr + str_off] = b'a'
+    });
     case("strings-no-trailing-nul", vec!["does not end with a NUL"], &|d| {
         let last = hdr + str_off + str_len - 1;
         d[last] = b'a'
     });
-    case("unknown-kind", vec!["[1]", "unknown kind 31"], &|d| wr32(d, t0 + 4, info | 0x1f00_0000));
-    case("reserved-info-bits", vec!["[1]", "unknown kind"], &|d| wr32(d, t0 + 4, info | 0x0001_0000));
-    case("vlen-past-end", vec!["[1]", "past the end of the type section"], &|d| wr32(d, t0 + 4, info | 0xffff));
-    case("type-id-past-last", vec!["[1]", "type id 2147418112"], &|d| wr32(d, t0 + 12 + 4, 0x7fff_0000));
-    case("name-past-strings", vec!["[1]", "string offset"], &|d| wr32(d, t0, str_len as u32 + 100));
-    case("member-name-past-strings", vec!["[1]", "string offset"], &|d| wr32(d, t0 + 12, 0xffff_fff0));
+    case("unknown-kind", vec!["[1]", "unknown kind 31"], &|d| {
+        wr32(d, t0 + 4, info | 0x1f00_0000)
+    });
+    case("reserved-info-bits", vec!["[1]", "unknown kind"], &|d| {
+        wr32(d, t0 + 4, info | 0x0001_0000)
+    });
+    case("vlen-past-end", vec!["[1]", "past the end of the type section"], &|d| {
+        wr32(d, t0 + 4, info | 0xffff)
+    });
+    case("type-id-past-last", vec!["[1]", "type id 2147418112"], &|d| {
+        wr32(d, t0 + 12 + 4, 0x7fff_0000)
+    });
+    case("name-past-strings", vec!["[1]", "string offset"], &|d| {
+        wr32(d, t0, str_len as u32 + 100)
+    });
+    case("member-name-past-strings", vec!["[1]", "string offset"], &|d| {
+        wr32(d, t0 + 12, 0xffff_fff0)
+    });
     drop(case);
     v
 }
@@ -784,14 +927,27 @@ fn damaged_btf_through_every_command() {
         let i = s(&input);
         let commands: Vec<(&str, Vec<String>)> = vec![
             ("dump", vec!["dump".into(), i.clone()]),
-            ("dump-json", vec!["dump".into(), i.clone(), "--format".into(), "json".into()]),
+            (
+                "dump-json",
+                vec!["dump".into(), i.clone(), "--format".into(), "json".into()],
+            ),
             ("dump-c", vec!["dump".into(), i.clone(), "--format".into(), "c".into()]),
             ("stats", vec!["stats".into(), i.clone(), "--warnings".into()]),
             ("verify", vec!["verify".into(), i.clone()]),
             ("dedup", vec!["dedup".into(), i.clone(), "-o".into(), s(&out)]),
             ("diff", vec!["diff".into(), i.clone(), s(&good)]),
             ("dump-base", vec!["dump".into(), s(&good), "-B".into(), i.clone()]),
-            ("encode-base", vec!["encode".into(), s(&obj), "--base".into(), i.clone(), "-o".into(), s(&out)]),
+            (
+                "encode-base",
+                vec![
+                    "encode".into(),
+                    s(&obj),
+                    "--base".into(),
+                    i.clone(),
+                    "-o".into(),
+                    s(&out),
+                ],
+            ),
         ];
         for (cmd, args) in commands {
             let case = format!("{name} {cmd}");
@@ -810,7 +966,12 @@ fn damaged_btf_through_every_command() {
         assert!(left.is_empty(), "{name}: stray files {left:?}");
         std::fs::remove_file(&input).unwrap();
     }
-    assert!(failed.is_empty(), "{} cases failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} cases failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -818,7 +979,10 @@ fn damaged_btf_through_every_command() {
 /// fixture: the header fields sit elsewhere and read the other way round.
 #[test]
 fn section_header_faults_in_other_classes_and_byte_orders() {
-    for rel in ["fixtures/bin/structs_unions.i686-gcc-O2.o", "fixtures/bin/structs_unions.s390x-gcc-O2.o"] {
+    for rel in [
+        "fixtures/bin/structs_unions.i686-gcc-O2.o",
+        "fixtures/bin/structs_unions.s390x-gcc-O2.o",
+    ] {
         let base = read_corpus(rel);
         let is64 = base[4] == 2;
         let big = base[5] == 2;
@@ -832,7 +996,11 @@ fn section_header_faults_in_other_classes_and_byte_orders() {
                 d[at..at + n].copy_from_slice(&le);
             }
         };
-        let (shoff, shoff_n, shentsize, shstrndx) = if is64 { (0x28, 8, 0x3a, 0x3e) } else { (0x20, 4, 0x2e, 0x32) };
+        let (shoff, shoff_n, shentsize, shstrndx) = if is64 {
+            (0x28, 8, 0x3a, 0x3e)
+        } else {
+            (0x20, 4, 0x2e, 0x32)
+        };
         let tag = if is64 { "be64" } else { "le32" };
         let mut d = base.clone();
         put(&mut d, shoff, shoff_n, base.len() as u64 - 8);

@@ -35,7 +35,11 @@ fn bpftool_c(rel: &str, base: Option<&str>) -> Vec<u8> {
         cmd.arg("-B").arg(corpus_file(b));
     }
     let out = cmd.args(["format", "c"]).output().unwrap();
-    assert!(out.status.success(), "bpftool on {rel}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "bpftool on {rel}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out.stdout
 }
 
@@ -45,7 +49,11 @@ fn assert_same(what: &str, ours: &[u8], reference: &[u8]) {
         return;
     }
     let (a, b) = (String::from_utf8_lossy(ours), String::from_utf8_lossy(reference));
-    let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(a.lines().count().min(b.lines().count()));
+    let line = a
+        .lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.lines().count().min(b.lines().count()));
     panic!(
         "{what}: differs from bpftool at line {}:\n  ours:    {:?}\n  bpftool: {:?}\n({} vs {} bytes)",
         line + 1,
@@ -154,7 +162,12 @@ fn vmlinux_header_compiles_with_clang_for_bpf() {
     let header = cdump::to_c(&btf).unwrap();
     compile(&scratch("clang"), &header, "clang", &["-target", "bpf", "-O2", "-g"]);
     let header = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
-    compile(&scratch("clang-enum-sizes"), &header, "clang", &["-target", "bpf", "-O2", "-g"]);
+    compile(
+        &scratch("clang-enum-sizes"),
+        &header,
+        "clang",
+        &["-target", "bpf", "-O2", "-g"],
+    );
 }
 
 #[test]
@@ -186,7 +199,12 @@ fn filtered_header_holds_what_the_program_needs() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let h = String::from_utf8(out.stdout).unwrap();
     let full = cdump::to_c(&load(VMLINUX, None)).unwrap();
-    assert!(h.len() * 3 < full.len(), "filtered header is {} bytes of {}", h.len(), full.len());
+    assert!(
+        h.len() * 3 < full.len(),
+        "filtered header is {} bytes of {}",
+        h.len(),
+        full.len()
+    );
     for needle in [
         "\nstruct task_struct {\n",
         "\nstruct sk_buff {\n",
@@ -198,7 +216,12 @@ fn filtered_header_holds_what_the_program_needs() {
     // Only the definitions it needs: mm_struct is reached through pointers only.
     assert!(!h.contains("\nstruct mm_struct {\n"));
     if have_tool("clang", "--version") {
-        compile(&scratch("filtered-clang"), h.as_bytes(), "clang", &["-target", "bpf", "-O2", "-g"]);
+        compile(
+            &scratch("filtered-clang"),
+            h.as_bytes(),
+            "clang",
+            &["-target", "bpf", "-O2", "-g"],
+        );
     } else {
         eprintln!("SKIPPED: clang is not installed; filtered header not compiled");
     }
@@ -212,11 +235,21 @@ fn filtered_header_holds_what_the_program_needs() {
 #[test]
 fn filter_on_a_missing_name_is_an_error() {
     let vmlinux = corpus_file(VMLINUX);
-    let out = btfkit(&["dump", vmlinux.to_str().unwrap(), "--format", "c", "--filter", "task_struct,no_such_type"]);
+    let out = btfkit(&[
+        "dump",
+        vmlinux.to_str().unwrap(),
+        "--format",
+        "c",
+        "--filter",
+        "task_struct,no_such_type",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no struct, union, enum, typedef or base type named 'no_such_type'"), "{err}");
+    assert!(
+        err.contains("no struct, union, enum, typedef or base type named 'no_such_type'"),
+        "{err}"
+    );
     let out = btfkit(&["dump", vmlinux.to_str().unwrap(), "--filter", "task_struct"]);
     assert_eq!(out.status.code(), Some(2), "--filter without --format c");
 }
@@ -247,12 +280,19 @@ fn layout_asserts(btf: &Btf, members: bool) -> String {
         if name.is_empty() || uses[name.as_bytes()] != 1 {
             continue;
         }
-        s += &format!("_Static_assert(sizeof({kw} {name}) == {}, \"{kw} {name}\");\n", t.size());
+        s += &format!(
+            "_Static_assert(sizeof({kw} {name}) == {}, \"{kw} {name}\");\n",
+            t.size()
+        );
         if !members {
             continue;
         }
         for [m, _, off] in t.triples() {
-            let (bit_off, bits) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
+            let (bit_off, bits) = if t.kflag() {
+                (off & 0xff_ffff, off >> 24)
+            } else {
+                (off, 0)
+            };
             let m = btf.name(btfkit::btf::StrOff(m));
             if !m.is_empty() && bits == 0 && bit_off % 8 == 0 {
                 s += &format!(
@@ -278,7 +318,12 @@ fn failed_asserts(dir: &Path, header: &[u8], asserts: &str) -> std::collections:
     let err = String::from_utf8_lossy(&out.stderr);
     let failed: std::collections::BTreeSet<String> = err
         .lines()
-        .filter_map(|l| l.split_once("static assertion failed: \"")?.1.strip_suffix('"').map(str::to_string))
+        .filter_map(|l| {
+            l.split_once("static assertion failed: \"")?
+                .1
+                .strip_suffix('"')
+                .map(str::to_string)
+        })
         .collect();
     assert_eq!(out.status.success(), failed.is_empty(), "gcc failed otherwise:\n{err}");
     failed
@@ -320,9 +365,15 @@ fn header_layout_matches_btf() {
     .iter()
     .map(|n| format!("struct {n}"))
     .collect();
-    assert_eq!(failed, expected, "structs whose size the bpftool-identical header gets wrong");
+    assert_eq!(
+        failed, expected,
+        "structs whose size the bpftool-identical header gets wrong"
+    );
 
     let fixed = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
     let failed = failed_asserts(&scratch("layout-enum-sizes"), &fixed, &layout_asserts(&btf, true));
-    assert!(failed.is_empty(), "with enum_sizes, wrong size or member offsets in: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "with enum_sizes, wrong size or member offsets in: {failed:?}"
+    );
 }

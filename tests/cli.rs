@@ -62,7 +62,13 @@ fn elf_without_btf_section() {
 #[test]
 fn elf_with_btf_section_is_read() {
     let p = fixture("kernel/modules/crc7.ko");
-    let out = btfkit(&["stats", "--json", p.to_str().unwrap(), "--base", fixture("kernel/vmlinux-6.12.117+deb12-cloud-amd64").to_str().unwrap()]);
+    let out = btfkit(&[
+        "stats",
+        "--json",
+        p.to_str().unwrap(),
+        "--base",
+        fixture("kernel/vmlinux-6.12.117+deb12-cloud-amd64").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["types"].as_u64().unwrap() > 0);
@@ -124,16 +130,32 @@ fn stats_warnings_name_what_the_kernel_refuses() {
 fn encode_stats_json_reports_phases_counts_and_memory() {
     let out = btfkit(&["encode", "--stats", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stderr).expect("--stats --json prints one JSON object on stderr");
-    let phases: Vec<&str> = v["phases"].as_array().unwrap().iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stderr).expect("--stats --json prints one JSON object on stderr");
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
     assert_eq!(phases, ["open", "cu_loop", "functions", "dedup"]);
     // the CU loop's CPU by kind of work: decode and per-CU encode run on
     // the workers, summed over them; they cannot exceed the process's
     let lp = &v["phases"][1];
-    let part = |k: &str| lp["cpu_parts"][k].as_f64().unwrap_or_else(|| panic!("cpu_parts.{k} in {lp}"));
+    let part = |k: &str| {
+        lp["cpu_parts"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("cpu_parts.{k} in {lp}"))
+    };
     let parts = ["decode_cpu_s", "encode_cpu_s", "merge_cpu_s", "dedup_cpu_s"].map(part);
-    assert!(parts[0] > 0.0 && parts[1] > 0.0, "the sample is decoded and encoded: {lp}");
-    assert!(parts.iter().sum::<f64>() <= lp["cpu_s"].as_f64().unwrap() + 0.005, "{lp}");
+    assert!(
+        parts[0] > 0.0 && parts[1] > 0.0,
+        "the sample is decoded and encoded: {lp}"
+    );
+    assert!(
+        parts.iter().sum::<f64>() <= lp["cpu_s"].as_f64().unwrap() + 0.005,
+        "{lp}"
+    );
     assert_eq!(v["counts"]["cus"], 11);
     // every CU has a root DIE and the sample's have types and functions
     assert!(v["counts"]["dies"].as_u64().unwrap() > 11 * 10, "{}", v["counts"]);
@@ -149,7 +171,12 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["peak_heap_bytes"].as_u64().unwrap() > 0);
     // the run's peak is the largest of the phases' peaks
-    let per_phase: Vec<u64> = v["phases"].as_array().unwrap().iter().map(|p| p["peak_heap_bytes"].as_u64().unwrap()).collect();
+    let per_phase: Vec<u64> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["peak_heap_bytes"].as_u64().unwrap())
+        .collect();
     assert!(per_phase.iter().all(|&h| h > 0), "{per_phase:?}");
     assert_eq!(per_phase.iter().max(), v["peak_heap_bytes"].as_u64().as_ref());
     // Batch mode has its own summary.
@@ -171,10 +198,17 @@ fn closed_pipe_is_not_a_panic() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
     assert!(first.starts_with("[1] "), "{first}");
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "status {:?}, stderr: {err}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "status {:?}, stderr: {err}",
+        out.status
+    );
 }

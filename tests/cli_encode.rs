@@ -164,7 +164,10 @@ fn pahole_without_detached_writes_btf_into_the_elf() {
     let obj = object::File::parse(&*data).unwrap();
     let sec = obj.section_by_name(".BTF").expect("no .BTF section");
     assert_eq!(sec.data().unwrap(), std::fs::read(&det).unwrap().as_slice());
-    assert!(obj.section_by_name(".BTF.base").is_none(), "no base: nothing to distill");
+    assert!(
+        obj.section_by_name(".BTF.base").is_none(),
+        "no base: nothing to distill"
+    );
     assert_eq!(std::fs::metadata(&elf).unwrap().permissions().mode() & 0o777, 0o750);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -200,13 +203,22 @@ fn passes_stopping_after_stubbing_encode_again() {
         objs.push(gcc_object(&dir, &format!("last{i}"), src).unwrap());
     }
     let all = dir.join("all.o");
-    let r = std::process::Command::new("ld").arg("-r").arg("-o").arg(&all).args(&objs).output().unwrap();
+    let r = std::process::Command::new("ld")
+        .arg("-r")
+        .arg("-o")
+        .arg(&all)
+        .args(&objs)
+        .output()
+        .unwrap();
     assert!(r.status.success(), "ld -r: {}", String::from_utf8_lossy(&r.stderr));
     let (early, whole) = (dir.join("early.btf"), dir.join("whole.btf"));
     let r = run(&["encode", "-j2", "-o", &s(&early), &s(&all)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("encoding again for the whole-BTF dedup"), "no note of the second encode: {err}");
+    assert!(
+        err.contains("encoding again for the whole-BTF dedup"),
+        "no note of the second encode: {err}"
+    );
     assert!(err.contains("a struct matched two candidates"), "{err}");
     let r = run(&["encode", "-j2", "--no-early-dedup", "-o", &s(&whole), &s(&all)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));

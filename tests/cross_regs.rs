@@ -56,17 +56,32 @@ fn wrong_register_functions_dropped_per_abi() {
             continue;
         }
         let obj = dir.join(format!("regs.{cc}.o"));
-        let r = Command::new(cc).args(["-g", "-O2", "-c"]).arg(&src).arg("-o").arg(&obj).output().unwrap();
+        let r = Command::new(cc)
+            .args(["-g", "-O2", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .unwrap();
         assert!(r.status.success(), "{cc}: {}", String::from_utf8_lossy(&r.stderr));
         let out = dir.join(format!("regs.{cc}.btf"));
-        let r = run(&["pahole", "-J", FEATURES, &format!("--btf_encode_detached={}", s(&out)), &s(&obj)]);
+        let r = run(&[
+            "pahole",
+            "-J",
+            FEATURES,
+            &format!("--btf_encode_detached={}", s(&out)),
+            &s(&obj),
+        ]);
         assert!(r.status.success(), "{cc}: {}", String::from_utf8_lossy(&r.stderr));
         let r = run(&["dump", &s(&out)]);
         assert!(r.status.success(), "{cc}: {}", String::from_utf8_lossy(&r.stderr));
         let text = String::from_utf8(r.stdout).unwrap();
         let funcs: Vec<&str> = text
             .lines()
-            .filter_map(|l| l.split_once("] FUNC '").map(|(_, rest)| rest.split('\'').next().unwrap()))
+            .filter_map(|l| {
+                l.split_once("] FUNC '")
+                    .map(|(_, rest)| rest.split('\'').next().unwrap())
+            })
             .collect();
         assert_eq!(funcs, want, "{cc}:\n{text}");
         ran += 1;

@@ -20,7 +20,14 @@ fn fixture_and_module_give_reference_bytes() {
     let input = common::corpus_file("expected-prededup/fixtures/aliases_weak.gcc-O2.kernel.btf");
     for jobs in [None, Some("-j1"), Some("-j2")] {
         let out = tmp("fixture.btf");
-        let st = btfkit().arg("dedup").arg(&input).arg("-o").arg(&out).args(jobs).status().unwrap();
+        let st = btfkit()
+            .arg("dedup")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .args(jobs)
+            .status()
+            .unwrap();
         assert_eq!(st.code(), Some(0), "{jobs:?}");
         let want = common::read_corpus("expected/fixtures/aliases_weak.gcc-O2.kernel.btf");
         assert_eq!(std::fs::read(&out).unwrap(), want, "{jobs:?}");
@@ -47,7 +54,12 @@ fn fixture_and_module_give_reference_bytes() {
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(0), "{}", row["case_id"]);
-    assert_eq!(std::fs::read(&out).unwrap(), common::read_corpus(&fin["expected"]), "{}", row["case_id"]);
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        common::read_corpus(&fin["expected"]),
+        "{}",
+        row["case_id"]
+    );
 }
 
 #[test]
@@ -55,11 +67,23 @@ fn libbpf_error_is_one_line_and_exit_2() {
     // "dedup: recursive typedef": libbpf fails with -ELOOP
     let cases: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(common::corpus_dir().join("dedup-cases.json")).unwrap()).unwrap();
-    let c = cases.as_array().unwrap().iter().find(|c| c["actual_libbpf_pinned"]["error"] != 0).expect("failing case");
+    let c = cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["actual_libbpf_pinned"]["error"] != 0)
+        .expect("failing case");
     let input = tmp("loop.btf");
     std::fs::write(&input, common::unhex(c["input"]["raw_hex"].as_str().unwrap())).unwrap();
     let out = tmp("loop.out.btf");
-    let r = btfkit().arg("dedup").arg(&input).arg("-o").arg(&out).arg("--strings=dedup").output().unwrap();
+    let r = btfkit()
+        .arg("dedup")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .arg("--strings=dedup")
+        .output()
+        .unwrap();
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8(r.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");

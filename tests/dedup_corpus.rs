@@ -29,7 +29,10 @@ fn cases() -> Vec<Case> {
         .into_iter()
         .filter(|r| r["variant"] == "full")
         .map(|r| Case {
-            expected: finals.get(&r["case_id"]).unwrap_or_else(|| panic!("{}: no final row", r["case_id"])).clone(),
+            expected: finals
+                .get(&r["case_id"])
+                .unwrap_or_else(|| panic!("{}: no final row", r["case_id"]))
+                .clone(),
             id: r["case_id"].clone(),
             input: r["expected"].clone(),
             base: (r["base"] != "-").then(|| r["base"].clone()),
@@ -63,17 +66,30 @@ fn fixtures_and_modules_match_reference() {
     let mut bases: HashMap<String, Arc<Btf>> = HashMap::new();
     for c in &all {
         if let Some(b) = &c.base {
-            bases.entry(b.clone()).or_insert_with(|| Arc::new(read::parse(&common::read_corpus(b)).expect("base")));
+            bases
+                .entry(b.clone())
+                .or_insert_with(|| Arc::new(read::parse(&common::read_corpus(b)).expect("base")));
         }
     }
-    let fails: Vec<String> =
-        all.par_iter().filter_map(|c| check(c, c.base.as_ref().map(|b| bases[b].clone())).err()).collect();
-    assert!(fails.is_empty(), "{} of {} cases differ:\n{}", fails.len(), all.len(), fails.join("\n"));
+    let fails: Vec<String> = all
+        .par_iter()
+        .filter_map(|c| check(c, c.base.as_ref().map(|b| bases[b].clone())).err())
+        .collect();
+    assert!(
+        fails.is_empty(),
+        "{} of {} cases differ:\n{}",
+        fails.len(),
+        all.len(),
+        fails.join("\n")
+    );
 }
 
 #[test]
 fn vmlinux_matches_reference() {
-    let c = cases().into_iter().find(|c| c.id == "vmlinux/kernel").expect("vmlinux/kernel row");
+    let c = cases()
+        .into_iter()
+        .find(|c| c.id == "vmlinux/kernel")
+        .expect("vmlinux/kernel row");
     assert_eq!(c.base, None);
     check(&c, None).unwrap();
 }
@@ -97,7 +113,9 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
     let n = btf.own_type_count();
     // the first FUNC: the reference's CUs emit none, its function phase
     // starts with one
-    let tail = (1..=n).find(|&id| btf.ty(TypeId(id)).kind() == Kind::Func).unwrap_or(n + 1);
+    let tail = (1..=n)
+        .find(|&id| btf.ty(TypeId(id)).kind() == Kind::Func)
+        .unwrap_or(n + 1);
     // the lowest id referred to from each type on, before the tail
     let mut min_after = vec![u32::MAX; n as usize + 2];
     if stub {
@@ -145,13 +163,21 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
         gave_up += inc.gave_up().is_some() as usize;
         if inc.gave_up().is_some() && inc.stubbed() {
             if inc.finish(b, &Options::default()).is_ok() {
-                return Err(format!("{}: dedup of stubbed records after giving up did not fail", c.id));
+                return Err(format!(
+                    "{}: dedup of stubbed records after giving up did not fail",
+                    c.id
+                ));
             }
             continue;
         }
-        let out = inc.finish(b, &Options::default()).map_err(|e| format!("{}: {e}", c.id))?;
+        let out = inc
+            .finish(b, &Options::default())
+            .map_err(|e| format!("{}: {e}", c.id))?;
         if write::to_bytes(&out) != whole {
-            return Err(format!("{}: chunks ending every {step} reference-closed places: differs", c.id));
+            return Err(format!(
+                "{}: chunks ending every {step} reference-closed places: differs",
+                c.id
+            ));
         }
     }
     Ok(gave_up)
@@ -159,27 +185,50 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
 
 #[test]
 fn chunked_first_passes_match_whole_dedup_on_fixtures() {
-    let all: Vec<Case> =
-        cases().into_iter().filter(|c| c.base.is_none() && !c.id.starts_with("vmlinux/")).collect();
+    let all: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.base.is_none() && !c.id.starts_with("vmlinux/"))
+        .collect();
     assert!(all.len() >= 100, "only {} rows", all.len());
     for stub in [false, true] {
-        let res: Vec<Result<usize, String>> =
-            all.par_iter().map(|c| chunked_matches_whole(c, &[1, 3, 50], stub)).collect();
+        let res: Vec<Result<usize, String>> = all
+            .par_iter()
+            .map(|c| chunked_matches_whole(c, &[1, 3, 50], stub))
+            .collect();
         let fails: Vec<&String> = res.iter().filter_map(|r| r.as_ref().err()).collect();
-        assert!(fails.is_empty(), "{} of {} cases differ:\n{:?}", fails.len(), all.len(), fails);
+        assert!(
+            fails.is_empty(),
+            "{} of {} cases differ:\n{:?}",
+            fails.len(),
+            all.len(),
+            fails
+        );
         // most of them run through the chunked passes to the end
         let gave_up: usize = res.iter().map(|r| *r.as_ref().unwrap()).sum();
-        eprintln!("stubbing {stub}: chunked passes gave up in {gave_up} of {} runs", 3 * all.len());
-        assert!(gave_up * 10 < 3 * all.len(), "gave up in {gave_up} of {} runs", 3 * all.len());
+        eprintln!(
+            "stubbing {stub}: chunked passes gave up in {gave_up} of {} runs",
+            3 * all.len()
+        );
+        assert!(
+            gave_up * 10 < 3 * all.len(),
+            "gave up in {gave_up} of {} runs",
+            3 * all.len()
+        );
     }
 }
 
 #[test]
 fn chunked_first_passes_match_whole_dedup_on_vmlinux() {
-    let c = cases().into_iter().find(|c| c.id == "vmlinux/kernel").expect("vmlinux/kernel row");
+    let c = cases()
+        .into_iter()
+        .find(|c| c.id == "vmlinux/kernel")
+        .expect("vmlinux/kernel row");
     // about one chunk per 32 CUs, as at -j2
     for stub in [false, true] {
         let gave_up = chunked_matches_whole(&c, &[100], stub).unwrap();
-        assert_eq!(gave_up, 0, "the chunked passes gave up on the vmlinux (stubbing {stub})");
+        assert_eq!(
+            gave_up, 0,
+            "the chunked passes gave up on the vmlinux (stubbing {stub})"
+        );
     }
 }

@@ -13,7 +13,11 @@ use serde_json::Value;
 fn load(name: &str) -> Vec<Value> {
     let p = common::corpus_dir().join(name);
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str::<Value>(&text).expect("json").as_array().expect("array").clone()
+    serde_json::from_str::<Value>(&text)
+        .expect("json")
+        .as_array()
+        .expect("array")
+        .clone()
 }
 
 /// Runs every case of a dedup-cases file; returns the failures.
@@ -25,19 +29,32 @@ fn run_cases(file: &str, mode: StringMode) -> (usize, Vec<String>) {
         let input = common::unhex(c["input"]["raw_hex"].as_str().unwrap());
         let want = &c["actual_libbpf_pinned"];
         let btf = read::parse(&input).unwrap_or_else(|e| panic!("{name}: input does not parse: {e}"));
-        let got = dedup(&btf, &Options { strings: mode, ..Default::default() });
+        let got = dedup(
+            &btf,
+            &Options {
+                strings: mode,
+                ..Default::default()
+            },
+        );
         let want_err = want["error"].as_i64().unwrap();
         match got {
             Ok(out) if want_err == 0 => {
                 let bytes = write::to_bytes(&out);
                 let want_bytes = common::unhex(want["raw_hex"].as_str().unwrap());
                 if bytes != want_bytes {
-                    fails.push(format!("{name}: output differs\n ours {}\n want {}", hex(&bytes), hex(&want_bytes)));
+                    fails.push(format!(
+                        "{name}: output differs\n ours {}\n want {}",
+                        hex(&bytes),
+                        hex(&want_bytes)
+                    ));
                 }
             }
             Ok(_) => fails.push(format!("{name}: succeeded, libbpf fails with {want_err}")),
             Err(e) if e.errno() as i64 == want_err => {}
-            Err(e) => fails.push(format!("{name}: failed with {e} ({}), libbpf gives {want_err}", e.errno())),
+            Err(e) => fails.push(format!(
+                "{name}: failed with {e} ({}), libbpf gives {want_err}",
+                e.errno()
+            )),
         }
     }
     (cases.len(), fails)
@@ -52,7 +69,12 @@ fn selftest_cases_match_pinned_libbpf() {
     // inputs parsed from bytes: libbpf runs its string pass
     let (n, fails) = run_cases("dedup-cases.json", StringMode::Dedup);
     assert_eq!(n, 30);
-    assert!(fails.is_empty(), "{} of {n} cases differ:\n{}", fails.len(), fails.join("\n"));
+    assert!(
+        fails.is_empty(),
+        "{} of {n} cases differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
 }
 
 #[test]
@@ -60,7 +82,12 @@ fn extra_cases_match_pinned_libbpf() {
     // built with the add API: the string section stays as it is
     let (n, fails) = run_cases("dedup-extra-cases.json", StringMode::Keep);
     assert_eq!(n, 11);
-    assert!(fails.is_empty(), "{} of {n} cases differ:\n{}", fails.len(), fails.join("\n"));
+    assert!(
+        fails.is_empty(),
+        "{} of {n} cases differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
 }
 
 #[test]
@@ -80,7 +107,9 @@ fn split_dedup_snapshots_match_pinned_libbpf() {
         pairs += 1;
         let what = format!("{} snapshot {}", a["subtest"].as_str().unwrap(), a["snapshot_seq"]);
         let base = match a["base"].as_object() {
-            Some(bb) => Some(Arc::new(read::parse(&common::unhex(bb["raw_hex_pinned"].as_str().unwrap())).unwrap())),
+            Some(bb) => Some(Arc::new(
+                read::parse(&common::unhex(bb["raw_hex_pinned"].as_str().unwrap())).unwrap(),
+            )),
             None => None,
         };
         let input = common::unhex(a["btf"]["raw_hex_pinned"].as_str().unwrap());

@@ -105,7 +105,12 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
     let (features, lang) = (arg("--btf_features="), arg("--lang_exclude="));
     let input = s(&corpus_file(&input));
     let dir = scratch("det-early");
-    for (j, mode) in [("-j1", "--early-dedup"), ("-j2", "--early-dedup"), ("-j1", "--no-early-dedup"), ("-j2", "--no-early-dedup")] {
+    for (j, mode) in [
+        ("-j1", "--early-dedup"),
+        ("-j2", "--early-dedup"),
+        ("-j1", "--no-early-dedup"),
+        ("-j2", "--no-early-dedup"),
+    ] {
         let out = dir.join("out.btf");
         let r = btfkit()
             .args(["encode", &input, mode, j, "-o", &s(&out), "--btf-features", &features])

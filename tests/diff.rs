@@ -46,7 +46,11 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn btfkit(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("diff").args(args).output().expect("running btfkit");
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .arg("diff")
+        .args(args)
+        .output()
+        .expect("running btfkit");
     (
         out.status.code().expect("exit code"),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -93,7 +97,9 @@ fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
     let a = btfkit::elf::load_btf(&kernel(), None).unwrap();
     let mut b = reversed(&a);
     let find = |b: &Btf, kind: Kind, name: &str| {
-        b.own_ids().find(|&id| b.ty(id).kind() == kind && b.name(b.ty(id).name_off()) == name).unwrap()
+        b.own_ids()
+            .find(|&id| b.ty(id).kind() == kind && b.name(b.ty(id).name_off()) == name)
+            .unwrap()
     };
     // struct sk_buff's `len` becomes a signed int.
     let int = find(&b, Kind::Int, "int");
@@ -109,7 +115,11 @@ fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
     b.words_mut(func)[2] = new_proto.0;
     // SOCK_RAW changes its value.
     let e = find(&b, Kind::Enum, "sock_type");
-    let raw = b.ty(e).pairs().position(|v| b.name(StrOff(v[0])) == "SOCK_RAW").unwrap();
+    let raw = b
+        .ty(e)
+        .pairs()
+        .position(|v| b.name(StrOff(v[0])) == "SOCK_RAW")
+        .unwrap();
     b.words_mut(e)[3 + 2 * raw + 1] = 33;
     let r = diff::compare(&a, &b);
     assert_eq!(r.verdict, Verdict::Different);
@@ -161,10 +171,16 @@ fn debian_embedded_against_the_reference_kernel_output() {
         m
     };
     let (ck, cd) = (count(&k), count(&d));
-    let mut want_removed: Vec<&str> =
-        ck.iter().filter(|(n, c)| **c > cd.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
-    let mut want_added: Vec<&str> =
-        cd.iter().filter(|(n, c)| **c > ck.get(*n).copied().unwrap_or(0)).map(|(n, _)| n.as_str()).collect();
+    let mut want_removed: Vec<&str> = ck
+        .iter()
+        .filter(|(n, c)| **c > cd.get(*n).copied().unwrap_or(0))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut want_added: Vec<&str> = cd
+        .iter()
+        .filter(|(n, c)| **c > ck.get(*n).copied().unwrap_or(0))
+        .map(|(n, _)| n.as_str())
+        .collect();
     want_removed.sort();
     want_added.sort();
     let names = |sign: &str| {
@@ -182,7 +198,11 @@ fn debian_embedded_against_the_reference_kernel_output() {
     assert_eq!(want_removed.len(), 418);
     assert_eq!(want_added.len(), 346);
     // No struct, union, enum or typedef differs between the two encoders.
-    assert!(!l.iter().any(|x| ["struct ", "union ", "enum ", "typedef "].iter().any(|p| x.starts_with(p))));
+    assert!(!l.iter().any(|x| {
+        ["struct ", "union ", "enum ", "typedef "]
+            .iter()
+            .any(|p| x.starts_with(p))
+    }));
     let s = r.summary();
     assert_eq!(s.get(&DiffKind::Datasec), Some(&1));
     // Removed: 418 functions, 132 kfunc tags, 1 variable; added: 346 functions.
@@ -298,89 +318,168 @@ fn diff_of(v: V) -> Report {
 #[test]
 fn unchanged_sample_is_identical_and_its_permutations_equivalent() {
     let a = sample(&V::default());
-    assert_eq!(diff::compare(&a, &sample(&V::default())).verdict, Verdict::IdenticalBytes);
+    assert_eq!(
+        diff::compare(&a, &sample(&V::default())).verdict,
+        Verdict::IdenticalBytes
+    );
     assert_eq!(diff::compare(&a, &reversed(&a)).verdict, Verdict::Equivalent);
     // Another order: every odd id first, then every even one.
     let n = a.type_count();
-    let order: Vec<u32> = (1..=n).filter(|i| i % 2 == 1).chain((1..=n).filter(|i| i % 2 == 0)).collect();
-    assert_eq!(diff::compare(&reversed(&a), &permuted(&a, &order)).verdict, Verdict::Equivalent);
+    let order: Vec<u32> = (1..=n)
+        .filter(|i| i % 2 == 1)
+        .chain((1..=n).filter(|i| i % 2 == 0))
+        .collect();
+    assert_eq!(
+        diff::compare(&reversed(&a), &permuted(&a, &order)).verdict,
+        Verdict::Equivalent
+    );
 }
 
 #[test]
 fn changed_member_type() {
-    let r = diff_of(V { len_signed: true, ..V::default() });
+    let r = diff_of(V {
+        len_signed: true,
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["struct sk_buff.len: type unsigned int -> int"]);
     assert_eq!(r.summary().get(&DiffKind::MemberType), Some(&1));
 }
 
 #[test]
 fn changed_member_in_an_anonymous_union() {
-    let r = diff_of(V { anon_b_unsigned: true, ..V::default() });
-    assert_eq!(lines(&r), ["struct sk_buff.(anon union @64).b: type long -> unsigned long"]);
+    let r = diff_of(V {
+        anon_b_unsigned: true,
+        ..V::default()
+    });
+    assert_eq!(
+        lines(&r),
+        ["struct sk_buff.(anon union @64).b: type long -> unsigned long"]
+    );
 }
 
 #[test]
 fn changed_bitfield_and_offset() {
-    let r = diff_of(V { len_bitfield: 20, next_offset: 192, ..V::default() });
-    assert_eq!(lines(&r), ["struct sk_buff.len: bitfield none -> 20", "struct sk_buff.next: offset 128 -> 192"]);
+    let r = diff_of(V {
+        len_bitfield: 20,
+        next_offset: 192,
+        ..V::default()
+    });
+    assert_eq!(
+        lines(&r),
+        [
+            "struct sk_buff.len: bitfield none -> 20",
+            "struct sk_buff.next: offset 128 -> 192"
+        ]
+    );
 }
 
 #[test]
 fn changed_struct_size() {
-    let r = diff_of(V { skb_size: 32, ..V::default() });
+    let r = diff_of(V {
+        skb_size: 32,
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["struct sk_buff: size 24 -> 32"]);
     assert_eq!(r.summary().get(&DiffKind::Size), Some(&1));
 }
 
 #[test]
 fn changed_parameter_type_name_and_linkage() {
-    let r = diff_of(V { param3_int: true, ..V::default() });
+    let r = diff_of(V {
+        param3_int: true,
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["func tcp_sendmsg: param 3 size_t -> int"]);
     assert_eq!(r.summary().get(&DiffKind::Param), Some(&1));
-    let r = diff_of(V { param1_name: "s", ..V::default() });
+    let r = diff_of(V {
+        param1_name: "s",
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["func tcp_sendmsg: param 1 name sk -> s"]);
-    let r = diff_of(V { func_linkage: LINKAGE_STATIC, ..V::default() });
+    let r = diff_of(V {
+        func_linkage: LINKAGE_STATIC,
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["func tcp_sendmsg: linkage global -> static"]);
 }
 
 #[test]
 fn changed_and_added_enum_values() {
-    let r = diff_of(V { enum_b: 3, enum_c: true, ..V::default() });
+    let r = diff_of(V {
+        enum_b: 3,
+        enum_c: true,
+        ..V::default()
+    });
     assert_eq!(lines(&r), ["enum e.B: value 2 -> 3", "+ enum e.C: value 4"]);
     assert_eq!(r.summary().get(&DiffKind::EnumValue), Some(&2));
     // and the other way round
-    let r = diff::compare(&sample(&V { enum_c: true, ..V::default() }), &sample(&V::default()));
+    let r = diff::compare(
+        &sample(&V {
+            enum_c: true,
+            ..V::default()
+        }),
+        &sample(&V::default()),
+    );
     assert_eq!(lines(&r), ["- enum e.C: value 4"]);
 }
 
 #[test]
 fn added_and_removed_types() {
-    let r = diff_of(V { extra_struct: true, drop_bar: true, ..V::default() });
-    assert_eq!(lines(&r), ["- func bar: static void (void)", "+ struct foo: size 4, 1 members"]);
+    let r = diff_of(V {
+        extra_struct: true,
+        drop_bar: true,
+        ..V::default()
+    });
+    assert_eq!(
+        lines(&r),
+        ["- func bar: static void (void)", "+ struct foo: size 4, 1 members"]
+    );
     assert_eq!(r.summary().get(&DiffKind::Added), Some(&1));
     assert_eq!(r.summary().get(&DiffKind::Removed), Some(&1));
     // The reversed copy of B gives the same answer.
-    let b = sample(&V { extra_struct: true, drop_bar: true, ..V::default() });
+    let b = sample(&V {
+        extra_struct: true,
+        drop_bar: true,
+        ..V::default()
+    });
     let r2 = diff::compare(&sample(&V::default()), &reversed(&b));
     assert_eq!(lines(&r2), lines(&r));
 }
 
 #[test]
 fn changed_variable_and_its_section_entry() {
-    let r = diff_of(V { var_long: true, ..V::default() });
-    assert_eq!(lines(&r), ["datasec .data.counter: size 4 -> 8", "var counter: type int -> long"]);
+    let r = diff_of(V {
+        var_long: true,
+        ..V::default()
+    });
+    assert_eq!(
+        lines(&r),
+        ["datasec .data.counter: size 4 -> 8", "var counter: type int -> long"]
+    );
 }
 
 #[test]
 fn added_section_entry() {
-    let r = diff_of(V { extra_var: true, ..V::default() });
-    assert_eq!(lines(&r), ["+ datasec .data.extra: offset 4, size 4", "+ var extra: static int"]);
+    let r = diff_of(V {
+        extra_var: true,
+        ..V::default()
+    });
+    assert_eq!(
+        lines(&r),
+        ["+ datasec .data.extra: offset 4, size 4", "+ var extra: static int"]
+    );
     assert_eq!(r.summary().get(&DiffKind::Datasec), Some(&1));
 }
 
 #[test]
 fn several_changes_are_sorted_by_path_with_a_summary() {
-    let r = diff_of(V { len_signed: true, param3_int: true, extra_struct: true, enum_b: 5, ..V::default() });
+    let r = diff_of(V {
+        len_signed: true,
+        param3_int: true,
+        extra_struct: true,
+        enum_b: 5,
+        ..V::default()
+    });
     assert_eq!(
         lines(&r),
         [
@@ -390,7 +489,10 @@ fn several_changes_are_sorted_by_path_with_a_summary() {
             "struct sk_buff.len: type unsigned int -> int",
         ]
     );
-    assert_eq!(r.summary_line(), "4 differences: 1 added, 1 member_type, 1 enum_value, 1 param");
+    assert_eq!(
+        r.summary_line(),
+        "4 differences: 1 added, 1 member_type, 1 enum_value, 1 param"
+    );
     assert_eq!(
         r.first(2).to_string(),
         "4 differences: 1 added, 1 member_type, 1 enum_value, 1 param; first: enum e.B: value 2 -> 5; \
@@ -424,7 +526,10 @@ fn dups(user_points_to_second: bool, second_first: bool) -> Btf {
 #[test]
 fn same_named_types_are_matched_by_structure() {
     // Order of the duplicates does not matter.
-    assert_eq!(diff::compare(&dups(false, false), &dups(false, true)).verdict, Verdict::Equivalent);
+    assert_eq!(
+        diff::compare(&dups(false, false), &dups(false, true)).verdict,
+        Verdict::Equivalent
+    );
     // The C name of user.p stays `struct dup *`, but it now means the other one.
     let r = diff::compare(&dups(false, false), &dups(true, true));
     assert_eq!(
@@ -511,7 +616,13 @@ fn changed_function_pointer_member_and_added_param() {
         b
     };
     let r = diff::compare(&build(false), &build(true));
-    assert_eq!(lines(&r), ["+ func f: param 2 int n", "struct ops.open: type int (*)(void *) -> int (*)(void *, int)"]);
+    assert_eq!(
+        lines(&r),
+        [
+            "+ func f: param 2 int n",
+            "struct ops.open: type int (*)(void *) -> int (*)(void *, int)"
+        ]
+    );
 }
 
 // ---- command line ----
@@ -525,8 +636,15 @@ fn write_pair(name: &str, a: &Btf, b: &Btf) -> (PathBuf, PathBuf) {
 
 #[test]
 fn cli_text_and_json() {
-    let (pa, pb) =
-        write_pair("json", &sample(&V::default()), &sample(&V { len_signed: true, drop_bar: true, ..V::default() }));
+    let (pa, pb) = write_pair(
+        "json",
+        &sample(&V::default()),
+        &sample(&V {
+            len_signed: true,
+            drop_bar: true,
+            ..V::default()
+        }),
+    );
     let (code, out, err) = btfkit(&[pa.as_os_str(), pb.as_os_str()]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(
@@ -576,7 +694,10 @@ fn cli_errors_exit_2_with_one_line_naming_the_file() {
     let (code, _, err) = btfkit(&[junk.as_os_str(), good.as_os_str()]);
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(&*junk.to_string_lossy()) && err.contains("invalid BTF"), "{err}");
+    assert!(
+        err.contains(&*junk.to_string_lossy()) && err.contains("invalid BTF"),
+        "{err}"
+    );
     let (code, _, _) = btfkit(&[
         good.as_os_str(),
         good.as_os_str(),
@@ -593,24 +714,46 @@ fn split_btf_against_a_shared_and_against_different_bases() {
     let base = std::sync::Arc::new(sample(&V::default()));
     let split = |base: &std::sync::Arc<Btf>, long: bool| {
         let mut b = Btf::new_split(base.clone());
-        let int = b.add_int(if long { b"long".as_slice() } else { b"int" }, if long { 8 } else { 4 }, 1);
+        let int = b.add_int(
+            if long { b"long".as_slice() } else { b"int" },
+            if long { 8 } else { 4 },
+            1,
+        );
         let _ = int;
-        let skb =
-            TypeId((1..=base.type_count()).find(|&i| base.name(base.ty(TypeId(i)).name_off()) == "sk_buff").unwrap());
+        let skb = TypeId(
+            (1..=base.type_count())
+                .find(|&i| base.name(base.ty(TypeId(i)).name_off()) == "sk_buff")
+                .unwrap(),
+        );
         let p = b.add_ref(Kind::Ptr, skb);
         let proto = b.begin(Kind::FuncProto, b"", 0, false);
         b.push_param(b"skb", p);
         b.add_func(b"mod_fn", proto, LINKAGE_GLOBAL);
         b
     };
-    assert_eq!(diff::compare(&split(&base, false), &split(&base, false)).verdict, Verdict::IdenticalBytes);
+    assert_eq!(
+        diff::compare(&split(&base, false), &split(&base, false)).verdict,
+        Verdict::IdenticalBytes
+    );
     let r = diff::compare(&split(&base, false), &split(&base, true));
-    assert_eq!(lines(&r), ["- int 'int': size 4, signed, 32 bits", "+ int 'long': size 8, signed, 64 bits"]);
+    assert_eq!(
+        lines(&r),
+        [
+            "- int 'int': size 4, signed, 32 bits",
+            "+ int 'long': size 8, signed, 64 bits"
+        ]
+    );
     // Same split types over bases whose sk_buff differs: the function's
     // parameter type keeps its C name, the difference is in the bases.
-    let other = std::sync::Arc::new(sample(&V { len_signed: true, ..V::default() }));
+    let other = std::sync::Arc::new(sample(&V {
+        len_signed: true,
+        ..V::default()
+    }));
     let r = diff::compare(&split(&base, false), &split(&other, false));
-    assert_eq!(lines(&r), ["func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases"]);
+    assert_eq!(
+        lines(&r),
+        ["func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases"]
+    );
     // The command line with --base-a/--base-b.
     let (pba, pbb) = write_pair("split-bases", &base, &other);
     let (pa, pb) = (tmp("split-a.btf"), tmp("split-b.btf"));
@@ -664,6 +807,9 @@ fn typedef_of_an_anonymous_struct_enum_kinds_and_int_encodings() {
         ]
     );
     let s = r.summary();
-    assert_eq!((s[&DiffKind::Kind], s[&DiffKind::Size], s[&DiffKind::EnumValue]), (1, 1, 1));
+    assert_eq!(
+        (s[&DiffKind::Kind], s[&DiffKind::Size], s[&DiffKind::EnumValue]),
+        (1, 1, 1)
+    );
     assert_eq!((s[&DiffKind::Encoding], s[&DiffKind::MemberType]), (1, 1));
 }

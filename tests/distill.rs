@@ -10,7 +10,10 @@ use std::sync::Arc;
 use btfkit::btf::{distill::distill, read, write};
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 #[test]
@@ -19,15 +22,26 @@ fn selftest_snapshot_bytes() {
     let snaps: serde_json::Value = serde_json::from_str(&text).unwrap();
     let snaps = snaps.as_array().unwrap();
     let find = |sub: &str, seq: u64| {
-        snaps.iter().find(|s| s["subtest"] == sub && s["snapshot_seq"] == seq).unwrap_or_else(|| panic!("{sub} {seq}"))
+        snaps
+            .iter()
+            .find(|s| s["subtest"] == sub && s["snapshot_seq"] == seq)
+            .unwrap_or_else(|| panic!("{sub} {seq}"))
     };
     let before = find("distilled_base", 1);
     let after = find("distilled_base", 2);
     let base = Arc::new(read::parse(&hex(before["base"]["raw_hex_pinned"].as_str().unwrap())).unwrap());
     let split = read::parse_split(&hex(before["btf"]["raw_hex_pinned"].as_str().unwrap()), Some(base)).unwrap();
     let (nb, ns) = distill(&split).unwrap();
-    assert_eq!(write::to_bytes(&nb), hex(after["base"]["raw_hex_pinned"].as_str().unwrap()), "distilled base");
-    assert_eq!(write::to_bytes(&ns), hex(after["btf"]["raw_hex_pinned"].as_str().unwrap()), "new split");
+    assert_eq!(
+        write::to_bytes(&nb),
+        hex(after["base"]["raw_hex_pinned"].as_str().unwrap()),
+        "distilled base"
+    );
+    assert_eq!(
+        write::to_bytes(&ns),
+        hex(after["btf"]["raw_hex_pinned"].as_str().unwrap()),
+        "new split"
+    );
 }
 
 #[test]
@@ -37,15 +51,24 @@ fn reference_inplace_sections() {
         for profile in ["kernel", "default"] {
             let vmlinux = common::corpus_file(&format!("expected/kernel/vmlinux.{profile}.btf"));
             let base = Arc::new(btfkit::elf::load_btf(&vmlinux, None).unwrap());
-            let split =
-                btfkit::elf::load_btf(&common::corpus_file(&format!("expected/modules/{module}.{profile}.btf")), Some(base))
-                    .unwrap();
+            let split = btfkit::elf::load_btf(
+                &common::corpus_file(&format!("expected/modules/{module}.{profile}.btf")),
+                Some(base),
+            )
+            .unwrap();
             let (nb, ns) = distill(&split).unwrap();
-            let want_base =
-                std::fs::read(common::corpus_file(&format!("expected/modules/{module}.{profile}.inplace.BTF.base"))).unwrap();
-            let want =
-                std::fs::read(common::corpus_file(&format!("expected/modules/{module}.{profile}.inplace.BTF"))).unwrap();
-            assert!(write::to_bytes(&nb) == want_base, "{module}.{profile}: .BTF.base differs");
+            let want_base = std::fs::read(common::corpus_file(&format!(
+                "expected/modules/{module}.{profile}.inplace.BTF.base"
+            )))
+            .unwrap();
+            let want = std::fs::read(common::corpus_file(&format!(
+                "expected/modules/{module}.{profile}.inplace.BTF"
+            )))
+            .unwrap();
+            assert!(
+                write::to_bytes(&nb) == want_base,
+                "{module}.{profile}: .BTF.base differs"
+            );
             assert!(write::to_bytes(&ns) == want, "{module}.{profile}: .BTF differs");
             checked += 1;
         }

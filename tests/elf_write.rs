@@ -17,7 +17,12 @@ fn module_gets_new_btf_sections_readelf_clean() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join("fou-inplace.ko");
     std::fs::write(&path, &out).unwrap();
-    let r = Command::new("readelf").arg("-a").arg("-W").arg(&path).output().expect("readelf (binutils)");
+    let r = Command::new("readelf")
+        .arg("-a")
+        .arg("-W")
+        .arg(&path)
+        .output()
+        .expect("readelf (binutils)");
     let stderr = String::from_utf8_lossy(&r.stderr);
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{stderr}");

@@ -60,12 +60,22 @@ fn sha256(bytes: &[u8]) -> String {
 /// kernel's acceptance.
 fn expect_reference_bytes(obj: &Path, want: &str) {
     let (r, out) = encode(obj);
-    assert!(r.status.success(), "{}: {}", obj.display(), String::from_utf8_lossy(&r.stderr));
+    assert!(
+        r.status.success(),
+        "{}: {}",
+        obj.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(sha256(&bytes), want, "{}: not the reference's bytes", obj.display());
     if unsafe { libc::geteuid() } == 0 {
         let v = run(&["verify", &s(&out)]);
-        assert!(v.status.success(), "{}: kernel refused: {}", obj.display(), String::from_utf8_lossy(&v.stdout));
+        assert!(
+            v.status.success(),
+            "{}: kernel refused: {}",
+            obj.display(),
+            String::from_utf8_lossy(&v.stdout)
+        );
     }
 }
 
@@ -92,7 +102,10 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
     let cases: Vec<(&str, String, &str)> = vec![
         (
             "struct",
-            format!("struct big {{\n{}}};\nstruct big v;\n", many(|i| format!(" int m{i};\n"))),
+            format!(
+                "struct big {{\n{}}};\nstruct big v;\n",
+                many(|i| format!(" int m{i};\n"))
+            ),
             "6aad777dc5e5bb6ff4143d5e5a9f1e59e098b329b3d7cd0a4e088aa24e9a950e",
         ),
         (
@@ -109,7 +122,11 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
             "enum64",
             format!(
                 "enum big {{\n{}}};\nenum big v;\n",
-                many(|i| if i == 0 { " E0 = 1ULL << 40,\n".into() } else { format!(" E{i} = {i}ULL << 33,\n") })
+                many(|i| if i == 0 {
+                    " E0 = 1ULL << 40,\n".into()
+                } else {
+                    format!(" E{i} = {i}ULL << 33,\n")
+                })
             ),
             "4126e4d340824d75ce3a044ef2642df2f4dae996ad342db445a0d7be14cfca7a",
         ),
@@ -134,7 +151,11 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
         btfkit::btf::read::parse(&std::fs::read(&raw).unwrap()).unwrap_or_else(|e| panic!("{stem} --no-dedup: {e}"));
         if unsafe { libc::geteuid() } == 0 {
             let v = run(&["verify", &s(&raw)]);
-            assert!(v.status.success(), "{stem} --no-dedup: {}", String::from_utf8_lossy(&v.stdout));
+            assert!(
+                v.status.success(),
+                "{stem} --no-dedup: {}",
+                String::from_utf8_lossy(&v.stdout)
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -144,7 +165,13 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
 fn a_function_with_more_than_65535_parameters_is_refused() {
     let dir = scratch("limits-params");
     let params: Vec<String> = (0..N).map(|i| format!("int a{i}")).collect();
-    let Some(o) = gcc_object(&dir, "func", &format!("int f({}) {{ return a0; }}\n", params.join(", "))) else { return };
+    let Some(o) = gcc_object(
+        &dir,
+        "func",
+        &format!("int f({}) {{ return a0; }}\n", params.join(", ")),
+    ) else {
+        return;
+    };
     expect_refusal(&o, &["`f`", "70000 parameters", "65535"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -153,22 +180,45 @@ fn a_function_with_more_than_65535_parameters_is_refused() {
 fn member_offsets_beyond_the_offset_field() {
     let dir = scratch("limits-offsets");
     // A bitfield just inside the 24-bit field: encoded as the reference does.
-    let Some(o) = gcc_object(&dir, "bf-inside", "struct s { char pad[(1 << 21) - 1]; int bf : 3; int after : 5; };\nstruct s *p;\n")
-    else {
+    let Some(o) = gcc_object(
+        &dir,
+        "bf-inside",
+        "struct s { char pad[(1 << 21) - 1]; int bf : 3; int after : 5; };\nstruct s *p;\n",
+    ) else {
         return;
     };
     expect_reference_bytes(&o, "5e678962b13d62a1c37b6f725936ea3ab043ac226eb60a0667d70f68d4811273");
     // A bitfield 3 MiB in.
-    let o = gcc_object(&dir, "bf-past", "struct s { char pad[3 << 20]; int bf : 3; int after; };\nstruct s *p;\n").unwrap();
+    let o = gcc_object(
+        &dir,
+        "bf-past",
+        "struct s { char pad[3 << 20]; int bf : 3; int after; };\nstruct s *p;\n",
+    )
+    .unwrap();
     expect_refusal(&o, &["`bf`", "3145728 bytes", "24-bit"]);
     // A plain member 3 MiB into a struct that has a bitfield.
-    let o = gcc_object(&dir, "after-bf", "struct s { int bf : 3; char pad[3 << 20]; int after; };\nstruct s *p;\n").unwrap();
+    let o = gcc_object(
+        &dir,
+        "after-bf",
+        "struct s { int bf : 3; char pad[3 << 20]; int after; };\nstruct s *p;\n",
+    )
+    .unwrap();
     expect_refusal(&o, &["`after`", "3145732 bytes", "24-bit", "bitfields"]);
     // A plain member 600 MiB in (2^32 bits is 512 MiB).
-    let o = gcc_object(&dir, "huge", "struct h { char pad[600 << 20]; int x; };\nstruct h *p;\n").unwrap();
+    let o = gcc_object(
+        &dir,
+        "huge",
+        "struct h { char pad[600 << 20]; int x; };\nstruct h *p;\n",
+    )
+    .unwrap();
     expect_refusal(&o, &["`x`", "629145600 bytes", "32-bit"]);
     // Exactly at 2^32 bits.
-    let o = gcc_object(&dir, "at-4g-bits", "struct h { char pad[(1u << 29) - 4]; int x; long y; };\nstruct h *p;\n").unwrap();
+    let o = gcc_object(
+        &dir,
+        "at-4g-bits",
+        "struct h { char pad[(1u << 29) - 4]; int x; long y; };\nstruct h *p;\n",
+    )
+    .unwrap();
     expect_refusal(&o, &["`y`", "536870912 bytes", "32-bit"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -178,27 +228,53 @@ const GLOBAL_VARS: &str = "--btf_features=encode_force,var,float,enum64,decl_tag
 #[test]
 fn more_than_65535_variables_in_a_section() {
     let dir = scratch("limits-vars");
-    let src = |n: usize| (0..n).map(|i| format!("int v{i} = {};\n", i + 1)).collect::<String>() + "int main(void){return v0;}\n";
-    let Some(o) = gcc_object(&dir, "vars", &src(N)) else { return };
+    let src = |n: usize| {
+        (0..n).map(|i| format!("int v{i} = {};\n", i + 1)).collect::<String>() + "int main(void){return v0;}\n"
+    };
+    let Some(o) = gcc_object(&dir, "vars", &src(N)) else {
+        return;
+    };
     let out = dir.join("vars.btf");
-    let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
+    let r = run(&[
+        "pahole",
+        "-J",
+        GLOBAL_VARS,
+        &format!("--btf_encode_detached={}", s(&out)),
+        &s(&o),
+    ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let bytes = std::fs::read(&out).unwrap();
-    assert_eq!(sha256(&bytes), "96ff6c926b9a71f0a0dac663ed0e1bd8e01667d2efb0fce977f64e7e4522af7d", "not the reference's bytes");
+    assert_eq!(
+        sha256(&bytes),
+        "96ff6c926b9a71f0a0dac663ed0e1bd8e01667d2efb0fce977f64e7e4522af7d",
+        "not the reference's bytes"
+    );
     let btf = btfkit::btf::read::parse(&bytes).unwrap();
     let last = btf.ty(btfkit::btf::TypeId(btf.type_count()));
-    assert_eq!((last.kind(), last.vlen(), last.size()), (btfkit::btf::Kind::Datasec, 4464, 4464 * 4));
+    assert_eq!(
+        (last.kind(), last.vlen(), last.size()),
+        (btfkit::btf::Kind::Datasec, 4464, 4464 * 4)
+    );
     if unsafe { libc::geteuid() } == 0 {
         let v = run(&["verify", &s(&out)]);
         assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     }
     let o = gcc_object(&dir, "vars65536", &src(65536)).unwrap();
     let out = dir.join("vars65536.btf");
-    let r = run(&["pahole", "-J", GLOBAL_VARS, &format!("--btf_encode_detached={}", s(&out)), &s(&o)]);
+    let r = run(&[
+        "pahole",
+        "-J",
+        GLOBAL_VARS,
+        &format!("--btf_encode_detached={}", s(&out)),
+        &s(&o),
+    ]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains(&s(&o)) && err.contains("section .data: 65536 variables"), "{err}");
+    assert!(
+        err.contains(&s(&o)) && err.contains("section .data: 65536 variables"),
+        "{err}"
+    );
     assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,7 +17,11 @@ use btfkit::funcs::{EmitOptions, FuncStates, KfuncMarks, emit_funcs};
 
 fn corpus() -> Corpus {
     let c = Corpus::open_default();
-    assert!(c.exists(), "corpus not found at {} (set BTFKIT_CORPUS)", c.dir.display());
+    assert!(
+        c.exists(),
+        "corpus not found at {} (set BTFKIT_CORPUS)",
+        c.dir.display()
+    );
     c
 }
 
@@ -28,18 +32,35 @@ fn tagged(dump: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut fc = BTreeSet::new();
     for line in dump.lines() {
         let Some(rest) = line.strip_prefix('[') else { continue };
-        let Some((id, rest)) = rest.split_once("] ") else { continue };
+        let Some((id, rest)) = rest.split_once("] ") else {
+            continue;
+        };
         let mut parts = rest.splitn(3, ' ');
-        let (kind, name, tail) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (kind, name, tail) = (
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
         let name = name.trim_matches('\'').to_string();
         match kind {
             "FUNC" => {
                 funcs.insert(id.to_string(), name);
             }
             "DECL_TAG" if name == "bpf_kfunc" || name == "bpf_fastcall" => {
-                let target = tail.split_whitespace().find_map(|w| w.strip_prefix("type_id=")).unwrap().to_string();
-                let f = funcs.get(&target).cloned().unwrap_or_else(|| panic!("tag on non-FUNC {target}"));
-                if name == "bpf_kfunc" { kf.insert(f) } else { fc.insert(f) };
+                let target = tail
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("type_id="))
+                    .unwrap()
+                    .to_string();
+                let f = funcs
+                    .get(&target)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("tag on non-FUNC {target}"));
+                if name == "bpf_kfunc" {
+                    kf.insert(f)
+                } else {
+                    fc.insert(f)
+                };
             }
             _ => {}
         }
@@ -48,7 +69,10 @@ fn tagged(dump: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 fn marked(table: &FuncTable<'_>, marks: &KfuncMarks) -> Vec<(String, u32)> {
-    marks.iter().map(|(e, f)| (String::from_utf8_lossy(table.entries[e as usize].key).into_owned(), f)).collect()
+    marks
+        .iter()
+        .map(|(e, f)| (String::from_utf8_lossy(table.entries[e as usize].key).into_owned(), f))
+        .collect()
 }
 
 #[test]
@@ -128,19 +152,33 @@ fn kfunc_marks_of_the_vmlinux() {
     // Every tagged FUNC is marked; marked names the reference did not tag
     // are names it did not emit (no DWARF instance, or dropped).
     let missing: Vec<&String> = kf.difference(&ours).collect();
-    assert!(missing.is_empty(), "tagged by the reference, not marked here: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "tagged by the reference, not marked here: {missing:?}"
+    );
     let emitted: BTreeSet<String> = dump
         .lines()
-        .filter_map(|l| l.split_once("] FUNC '").map(|x| x.1.split('\'').next().unwrap().to_string()))
+        .filter_map(|l| {
+            l.split_once("] FUNC '")
+                .map(|x| x.1.split('\'').next().unwrap().to_string())
+        })
         .collect();
     let extra: Vec<&String> = ours.difference(&kf).filter(|n| emitted.contains(*n)).collect();
-    assert!(extra.is_empty(), "marked here and emitted by the reference without a tag: {extra:?}");
-    eprintln!("vmlinux: {} marked kfuncs have no FUNC in the reference output", ours.difference(&kf).count());
+    assert!(
+        extra.is_empty(),
+        "marked here and emitted by the reference without a tag: {extra:?}"
+    );
+    eprintln!(
+        "vmlinux: {} marked kfuncs have no FUNC in the reference output",
+        ours.difference(&kf).count()
+    );
 }
 
 /// The first own type matching `pred`.
 fn find(b: &Btf, what: &str, pred: impl Fn(&Btf, TypeId) -> bool) -> TypeId {
-    b.own_ids().find(|&id| pred(b, id)).unwrap_or_else(|| panic!("no type {what}"))
+    b.own_ids()
+        .find(|&id| pred(b, id))
+        .unwrap_or_else(|| panic!("no type {what}"))
 }
 
 fn named(b: &Btf, id: TypeId, kind: Kind, name: &str) -> bool {
@@ -155,18 +193,42 @@ fn is_int(b: &Btf, id: TypeId, size: u32, signed: bool) -> bool {
 
 fn ptr_to(b: &Btf, id: TypeId, kind: Kind, name: &str) -> bool {
     let t = b.ty(id);
-    t.kind() == Kind::Ptr && (if kind == Kind::Unkn { t.type_id().0 == 0 } else { t.type_id().0 != 0 && named(b, t.type_id(), kind, name) })
+    t.kind() == Kind::Ptr
+        && (if kind == Kind::Unkn {
+            t.type_id().0 == 0
+        } else {
+            t.type_id().0 != 0 && named(b, t.type_id(), kind, name)
+        })
 }
 
 #[test]
 fn kfuncs_fixture_emission_matches_reference_prededup() {
     let c = corpus();
-    let base_opts = EmitOptions { consistent_func: true, decl_tag: true, decl_tag_kfuncs: true, attributes: false };
+    let base_opts = EmitOptions {
+        consistent_func: true,
+        decl_tag: true,
+        decl_tag_kfuncs: true,
+        attributes: false,
+    };
     let profiles = [
         ("kernel", base_opts),
         ("default", base_opts),
-        ("bare", EmitOptions { consistent_func: false, decl_tag: true, decl_tag_kfuncs: false, attributes: false }),
-        ("all", EmitOptions { attributes: true, ..base_opts }),
+        (
+            "bare",
+            EmitOptions {
+                consistent_func: false,
+                decl_tag: true,
+                decl_tag_kfuncs: false,
+                attributes: false,
+            },
+        ),
+        (
+            "all",
+            EmitOptions {
+                attributes: true,
+                ..base_opts
+            },
+        ),
     ];
     for cc in ["gcc-O2", "clang-O2"] {
         let data = std::fs::read(c.file(&format!("fixtures/bin/kfuncs.{cc}.o")).unwrap()).unwrap();
@@ -189,7 +251,11 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                 ("bpf_obj_acquire", pobj, &[("id", long)]),
                 ("bpf_obj_release", TypeId::VOID, &[("o", pobj)]),
                 ("bpf_fast_helper", ulong, &[("x", ulong)]),
-                ("bpf_arena_alloc_node", pnode, &[("arena", pvoid), ("hint", pnode), ("cnt", int)]),
+                (
+                    "bpf_arena_alloc_node",
+                    pnode,
+                    &[("arena", pvoid), ("hint", pnode), ("cnt", int)],
+                ),
                 ("bpf_arena_walk", long, &[("head", pnode), ("stop", pnode)]),
                 ("not_a_kfunc_but_listed", int, &[("x", int)]),
             ];
@@ -197,15 +263,25 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
             for (name, ret, params) in protos {
                 st.push(table.lookup(name.as_bytes()).expect(name), ret, 0);
                 for (pn, ty) in params {
-                    let off = b.strtab().find_own(pn.as_bytes()).unwrap_or_else(|| panic!("{rel}: param name {pn}"));
+                    let off = b
+                        .strtab()
+                        .find_own(pn.as_bytes())
+                        .unwrap_or_else(|| panic!("{rel}: param name {pn}"));
                     st.push_param(btfkit::btf::StrOff(off), *ty);
                 }
             }
-            let marks = if opts.decl_tag_kfuncs { KfuncMarks::from_elf(&data, &table).unwrap() } else { KfuncMarks::none(table.len()) };
+            let marks = if opts.decl_tag_kfuncs {
+                KfuncMarks::from_elf(&data, &table).unwrap()
+            } else {
+                KfuncMarks::none(table.len())
+            };
             let sum = emit_funcs(&mut b, &mut st, &table, &marks, &opts).unwrap();
             assert_eq!(sum.emitted, 6, "{rel}");
             let ours = write::to_bytes(&b);
-            assert!(ours == full, "{rel}: emitted bytes differ from the reference's pre-dedup output");
+            assert!(
+                ours == full,
+                "{rel}: emitted bytes differ from the reference's pre-dedup output"
+            );
         }
     }
 }
@@ -216,7 +292,18 @@ fn kfunc_marks_of_the_modules() {
     // address 0; the marks must be the FUNCs the reference tagged.
     let c = corpus();
     let mut total = 0;
-    for m in ["btrfs", "crc7", "fou", "kvm-amd", "mlx4_core", "nf_conntrack", "tcp_bbr", "virtio_net", "x_tables", "zsmalloc"] {
+    for m in [
+        "btrfs",
+        "crc7",
+        "fou",
+        "kvm-amd",
+        "mlx4_core",
+        "nf_conntrack",
+        "tcp_bbr",
+        "virtio_net",
+        "x_tables",
+        "zsmalloc",
+    ] {
         let data = std::fs::read(c.file(&format!("kernel/modules/{m}.ko")).unwrap()).unwrap();
         let table = FuncTable::from_elf(&data).unwrap().expect(".symtab");
         let marks = KfuncMarks::from_elf(&data, &table).unwrap();
@@ -238,14 +325,24 @@ fn patched_kfuncs(c: &Corpus, edits: &[(&str, Option<u64>, Option<u64>)]) -> (Ve
         let e = f.endian();
         let secs = f.elf_header().sections(e, &data[..]).unwrap();
         let (_, ids) = secs.section_by_name(e, b".BTF_ids").unwrap();
-        let (_, st) = secs.iter().enumerate().find(|(_, s)| s.sh_type(e) == object::elf::SHT_SYMTAB).unwrap();
+        let (_, st) = secs
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.sh_type(e) == object::elf::SHT_SYMTAB)
+            .unwrap();
         let symtab = secs.symbols(e, &data[..], object::elf::SHT_SYMTAB).unwrap();
-        let names: Vec<Vec<u8>> =
-            symtab.symbols().iter().map(|s| s.name(e, symtab.strings()).unwrap_or(b"").to_vec()).collect();
+        let names: Vec<Vec<u8>> = symtab
+            .symbols()
+            .iter()
+            .map(|s| s.name(e, symtab.strings()).unwrap_or(b"").to_vec())
+            .collect();
         (st.sh_offset(e) as usize, names, ids.sh_size(e))
     };
     for (name, value, size) in edits {
-        let i = syms.iter().position(|n| n == name.as_bytes()).unwrap_or_else(|| panic!("no symbol {name}"));
+        let i = syms
+            .iter()
+            .position(|n| n == name.as_bytes())
+            .unwrap_or_else(|| panic!("no symbol {name}"));
         let at = symtab_off + i * 24;
         if let Some(v) = value {
             data[at + 8..at + 16].copy_from_slice(&v.to_le_bytes());
@@ -264,12 +361,18 @@ fn kfunc_pair_outside_btf_ids_is_an_error() {
     // The set grows past the section and a kfunc sits in its last 4 bytes.
     let (data, _) = patched_kfuncs(
         &c,
-        &[("__BTF_ID__set8__test_kfunc_set", None, Some(0x1000)), ("__BTF_ID__func__bpf_obj_acquire__1", Some(size - 4), None)],
+        &[
+            ("__BTF_ID__set8__test_kfunc_set", None, Some(0x1000)),
+            ("__BTF_ID__func__bpf_obj_acquire__1", Some(size - 4), None),
+        ],
     );
     let table = FuncTable::from_elf(&data).unwrap().unwrap();
     let err = KfuncMarks::from_elf(&data, &table).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains(".BTF_ids") && msg.contains("bpf_obj_acquire") && msg.contains("outside"), "{msg}");
+    assert!(
+        msg.contains(".BTF_ids") && msg.contains("bpf_obj_acquire") && msg.contains("outside"),
+        "{msg}"
+    );
     // A set header outside the section is skipped: nothing is marked.
     let (data, _) = patched_kfuncs(&c, &[("__BTF_ID__set8__test_kfunc_set", Some(size + 64), None)]);
     let table = FuncTable::from_elf(&data).unwrap().unwrap();

@@ -116,11 +116,16 @@ fn flagged(data: &[u8]) -> BTreeMap<String, Vec<u8>> {
                     let i = subs[s].params.len();
                     let loc = e.attr_value(dw::DW_AT_location);
                     let expected = regs.expected(i);
-                    let actual = loc.as_ref().map(|v| loc_reg_in_unit(&dwarf, &unit, v, expected.unwrap_or(-1)));
+                    let actual = loc
+                        .as_ref()
+                        .map(|v| loc_reg_in_unit(&dwarf, &unit, v, expected.unwrap_or(-1)));
                     let cv = e.attr_value(dw::DW_AT_const_value).is_some();
                     par_at.insert(off, params.len());
                     subs[s].params.push(params.len());
-                    params.push(Par { origin: uref(e.attr_value(dw::DW_AT_abstract_origin)), ty });
+                    params.push(Par {
+                        origin: uref(e.attr_value(dw::DW_AT_abstract_origin)),
+                        ty,
+                    });
                     facts.push(param_facts(expected, actual, cv));
                 }
                 _ => {}
@@ -151,19 +156,31 @@ fn flagged(data: &[u8]) -> BTreeMap<String, Vec<u8>> {
                 continue;
             }
             let name = if s.name.is_empty() {
-                s.origin.and_then(|o| sub_at.get(&o)).map(|&i| subs[i].name.clone()).unwrap_or_default()
+                s.origin
+                    .and_then(|o| sub_at.get(&o))
+                    .map(|&i| subs[i].name.clone())
+                    .unwrap_or_default()
             } else {
                 s.name.clone()
             };
-            let f = function_flags(s.params.iter().map(|&p| facts[p]), || s.params.iter().any(|&p| is_struct(params[p].ty)));
-            out.entry(String::from_utf8_lossy(&name).into_owned()).or_default().push(f);
+            let f = function_flags(s.params.iter().map(|&p| facts[p]), || {
+                s.params.iter().any(|&p| is_struct(params[p].ty))
+            });
+            out.entry(String::from_utf8_lossy(&name).into_owned())
+                .or_default()
+                .push(f);
         }
     }
     out
 }
 
 fn emitted(dump: &str) -> BTreeSet<String> {
-    dump.lines().filter_map(|l| l.split_once("] FUNC '").map(|x| x.1.split('\'').next().unwrap().to_string())).collect()
+    dump.lines()
+        .filter_map(|l| {
+            l.split_once("] FUNC '")
+                .map(|x| x.1.split('\'').next().unwrap().to_string())
+        })
+        .collect()
 }
 
 #[test]
@@ -199,20 +216,28 @@ fn unexpected_register_drops_match_the_reference() {
         "structs_unions.gcc-O2",
         "kfuncs.gcc-O2",
     ] {
-        let Ok(bin) = c.file(&format!("fixtures/bin/{fixture}.o")) else { continue };
+        let Ok(bin) = c.file(&format!("fixtures/bin/{fixture}.o")) else {
+            continue;
+        };
         let data = std::fs::read(bin).unwrap();
         let fl = flagged(&data);
-        let bare = emitted(&std::fs::read_to_string(c.file(&format!("expected/fixtures/{fixture}.bare.txt")).unwrap()).unwrap());
-        let kernel =
-            emitted(&std::fs::read_to_string(c.file(&format!("expected/fixtures/{fixture}.kernel.txt")).unwrap()).unwrap());
+        let bare = emitted(
+            &std::fs::read_to_string(c.file(&format!("expected/fixtures/{fixture}.bare.txt")).unwrap()).unwrap(),
+        );
+        let kernel = emitted(
+            &std::fs::read_to_string(c.file(&format!("expected/fixtures/{fixture}.kernel.txt")).unwrap()).unwrap(),
+        );
         let dropped: BTreeSet<String> = bare.difference(&kernel).cloned().collect();
         let unexpected: BTreeSet<String> = fl
             .iter()
             .filter(|(n, f)| bare.contains(*n) && f.iter().any(|x| x & flags::UNEXPECTED_REG != 0))
             .map(|(n, _)| n.clone())
             .collect();
-        let others: BTreeSet<String> =
-            other.iter().find(|(f, _)| *f == fixture).map(|(_, n)| n.iter().map(|s| s.to_string()).collect()).unwrap_or_default();
+        let others: BTreeSet<String> = other
+            .iter()
+            .find(|(f, _)| *f == fixture)
+            .map(|(_, n)| n.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
         let want: BTreeSet<String> = dropped.difference(&others).cloned().collect();
         eprintln!("{fixture}: unexpected_reg {unexpected:?}, dropped by the reference {dropped:?}");
         assert_eq!(unexpected, want, "{fixture}");
@@ -253,7 +278,10 @@ fn unexpected_register_drops_on_the_vmlinux() {
         std::fs::write(p, unexpected.iter().map(|n| format!("{n}\n")).collect::<String>()).unwrap();
     }
     let not_dropped: Vec<&String> = unexpected.difference(&dropped).collect();
-    let rest = dropped.iter().filter(|n| !unexpected.contains(*n) && !ambiguous.contains(*n)).count();
+    let rest = dropped
+        .iter()
+        .filter(|n| !unexpected.contains(*n) && !ambiguous.contains(*n))
+        .count();
     eprintln!(
         "vmlinux: DWARF walk {walk:?}; {} FUNCs without consistent_func, {} with; dropped {}: unexpected_reg {}, \
          ambiguous address {} (overlapping {}), other reasons {rest}",
@@ -264,7 +292,14 @@ fn unexpected_register_drops_on_the_vmlinux() {
         ambiguous.len(),
         unexpected.intersection(&ambiguous).count()
     );
-    assert!(not_dropped.is_empty(), "flagged unexpected_reg but kept by the reference: {not_dropped:?}");
+    assert!(
+        not_dropped.is_empty(),
+        "flagged unexpected_reg but kept by the reference: {not_dropped:?}"
+    );
     assert!(ambiguous.is_subset(&dropped), "ambiguous but kept");
-    assert!(unexpected.len() > 100, "the rule fired on only {} names", unexpected.len());
+    assert!(
+        unexpected.len() > 100,
+        "the rule fired on only {} names",
+        unexpected.len()
+    );
 }

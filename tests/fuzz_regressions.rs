@@ -9,9 +9,20 @@ mod common;
 use btfkit::btf::{dump, lint, read, write};
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz-regressions")
+        .join(target);
     let mut v: Vec<_> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -49,12 +60,21 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
     use btfkit::encode::{Options, encode_elf};
     let mut opts = Options::default();
     opts.features.var = false;
-    for name in ["structs_unions.gcc-O2.o", "arrays.clang-O2.o", "structs_unions.s390x-gcc-O2.o", "bitfields.aarch64-gcc-O2.o"] {
+    for name in [
+        "structs_unions.gcc-O2.o",
+        "arrays.clang-O2.o",
+        "structs_unions.s390x-gcc-O2.o",
+        "bitfields.aarch64-gcc-O2.o",
+    ] {
         let path = Path::new(name);
         let data = common::read_corpus(&format!("fixtures/bin/{name}"));
         let elf = ElfInfo::load(path, &data).unwrap();
         let syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();
-        let flags = if elf.endian == btfkit::btf::Endian::Big { fuzz_input::BIG_ENDIAN } else { 0 };
+        let flags = if elf.endian == btfkit::btf::Endian::Big {
+            fuzz_input::BIG_ENDIAN
+        } else {
+            0
+        };
         let bytes = fuzz_input::build(flags, &elf.debug, &syms);
         let input = fuzz_input::parse(&bytes).unwrap();
         let synthetic = input.elf_info();

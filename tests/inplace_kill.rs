@@ -26,7 +26,8 @@ fn temps(dir: &Path) -> Vec<(String, u64)> {
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
-            n.contains(".btfkit-tmp.").then(|| (n, e.metadata().map(|m| m.len()).unwrap_or(0)))
+            n.contains(".btfkit-tmp.")
+                .then(|| (n, e.metadata().map(|m| m.len()).unwrap_or(0)))
         })
         .collect()
 }
@@ -41,7 +42,11 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn spawn(input: &Path) -> Child {
-    btfkit().args(["encode", "--in-place", "-j1"]).arg(input).spawn().unwrap()
+    btfkit()
+        .args(["encode", "--in-place", "-j1"])
+        .arg(input)
+        .spawn()
+        .unwrap()
 }
 
 /// Where the kill happened.
@@ -111,12 +116,22 @@ fn killed_in_place_rewrite_leaves_old_or_new_file() {
         } else if now == new {
             "new"
         } else {
-            panic!("killed at {hit:?} ({frac}): input is neither the old nor the new file ({} bytes)", now.len());
+            panic!(
+                "killed at {hit:?} ({frac}): input is neither the old nor the new file ({} bytes)",
+                now.len()
+            );
         };
         assert_eq!(mode(&input), MODE, "killed at {hit:?}: mode changed");
-        eprintln!("kill at {:.0}% of {full} bytes: {hit:?}, input is the {state} file, temporaries {:?}", frac * 100.0, temps(&dir));
+        eprintln!(
+            "kill at {:.0}% of {full} bytes: {hit:?}, input is the {state} file, temporaries {:?}",
+            frac * 100.0,
+            temps(&dir)
+        );
         if let Hit::Writing(_) = hit {
-            assert_eq!(state, "old", "killed before the new file was complete, yet the input changed");
+            assert_eq!(
+                state, "old",
+                "killed before the new file was complete, yet the input changed"
+            );
         }
         if hit != Hit::Missed {
             during += 1;
@@ -125,12 +140,18 @@ fn killed_in_place_rewrite_leaves_old_or_new_file() {
             put(&input, &big);
         }
     }
-    assert!(during >= 4, "only {during} of 7 kills landed while the new file was written");
+    assert!(
+        during >= 4,
+        "only {during} of 7 kills landed while the new file was written"
+    );
 
     // The next run removes what the killed runs left and writes the same bytes.
     let st = spawn(&input).wait().unwrap();
     assert!(st.success(), "rewrite after the kills failed");
-    assert!(std::fs::read(&input).unwrap() == new, "rewrite after the kills differs from the reference");
+    assert!(
+        std::fs::read(&input).unwrap() == new,
+        "rewrite after the kills differs from the reference"
+    );
     assert_eq!(mode(&input), MODE);
     assert_eq!(temps(&dir), vec![], "temporary files left behind");
     let _ = std::fs::remove_dir_all(&dir);
@@ -147,7 +168,10 @@ fn in_place_rewrite_follows_a_symlink() {
     std::os::unix::fs::symlink("real.o", &link).unwrap();
     let st = spawn(&link).wait().unwrap();
     assert!(st.success());
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "link replaced by a file");
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        "link replaced by a file"
+    );
     assert!(std::fs::read(&real).unwrap() != before, "linked file not rewritten");
     assert_eq!(mode(&real), MODE);
     assert_eq!(temps(&dir), vec![]);

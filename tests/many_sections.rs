@@ -33,9 +33,8 @@ fn build(dir: &Path) -> Option<std::path::PathBuf> {
         eprintln!("SKIPPED many_sections: gcc not found; this test needs gcc to build its 70,000-section object");
         return None;
     }
-    let mut src = String::from(
-        "struct pt { int x; int y; };\nint use(struct pt *p) { return p->x + p->y; }\n__asm__(\n",
-    );
+    let mut src =
+        String::from("struct pt { int x; int y; };\nint use(struct pt *p) { return p->x + p->y; }\n__asm__(\n");
     for i in 0..SECTIONS {
         src.push_str(&format!("\".section .s{i},\\\"a\\\"\\n.byte {}\\n\"\n", i & 255));
     }
@@ -44,21 +43,42 @@ fn build(dir: &Path) -> Option<std::path::PathBuf> {
     let c = dir.join("many.c");
     let o = dir.join("many.o");
     std::fs::write(&c, src).unwrap();
-    let r = Command::new("gcc").args(["-g", "-O2", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
+    let r = Command::new("gcc")
+        .args(["-g", "-O2", "-c"])
+        .arg(&c)
+        .arg("-o")
+        .arg(&o)
+        .output()
+        .unwrap();
     assert!(r.status.success(), "gcc: {}", String::from_utf8_lossy(&r.stderr));
     Some(o)
 }
 
 fn readelf(args: &[&str], file: &Path) -> (String, String) {
-    let r = Command::new("readelf").args(args).arg(file).output().expect("readelf (binutils)");
-    assert!(r.status.success(), "readelf {args:?}: {}", String::from_utf8_lossy(&r.stderr));
-    (String::from_utf8_lossy(&r.stdout).into_owned(), String::from_utf8_lossy(&r.stderr).into_owned())
+    let r = Command::new("readelf")
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("readelf (binutils)");
+    assert!(
+        r.status.success(),
+        "readelf {args:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    (
+        String::from_utf8_lossy(&r.stdout).into_owned(),
+        String::from_utf8_lossy(&r.stderr).into_owned(),
+    )
 }
 
 /// `readelf -h` reports extended numbering: e_shnum 0 with the real count.
 fn section_count(file: &Path) -> usize {
     let (h, _) = readelf(&["-h"], file);
-    let line = h.lines().find(|l| l.contains("Number of section headers")).unwrap().to_string();
+    let line = h
+        .lines()
+        .find(|l| l.contains("Number of section headers"))
+        .unwrap()
+        .to_string();
     let v = line.split(':').nth(1).unwrap().trim();
     assert!(v.starts_with("0 ("), "not extended numbering: {line}");
     v[3..v.len() - 1].parse().unwrap()
@@ -78,10 +98,20 @@ fn over_65535_sections_detached_and_in_place() {
     assert!(before > SECTIONS, "{before}");
 
     let out = dir.join("many.btf");
-    let r = run(&["pahole", "-J", FEATURES, &format!("--btf_encode_detached={}", s(&out)), &s(&obj)]);
+    let r = run(&[
+        "pahole",
+        "-J",
+        FEATURES,
+        &format!("--btf_encode_detached={}", s(&out)),
+        &s(&obj),
+    ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(dump(&out), EXPECTED_DUMP);
-    assert_eq!(std::fs::read(&out).unwrap(), unhex(EXPECTED_HEX), "detached bytes differ from the reference's");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        unhex(EXPECTED_HEX),
+        "detached bytes differ from the reference's"
+    );
 
     // In place: one more section, still extended numbering, readelf clean,
     // and the section holds the same bytes as the detached file.

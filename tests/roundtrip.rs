@@ -41,7 +41,11 @@ fn load(c: &Corpus, rel: &str, base: Option<Arc<Btf>>) -> (Vec<u8>, Btf) {
 #[test]
 fn corpus_round_trip_and_dump() {
     let c = Corpus::open_default();
-    assert!(c.exists(), "corpus not found at {} (set BTFKIT_CORPUS)", c.dir.display());
+    assert!(
+        c.exists(),
+        "corpus not found at {} (set BTFKIT_CORPUS)",
+        c.dir.display()
+    );
     let bases = bases(&c);
     let mut files = c.expected_files(".btf");
     files.extend(c.expected_files(".inplace.BTF"));
@@ -61,7 +65,11 @@ fn corpus_round_trip_and_dump() {
             let (bytes, btf) = load(&c, rel, base);
             assert!(write::to_bytes(&btf) == bytes, "{rel}: round trip changed the bytes");
             let txt = rel.replace(".btf", ".txt");
-            let txt = if rel.ends_with(".inplace.BTF") { format!("{rel}.txt") } else { txt };
+            let txt = if rel.ends_with(".inplace.BTF") {
+                format!("{rel}.txt")
+            } else {
+                txt
+            };
             let has_txt = c.dir.join(&txt).exists() || c.dir.join(format!("{txt}.zst")).exists();
             if has_txt && txt != *rel {
                 let want = std::fs::read_to_string(c.file(&txt).unwrap()).unwrap();
@@ -73,7 +81,10 @@ fn corpus_round_trip_and_dump() {
                         .enumerate()
                         .find(|(_, (g, w))| g != w)
                         .unwrap_or((0, ("<length>", "<length>")));
-                    panic!("{rel}: dump differs from {txt} at line {}: ours `{g}` bpftool `{w}`", n + 1);
+                    panic!(
+                        "{rel}: dump differs from {txt} at line {}: ours `{g}` bpftool `{w}`",
+                        n + 1
+                    );
                 }
                 1
             } else {

@@ -31,7 +31,10 @@ fn kernel_judges_corpus_like_the_reference_notes() {
     let mut bases: HashMap<String, String> = HashMap::new();
     for r in c.all_rows().unwrap() {
         if r.mode == "inplace:.BTF" {
-            bases.insert(r.expected.clone(), r.expected.replace(".inplace.BTF", ".inplace.BTF.base"));
+            bases.insert(
+                r.expected.clone(),
+                r.expected.replace(".inplace.BTF", ".inplace.BTF.base"),
+            );
         } else if r.base != "-" && r.expected != "-" && r.mode != "inplace:.BTF.base" {
             bases.insert(r.expected.clone(), r.base.clone());
         }
@@ -64,7 +67,11 @@ fn kernel_judges_corpus_like_the_reference_notes() {
         match (verify::verify_bytes(&payload), rejects.get(rel)) {
             (Verdict::Accepted, None) => accepted += 1,
             (Verdict::Refused { log, .. }, Some(msg)) => {
-                assert_eq!(verify::last_line(&log).trim(), msg.trim(), "{rel}: refused for another reason");
+                assert_eq!(
+                    verify::last_line(&log).trim(),
+                    msg.trim(),
+                    "{rel}: refused for another reason"
+                );
                 refused += 1;
                 listed_seen += 1;
             }
@@ -99,13 +106,24 @@ fn corrupted_blob_is_refused_with_the_kernel_log() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let bad = dir.join("corrupted.btf");
     std::fs::write(&bad, &bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&bad).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .arg("verify")
+        .arg(&bad)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("refused by the kernel"), "{stdout}");
-    assert!(stdout.contains("Member exceeds struct_size") || stdout.contains("Invalid"), "{stdout}");
+    assert!(
+        stdout.contains("Member exceeds struct_size") || stdout.contains("Invalid"),
+        "{stdout}"
+    );
     // And the original is accepted through the CLI.
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&src).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .arg("verify")
+        .arg(&src)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
 
@@ -119,12 +137,20 @@ fn too_large_blob_cannot_be_asked() {
 fn thirty_two_bit_btf_is_explained() {
     let c = Corpus::open_default();
     let p = c.file("expected/fixtures/arrays.i686-gcc-O2.kernel.btf").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&p).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .arg("verify")
+        .arg(&p)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("describes a 32-bit target"), "{stdout}");
     // A 64-bit file refused for another reason gets no such note.
     let p = c.file("expected/fixtures/cxx_basics.clang++-O2.kernel.btf").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit")).arg("verify").arg(&p).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .arg("verify")
+        .arg(&p)
+        .output()
+        .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("32-bit"));
 }

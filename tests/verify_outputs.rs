@@ -40,7 +40,11 @@ fn encode(case: &str, stage: &[&str], args: &str, input: &str, output: &str, bas
     let mut cmd = btfkit();
     cmd.arg("pahole").args(stage);
     for a in args.split(' ') {
-        cmd.arg(a.replace("{input}", input).replace("{output}", output).replace("{base}", base));
+        cmd.arg(
+            a.replace("{input}", input)
+                .replace("{output}", output)
+                .replace("{base}", base),
+        );
     }
     let r = cmd.output().unwrap();
     assert!(r.status.success(), "{case}: {}", String::from_utf8_lossy(&r.stderr));
@@ -91,7 +95,14 @@ fn verify_rows(name: &str, rows: &[Row<'_>], stage: &[&str], modules: bool) -> u
         let base_p = (row.base != "-").then(|| corpus_file(row.base));
         let out = dir.join("out.btf");
         let _ = std::fs::remove_file(&out);
-        encode(case, stage, row.args, &input_p, &s(&out), &base_p.as_deref().map(s).unwrap_or_default());
+        encode(
+            case,
+            stage,
+            row.args,
+            &input_p,
+            &s(&out),
+            &base_p.as_deref().map(s).unwrap_or_default(),
+        );
         if std::fs::metadata(&out).unwrap().len() > 16 << 20 {
             skipped_big.push(case.to_string());
             continue;
@@ -178,7 +189,11 @@ fn vmlinux_and_modules_over_it_pass_the_kernel_verifier() {
         }
         let base = match r["base"].as_str() {
             "-" => None,
-            b => Some(ours.get(b).unwrap_or_else(|| panic!("{case}: its base {b} was not verified, yet the row is not listed")).clone()),
+            b => Some(
+                ours.get(b)
+                    .unwrap_or_else(|| panic!("{case}: its base {b} was not verified, yet the row is not listed"))
+                    .clone(),
+            ),
         };
         let base_s = base.as_deref().map(s).unwrap_or_default();
         let input = corpus_file(&r["input"]);
@@ -201,7 +216,10 @@ fn vmlinux_and_modules_over_it_pass_the_kernel_verifier() {
         skipped_rejects.len(),
         skipped_repeats.len()
     );
-    assert!(checked.iter().filter(|c| c.starts_with("vmlinux/")).count() >= 3, "vmlinux profiles not verified");
+    assert!(
+        checked.iter().filter(|c| c.starts_with("vmlinux/")).count() >= 3,
+        "vmlinux profiles not verified"
+    );
     assert!(checked.len() >= 35, "only {} outputs verified", checked.len());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -147,7 +147,11 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
             continue;
         }
         if btf.str_at(t.name_off()) == Some(bare) {
-            if k == Kind::Fwd { fwds.push(TypeId(id)) } else { defs.push(TypeId(id)) }
+            if k == Kind::Fwd {
+                fwds.push(TypeId(id))
+            } else {
+                defs.push(TypeId(id))
+            }
         }
     }
     let ids = if defs.is_empty() { fwds } else { defs };
@@ -278,7 +282,10 @@ impl<'a> Dumper<'a> {
                     // The return type is checked but, as in the reference,
                     // does not count as a reference.
                     if t.type_id().0 > last {
-                        return Err(CDumpError::BadRef { id, target: t.type_id().0 });
+                        return Err(CDumpError::BadRef {
+                            id,
+                            target: t.type_id().0,
+                        });
                     }
                     for [_, ty] in t.pairs() {
                         mark(ty, &mut self.st)?;
@@ -289,7 +296,12 @@ impl<'a> Dumper<'a> {
                         mark(ty, &mut self.st)?;
                     }
                 }
-                Kind::Unkn => return Err(CDumpError::BadKind { id, kind: Kind::Unkn.name() }),
+                Kind::Unkn => {
+                    return Err(CDumpError::BadKind {
+                        id,
+                        kind: Kind::Unkn.name(),
+                    });
+                }
             }
         }
         Ok(())
@@ -570,7 +582,11 @@ impl<'a> Dumper<'a> {
         if k == Kind::Fwd || (k == Kind::Enum && t.vlen() == 0) {
             return Cow::Borrowed(name);
         }
-        let map = if ident { &mut self.ident_names } else { &mut self.tag_names };
+        let map = if ident {
+            &mut self.ident_names
+        } else {
+            &mut self.tag_names
+        };
         let n = Self::bump(map, name);
         if n > 1 {
             let mut s = name.to_vec();
@@ -597,7 +613,8 @@ impl<'a> Dumper<'a> {
     // ---- definitions ----
 
     fn struct_fwd(&mut self, id: u32, t: Type<'_>) {
-        self.out.extend_from_slice(if t.kind() == Kind::Struct { b"struct" } else { b"union" });
+        self.out
+            .extend_from_slice(if t.kind() == Kind::Struct { b"struct" } else { b"union" });
         if t.name_off().0 != 0 {
             self.out.push(b' ');
         }
@@ -605,7 +622,8 @@ impl<'a> Dumper<'a> {
     }
 
     fn fwd_def(&mut self, id: u32, t: Type<'_>) {
-        self.out.extend_from_slice(if t.kflag() { b"union " } else { b"struct " });
+        self.out
+            .extend_from_slice(if t.kflag() { b"union " } else { b"struct " });
         self.put_tag_name(id);
     }
 
@@ -696,9 +714,17 @@ impl<'a> Dumper<'a> {
         let mut off: i64 = 0;
         let mut prev_bitfield = false;
         for [name_off, ty, raw_off] in t.triples() {
-            let (m_off, m_bits) = if kflag { (raw_off & 0xff_ffff, raw_off >> 24) } else { (raw_off, 0) };
+            let (m_off, m_bits) = if kflag {
+                (raw_off & 0xff_ffff, raw_off >> 24)
+            } else {
+                (raw_off, 0)
+            };
             let m_off = m_off as i64;
-            let m_align = if packed { 1 } else { align_of(self.btf, self.ptr_sz, ty, 0) as i64 };
+            let m_align = if packed {
+                1
+            } else {
+                align_of(self.btf, self.ptr_sz, ty, 0) as i64
+            };
             let in_bitfield = prev_bitfield && m_bits != 0;
             self.bit_padding(off, m_off, m_align, in_bitfield, lvl + 1);
             self.out.push(b'\n');
@@ -737,7 +763,12 @@ impl<'a> Dumper<'a> {
         if cur >= next {
             return;
         }
-        let pads: [(&[u8], i64); 4] = [(b"long", self.ptr_sz as i64 * 8), (b"int", 32), (b"short", 16), (b"char", 8)];
+        let pads: [(&[u8], i64); 4] = [
+            (b"long", self.ptr_sz as i64 * 8),
+            (b"int", 32),
+            (b"short", 16),
+            (b"char", 8),
+        ];
         // The widest padding type whose next boundary is within the gap.
         let mut pick = pads.len() - 1;
         let mut new_off = 0;
@@ -847,7 +878,10 @@ impl<'a> Dumper<'a> {
     fn drop_mods(&mut self, start: usize, cnt: &mut usize) {
         while *cnt > 0 {
             let id = self.stack[start + *cnt - 1];
-            if !matches!(self.kind(id), Kind::Volatile | Kind::Const | Kind::Restrict | Kind::TypeTag) {
+            if !matches!(
+                self.kind(id),
+                Kind::Volatile | Kind::Const | Kind::Restrict | Kind::TypeTag
+            ) {
                 return;
             }
             *cnt -= 1;
@@ -1158,7 +1192,12 @@ mod tests {
         assert!(out.contains(body), "{out}");
         assert!(!out.contains("unrelated"), "{out}");
         assert_eq!(ids_named(&b, "struct node").unwrap(), vec![TypeId(3)]);
-        assert_eq!(ids_named(&b, "union node"), Err(CDumpError::NoSuchName { name: "union node".into() }));
+        assert_eq!(
+            ids_named(&b, "union node"),
+            Err(CDumpError::NoSuchName {
+                name: "union node".into()
+            })
+        );
     }
 
     /// By-value containment loop: no C declaration order exists.
@@ -1364,7 +1403,12 @@ mod tests {
             .ok()
             .into_iter()
             .chain(["bpftool".into(), "/usr/sbin/bpftool".into()])
-            .find(|c| std::process::Command::new(c).arg("version").output().is_ok_and(|o| o.status.success()));
+            .find(|c| {
+                std::process::Command::new(c)
+                    .arg("version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            });
         let Some(bpftool) = found else {
             eprintln!("SKIPPED: bpftool is not installed; hand-built cases not checked against it");
             return;
@@ -1386,8 +1430,16 @@ mod tests {
                 .args(["format", "c"])
                 .output()
                 .unwrap();
-            assert!(r.status.success(), "{name}: bpftool failed: {}", String::from_utf8_lossy(&r.stderr));
-            assert_eq!(String::from_utf8_lossy(&to_c(&btf).unwrap()), String::from_utf8_lossy(&r.stdout), "{name}");
+            assert!(
+                r.status.success(),
+                "{name}: bpftool failed: {}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&to_c(&btf).unwrap()),
+                String::from_utf8_lossy(&r.stdout),
+                "{name}"
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -81,7 +81,11 @@ pub fn distill(split: &Btf) -> Result<(Arc<Btf>, Btf), DistillError> {
                 let t = base.ty(TypeId(to));
                 let k = t.kind();
                 if !allowed(k) {
-                    return Err(DistillError::UnsupportedKind { from, to, kind: k.name() });
+                    return Err(DistillError::UnsupportedKind {
+                        from,
+                        to,
+                        kind: k.name(),
+                    });
                 }
                 let named = t.name_off().0 != 0;
                 let to_base = match k {
@@ -229,7 +233,10 @@ mod tests {
         assert_eq!(lines[9], "[17] FUNC 'fn' type_id=24 linkage=static");
         assert_eq!(lines[12], "[20] STRUCT '(anon)' size=12 vlen=2");
         assert_eq!(lines[17], "[25] ARRAY '(anon)' type_id=1 index_type_id=1 nr_elems=3");
-        assert_eq!(ns.raw_strings(), b"et\0with_embedded\0f1\0fn\0arraytype\0p1\0f2\0av1\0v1\0");
+        assert_eq!(
+            ns.raw_strings(),
+            b"et\0with_embedded\0f1\0fn\0arraytype\0p1\0f2\0av1\0v1\0"
+        );
     }
 
     #[test]
@@ -241,6 +248,9 @@ mod tests {
         let v = b.add_var(b"v", int, 1);
         let mut s = Btf::new_split(Arc::new(b));
         s.add_ref(Kind::Ptr, v);
-        assert!(matches!(distill(&s), Err(DistillError::UnsupportedKind { to: 2, kind: "VAR", .. })));
+        assert!(matches!(
+            distill(&s),
+            Err(DistillError::UnsupportedKind { to: 2, kind: "VAR", .. })
+        ));
     }
 }

@@ -68,8 +68,18 @@ pub fn write_raw_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) 
         Kind::Struct | Kind::Union => {
             write!(out, " size={} vlen={}", t.size(), t.vlen())?;
             for [n, ty, off] in t.triples() {
-                let (bit_off, bit_sz) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
-                write!(out, "\n\t'{}' type_id={} bits_offset={}", name_or_anon(btf, StrOff(n)), ty, bit_off)?;
+                let (bit_off, bit_sz) = if t.kflag() {
+                    (off & 0xff_ffff, off >> 24)
+                } else {
+                    (off, 0)
+                };
+                write!(
+                    out,
+                    "\n\t'{}' type_id={} bits_offset={}",
+                    name_or_anon(btf, StrOff(n)),
+                    ty,
+                    bit_off
+                )?;
                 if bit_sz != 0 {
                     write!(out, " bitfield_size={}", bit_sz)?;
                 }
@@ -185,7 +195,11 @@ pub fn type_json(btf: &Btf, id: TypeId, t: Type<'_>) -> Value {
             let members: Vec<Value> = t
                 .triples()
                 .map(|[n, ty, off]| {
-                    let (bo, bs) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
+                    let (bo, bs) = if t.kflag() {
+                        (off & 0xff_ffff, off >> 24)
+                    } else {
+                        (off, 0)
+                    };
                     json!({"name": s(btf, n), "type_id": ty, "bits_offset": bo, "bitfield_size": bs})
                 })
                 .collect();
@@ -228,7 +242,10 @@ pub fn type_json(btf: &Btf, id: TypeId, t: Type<'_>) -> Value {
         }
         Kind::FuncProto => {
             m.insert("ret_type_id".into(), t.type_id().0.into());
-            let ps: Vec<Value> = t.pairs().map(|[n, ty]| json!({"name": s(btf, n), "type_id": ty})).collect();
+            let ps: Vec<Value> = t
+                .pairs()
+                .map(|[n, ty]| json!({"name": s(btf, n), "type_id": ty}))
+                .collect();
             m.insert("params".into(), ps.into());
         }
         Kind::Var => {
@@ -237,8 +254,10 @@ pub fn type_json(btf: &Btf, id: TypeId, t: Type<'_>) -> Value {
         }
         Kind::Datasec => {
             m.insert("size".into(), t.size().into());
-            let vs: Vec<Value> =
-                t.triples().map(|[ty, off, sz]| json!({"type_id": ty, "offset": off, "size": sz})).collect();
+            let vs: Vec<Value> = t
+                .triples()
+                .map(|[ty, off, sz]| json!({"type_id": ty, "offset": off, "size": sz}))
+                .collect();
             m.insert("vars".into(), vs.into());
         }
         Kind::Float => {

@@ -28,7 +28,9 @@ pub fn type_size_with(btf: &Btf, mut id: TypeId, ptr_size: u64) -> Option<u64> {
                 return Some(mult.saturating_mul(t.size() as u64));
             }
             Kind::Ptr => return Some(mult.saturating_mul(ptr_size)),
-            Kind::Typedef | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag | Kind::Var => id = t.type_id(),
+            Kind::Typedef | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag | Kind::Var => {
+                id = t.type_id()
+            }
             Kind::Array => {
                 let (elem, _, n) = t.array();
                 mult = mult.saturating_mul(n as u64);
@@ -73,7 +75,12 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
         let t = btf.ty(id);
         let kind = t.kind();
         let name = btf.str_at(t.name_off()).unwrap_or(b"");
-        let mut warn = |msg: String| out.push(Warning { id, msg: format!("{} '{}': {}", kind.name(), String::from_utf8_lossy(name), msg) });
+        let mut warn = |msg: String| {
+            out.push(Warning {
+                id,
+                msg: format!("{} '{}': {}", kind.name(), String::from_utf8_lossy(name), msg),
+            })
+        };
         let ident = |off: u32| btf.str_at(StrOff(off)).unwrap_or(b"");
         match kind {
             Kind::Typedef | Kind::Fwd | Kind::Func | Kind::Var if !is_valid_ident(name) => warn("invalid name".into()),
@@ -95,9 +102,16 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                     if !m.is_empty() && !is_valid_ident(m) {
                         warn(format!("member '{}' has an invalid name", String::from_utf8_lossy(m)));
                     }
-                    let (bit_off, bits) = if t.kflag() { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
+                    let (bit_off, bits) = if t.kflag() {
+                        (off & 0xff_ffff, off >> 24)
+                    } else {
+                        (off, 0)
+                    };
                     if kind == Kind::Union && bit_off != 0 {
-                        warn(format!("union member '{}' at bit offset {bit_off}", String::from_utf8_lossy(m)));
+                        warn(format!(
+                            "union member '{}' at bit offset {bit_off}",
+                            String::from_utf8_lossy(m)
+                        ));
                     }
                     // Sizes saturate (an array of 2^32 elements of a huge
                     // struct): so does the end, which then exceeds any size.
@@ -108,7 +122,11 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                         (bit_off as u64).saturating_add(size.saturating_mul(8))
                     };
                     if end_bits.div_ceil(8) > t.size() as u64 {
-                        warn(format!("member '{}' exceeds the struct size {}", String::from_utf8_lossy(m), t.size()));
+                        warn(format!(
+                            "member '{}' exceeds the struct size {}",
+                            String::from_utf8_lossy(m),
+                            t.size()
+                        ));
                     }
                     if bit_off < prev {
                         warn(format!("member '{}' offset goes backwards", String::from_utf8_lossy(m)));
@@ -124,7 +142,10 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                 };
                 for n in names {
                     if !is_valid_ident(ident(n)) {
-                        warn(format!("enumerator '{}' has an invalid name", String::from_utf8_lossy(ident(n))));
+                        warn(format!(
+                            "enumerator '{}' has an invalid name",
+                            String::from_utf8_lossy(ident(n))
+                        ));
                     }
                 }
             }
@@ -132,12 +153,17 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                 for [n, _] in t.pairs() {
                     let p = ident(n);
                     if !p.is_empty() && !is_valid_ident(p) {
-                        warn(format!("parameter '{}' has an invalid name", String::from_utf8_lossy(p)));
+                        warn(format!(
+                            "parameter '{}' has an invalid name",
+                            String::from_utf8_lossy(p)
+                        ));
                     }
                 }
             }
             Kind::Func if t.vlen() > 1 => warn(format!("linkage {} (kernel 6.12 accepts static and global)", t.vlen())),
-            Kind::TypeTag | Kind::DeclTag if t.kflag() => warn("kind_flag 1 (attribute) is refused by kernel 6.12".into()),
+            Kind::TypeTag | Kind::DeclTag if t.kflag() => {
+                warn("kind_flag 1 (attribute) is refused by kernel 6.12".into())
+            }
             Kind::Datasec => {
                 let mut end = 0u64;
                 for [_, off, sz] in t.triples() {
@@ -145,7 +171,10 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                         warn(format!("entry at offset {off} overlaps or is out of order"));
                     }
                     if sz == 0 || off as u64 + sz as u64 > t.size() as u64 {
-                        warn(format!("entry at offset {off} size {sz} outside the section size {}", t.size()));
+                        warn(format!(
+                            "entry at offset {off} size {sz} outside the section size {}",
+                            t.size()
+                        ));
                     }
                     end = off as u64 + sz as u64;
                 }
@@ -184,8 +213,19 @@ mod tests {
         b.push_var_secinfo(v1, 4, 4);
         b.push_var_secinfo(v2, 0, 4);
         let w: Vec<String> = kernel_warnings(&b).iter().map(|w| w.to_string()).collect();
-        assert!(w.iter().any(|w| w.starts_with("[2] STRUCT 'Wrapper<u32>': invalid name")), "{w:?}");
-        assert!(w.iter().any(|w| w.contains("member 'b' exceeds the struct size 4")), "{w:?}");
-        assert!(w.iter().any(|w| w.contains("entry at offset 0 overlaps or is out of order")), "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("[2] STRUCT 'Wrapper<u32>': invalid name")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter().any(|w| w.contains("member 'b' exceeds the struct size 4")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("entry at offset 0 overlaps or is out of order")),
+            "{w:?}"
+        );
     }
 }

@@ -468,7 +468,11 @@ impl Btf {
     ) {
         let first_deferred = self.start_id() + self.offs.len() as u32;
         let d = self.deferred.as_mut().expect("only deferred records are stubbed");
-        assert!(first.0 >= first_deferred && first.0 - first_deferred <= d.count, "type {} is not deferred", first.0);
+        assert!(
+            first.0 >= first_deferred && first.0 - first_deferred <= d.count,
+            "type {} is not deferred",
+            first.0
+        );
         let (mut src, mut dst) = (at, at);
         // records kept since the last stub: `run..src`, moved in one copy
         let mut run = src;
@@ -525,7 +529,13 @@ impl Btf {
     /// 16 types; anything that needs the column itself panics.
     pub fn defer_offsets(&mut self) {
         if self.deferred.is_none() {
-            self.deferred = Some(Deferred { count: 0, from: self.words.len(), fine: Vec::new(), stubbed_words: 0, last: 0 });
+            self.deferred = Some(Deferred {
+                count: 0,
+                from: self.words.len(),
+                fine: Vec::new(),
+                stubbed_words: 0,
+                last: 0,
+            });
         }
     }
 
@@ -567,7 +577,10 @@ impl Btf {
 
     #[inline]
     fn expect_offsets(&self) {
-        assert!(self.deferred.is_none(), "type offsets are deferred: call Btf::build_offsets first");
+        assert!(
+            self.deferred.is_none(),
+            "type offsets are deferred: call Btf::build_offsets first"
+        );
     }
 
     pub fn with_capacity(endian: Endian, types: usize, words: usize) -> Btf {
@@ -657,7 +670,9 @@ impl Btf {
             }
             let s = d.start_of(&self.words, j);
             let e = s + record_len(self.words[s + 1]);
-            return Some(Type { words: &self.words[s..e] });
+            return Some(Type {
+                words: &self.words[s..e],
+            });
         }
         let s = *self.offs.get(i)? as usize;
         let e = match self.offs.get(i + 1) {
@@ -691,13 +706,7 @@ impl Btf {
     }
 
     /// Appends a record; returns its id.
-    pub fn push_raw(
-        &mut self,
-        name: StrOff,
-        info: u32,
-        size_or_type: u32,
-        trailing: &[u32],
-    ) -> TypeId {
+    pub fn push_raw(&mut self, name: StrOff, info: u32, size_or_type: u32, trailing: &[u32]) -> TypeId {
         grow(&mut self.words, 3 + trailing.len());
         self.push_offset();
         self.words.extend_from_slice(&[name.0, info, size_or_type]);
@@ -754,11 +763,7 @@ impl Btf {
         self.expect_offsets();
         let i = (id.0 - self.start_id()) as usize;
         let s = self.offs[i] as usize;
-        let e = self
-            .offs
-            .get(i + 1)
-            .map(|&e| e as usize)
-            .unwrap_or(self.words.len());
+        let e = self.offs.get(i + 1).map(|&e| e as usize).unwrap_or(self.words.len());
         &mut self.words[s..e]
     }
 
@@ -795,20 +800,9 @@ impl Btf {
         let n = self.add_str(value);
         self.push_raw(n, make_info(Kind::TypeTag, attr, 0), to.0, &[])
     }
-    pub fn add_decl_tag(
-        &mut self,
-        value: &[u8],
-        to: TypeId,
-        component_idx: i32,
-        attr: bool,
-    ) -> TypeId {
+    pub fn add_decl_tag(&mut self, value: &[u8], to: TypeId, component_idx: i32, attr: bool) -> TypeId {
         let n = self.add_str(value);
-        self.push_raw(
-            n,
-            make_info(Kind::DeclTag, attr, 0),
-            to.0,
-            &[component_idx as u32],
-        )
+        self.push_raw(n, make_info(Kind::DeclTag, attr, 0), to.0, &[component_idx as u32])
     }
     pub fn add_array(&mut self, elem: TypeId, index: TypeId, nelems: u32) -> TypeId {
         self.push_raw(
@@ -996,10 +990,30 @@ mod append_tests {
         if defer {
             b.defer_offsets();
         }
-        let words = [0, make_info(Kind::Ptr, false, 0), 1, 0, make_info(Kind::Array, false, 0), 0, 1, 1, 4];
+        let words = [
+            0,
+            make_info(Kind::Ptr, false, 0),
+            1,
+            0,
+            make_info(Kind::Array, false, 0),
+            0,
+            1,
+            1,
+            4,
+        ];
         b.append_records(&words, &[0, 3]);
         // struct { int; int :3; } (names left empty)
-        b.push_words(&[0, make_info(Kind::Struct, true, 2), 8, 0, int.0, 0, 0, int.0, 32 | (3 << 24)]);
+        b.push_words(&[
+            0,
+            make_info(Kind::Struct, true, 2),
+            8,
+            0,
+            int.0,
+            0,
+            0,
+            int.0,
+            32 | (3 << 24),
+        ]);
         b.push_words(&[0, make_info(Kind::Const, false, 0), 2]);
         assert_eq!(b.type_count(), 5);
         b
@@ -1036,7 +1050,14 @@ mod append_tests {
                         b.push_words(&w);
                     }
                     _ => {
-                        let words = [0, make_info(Kind::Const, false, 0), 1, 0, make_info(Kind::Volatile, false, 0), 1];
+                        let words = [
+                            0,
+                            make_info(Kind::Const, false, 0),
+                            1,
+                            0,
+                            make_info(Kind::Volatile, false, 0),
+                            1,
+                        ];
                         b.append_records(&words, &[0, 3]);
                     }
                 }
@@ -1056,7 +1077,10 @@ mod append_tests {
         let n = plain.type_count();
         assert_eq!(deferred.type_count(), n);
         for id in 1..=n {
-            assert!(deferred.get(TypeId(id)).map(|t| t.words) == plain.get(TypeId(id)).map(|t| t.words), "type {id}");
+            assert!(
+                deferred.get(TypeId(id)).map(|t| t.words) == plain.get(TypeId(id)).map(|t| t.words),
+                "type {id}"
+            );
         }
         assert!(deferred.get(TypeId(n + 1)).is_none());
         deferred.build_offsets();

@@ -24,7 +24,12 @@ pub enum ReadError {
     #[error("header length {0} at offset 4 is smaller than 24 or past the end of the file")]
     BadHdrLen(u32),
     #[error("{what} section [{off}, +{len}) lies outside the {size}-byte file")]
-    SectionOutOfFile { what: &'static str, off: u64, len: u64, size: usize },
+    SectionOutOfFile {
+        what: &'static str,
+        off: u64,
+        len: u64,
+        size: usize,
+    },
     #[error("type section offset {0} is not 4-byte aligned")]
     MisalignedTypes(u32),
     #[error("type section length {0} is not a multiple of 4")]
@@ -38,7 +43,12 @@ pub enum ReadError {
     #[error("type [{id}] at byte {off}: references type id {target}, but the last id is {max}")]
     TypeIdOutOfRange { id: u32, off: usize, target: u32, max: u32 },
     #[error("type [{id}] at byte {off}: string offset {str_off} is outside the string section (end {end})")]
-    StrOffOutOfRange { id: u32, off: usize, str_off: u32, end: u32 },
+    StrOffOutOfRange {
+        id: u32,
+        off: usize,
+        str_off: u32,
+        end: u32,
+    },
     #[error("string section does not start with a NUL byte")]
     StringsNoLeadingNul,
     #[error("string section does not end with a NUL byte")]
@@ -58,7 +68,11 @@ impl Rd<'_> {
     #[inline]
     fn u32(&self, off: usize) -> u32 {
         let a = [self.b[off], self.b[off + 1], self.b[off + 2], self.b[off + 3]];
-        if self.big { u32::from_be_bytes(a) } else { u32::from_le_bytes(a) }
+        if self.big {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }
     }
 }
 
@@ -82,9 +96,16 @@ pub fn parse_header(data: &[u8]) -> Result<Header, ReadError> {
     let endian = match [data[0], data[1]] {
         [0x9f, 0xeb] => Endian::Little,
         [0xeb, 0x9f] => Endian::Big,
-        m => return Err(ReadError::BadMagic { magic: u16::from_le_bytes(m) }),
+        m => {
+            return Err(ReadError::BadMagic {
+                magic: u16::from_le_bytes(m),
+            });
+        }
     };
-    let rd = Rd { b: data, big: endian == Endian::Big };
+    let rd = Rd {
+        b: data,
+        big: endian == Endian::Big,
+    };
     let h = Header {
         endian,
         version: data[2],
@@ -120,10 +141,20 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     let t0 = body + h.type_off as u64;
     let s0 = body + h.str_off as u64;
     if t0 + h.type_len as u64 > size as u64 {
-        return Err(ReadError::SectionOutOfFile { what: "type", off: t0, len: h.type_len as u64, size });
+        return Err(ReadError::SectionOutOfFile {
+            what: "type",
+            off: t0,
+            len: h.type_len as u64,
+            size,
+        });
     }
     if s0 + h.str_len as u64 > size as u64 {
-        return Err(ReadError::SectionOutOfFile { what: "string", off: s0, len: h.str_len as u64, size });
+        return Err(ReadError::SectionOutOfFile {
+            what: "string",
+            off: s0,
+            len: h.str_len as u64,
+            size,
+        });
     }
     if h.type_off % 4 != 0 {
         return Err(ReadError::MisalignedTypes(h.type_off));
@@ -137,7 +168,10 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     }
     if let Some(b) = &base {
         if b.endian() != h.endian {
-            return Err(ReadError::EndianMismatch { split: h.endian, base: b.endian() });
+            return Err(ReadError::EndianMismatch {
+                split: h.endian,
+                base: b.endian(),
+            });
         }
     }
     let strs = &data[s0 as usize..(s0 + h.str_len as u64) as usize];
@@ -150,12 +184,19 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
         return Err(ReadError::StringsNoTrailingNul);
     }
     let tsec = &data[t0 as usize..(t0 + h.type_len as u64) as usize];
-    let rd = Rd { b: tsec, big: h.endian == Endian::Big };
+    let rd = Rd {
+        b: tsec,
+        big: h.endian == Endian::Big,
+    };
     let nwords = tsec.len() / 4;
     let words: Vec<u32> = if rd.big {
-        tsec.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect()
+        tsec.chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     } else {
-        tsec.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+        tsec.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     };
     let start_id = base.as_ref().map(|b| b.type_count() + 1).unwrap_or(1);
     let start_str = base.as_ref().map(|b| b.strs_end()).unwrap_or(0);
@@ -172,7 +213,13 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
         let kind = (info >> 24) & 0x1f;
         let k = match Kind::from_u8(kind as u8) {
             Some(k) if k != Kind::Unkn && info & 0x60ff_0000 == 0 => k,
-            _ => return Err(ReadError::UnknownKind { id, off, kind: (info >> 24) & 0x7f }),
+            _ => {
+                return Err(ReadError::UnknownKind {
+                    id,
+                    off,
+                    kind: (info >> 24) & 0x7f,
+                });
+            }
         };
         let len = 3 + k.trailing_words(info & 0xffff) as usize;
         if w + len > nwords {
@@ -199,7 +246,12 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
             }
         });
         if let Some(target) = bad_ref {
-            return Err(ReadError::TypeIdOutOfRange { id, off, target, max: max_id });
+            return Err(ReadError::TypeIdOutOfRange {
+                id,
+                off,
+                target,
+                max: max_id,
+            });
         }
         let mut bad_str = None;
         Btf::for_each_str_ref(rec, |s| {
@@ -208,7 +260,12 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
             }
         });
         if let Some(str_off) = bad_str {
-            return Err(ReadError::StrOffOutOfRange { id, off, str_off, end: str_end });
+            return Err(ReadError::StrOffOutOfRange {
+                id,
+                off,
+                str_off,
+                end: str_end,
+            });
         }
     }
     let strtab = StrTab::from_bytes(start_str, strs.to_vec(), base.clone());
@@ -269,7 +326,10 @@ mod tests {
         // PTR -> id 99
         let mut bad = good.clone();
         bad[24 + 16 + 8] = 99;
-        assert!(matches!(parse(&bad), Err(ReadError::TypeIdOutOfRange { target: 99, .. })));
+        assert!(matches!(
+            parse(&bad),
+            Err(ReadError::TypeIdOutOfRange { target: 99, .. })
+        ));
         // name offset past the strings
         let mut bad = good.clone();
         bad[24] = 200;
@@ -291,7 +351,10 @@ mod tests {
         // string section longer than the file
         let mut bad = good.clone();
         bad[20] = 0xff;
-        assert!(matches!(parse(&bad), Err(ReadError::SectionOutOfFile { what: "string", .. })));
+        assert!(matches!(
+            parse(&bad),
+            Err(ReadError::SectionOutOfFile { what: "string", .. })
+        ));
     }
 
     #[test]
@@ -311,7 +374,10 @@ mod tests {
         // type section past the end of the file
         let mut bad = good.clone();
         put(&mut bad, 12, 4096);
-        assert!(matches!(parse(&bad), Err(ReadError::SectionOutOfFile { what: "type", .. })));
+        assert!(matches!(
+            parse(&bad),
+            Err(ReadError::SectionOutOfFile { what: "type", .. })
+        ));
         // a record whose vlen runs past the type section: STRUCT with vlen 9
         let mut bad = good.clone();
         bad[24 + 16 + 12 + 4] = 9;
@@ -325,7 +391,10 @@ mod tests {
         split.add_int(b"long", 8, 1);
         split.set_endian(Endian::Big);
         let bytes = to_bytes(&split);
-        assert!(matches!(parse_split(&bytes, Some(base)), Err(ReadError::EndianMismatch { .. })));
+        assert!(matches!(
+            parse_split(&bytes, Some(base)),
+            Err(ReadError::EndianMismatch { .. })
+        ));
     }
 
     #[test]

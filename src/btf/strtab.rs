@@ -111,9 +111,7 @@ impl StrTab {
             let s = cstr_at(buf, rel);
             let h = hasher.hash_one(s);
             if idx.find(h, |&o| is_at(buf, o, s)).is_none() {
-                idx.insert_unique(h, rel as u32, |&o| {
-                    hasher.hash_one(cstr_at(buf, o as usize))
-                });
+                idx.insert_unique(h, rel as u32, |&o| hasher.hash_one(cstr_at(buf, o as usize)));
             }
             rel += s.len() + 1;
         }
@@ -121,8 +119,7 @@ impl StrTab {
     }
 
     fn index(&self) -> &HashTable<u32> {
-        self.index
-            .get_or_init(|| Self::build_index(&self.buf, &self.hasher))
+        self.index.get_or_init(|| Self::build_index(&self.buf, &self.hasher))
     }
 
     /// Absolute offset of the first string in *this* table equal to `s`.

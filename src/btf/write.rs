@@ -77,7 +77,11 @@ pub fn write_to(btf: &Btf, w: &mut impl std::io::Write) -> std::io::Result<()> {
     let type_len = btf.type_section_len() as u32;
     let mut hdr = Vec::with_capacity(HDR_LEN as usize);
     let put32 = |o: &mut Vec<u8>, v: u32| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
-    hdr.extend_from_slice(&if big { super::BTF_MAGIC.to_be_bytes() } else { super::BTF_MAGIC.to_le_bytes() });
+    hdr.extend_from_slice(&if big {
+        super::BTF_MAGIC.to_be_bytes()
+    } else {
+        super::BTF_MAGIC.to_le_bytes()
+    });
     hdr.push(1);
     hdr.push(0);
     put32(&mut hdr, HDR_LEN);

@@ -92,13 +92,11 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
                 );
             }
         }
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("output directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("output directory {}", dir.display()))?;
     }
     let base: Option<Arc<Btf>> = match &b.base {
         Some(p) => {
-            let base = btfkit::elf::load_btf(p, None)
-                .with_context(|| format!("base BTF {}", p.display()))?;
+            let base = btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?;
             // Build the base's string index now, once, rather than under the
             // first modules' lookups.
             base.strtab().find_own(b"");
@@ -109,14 +107,11 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     // Likewise dedup's view of the base (its records laid out, the candidate
     // table after the prep pass): once, not once per module.
     let base_index = match (&base, b.dedup) {
-        (Some(bb), true) => Some(Arc::new(btfkit::dedup::BaseIndex::new(bb).with_context(
-            || {
-                format!(
-                    "base BTF {}",
-                    b.base.as_ref().expect("base given").display()
-                )
-            },
-        )?)),
+        (Some(bb), true) => {
+            Some(Arc::new(btfkit::dedup::BaseIndex::new(bb).with_context(|| {
+                format!("base BTF {}", b.base.as_ref().expect("base given").display())
+            })?))
+        }
         _ => None,
     };
     let threads = b.opts.jobs.max(1);
@@ -144,10 +139,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(f) = files.get(i) else { break };
-                            mine.push((
-                                i,
-                                encode_one(f, &b, base.clone(), base_index.as_ref(), &one),
-                            ));
+                            mine.push((i, encode_one(f, &b, base.clone(), base_index.as_ref(), &one)));
                             let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
                             if progress {
                                 eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
@@ -167,10 +159,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     for (i, r) in per_thread.into_iter().flatten() {
         results[i] = Some(r);
     }
-    let results: Vec<anyhow::Result<Done>> = results
-        .into_iter()
-        .map(|r| r.expect("every module ran"))
-        .collect();
+    let results: Vec<anyhow::Result<Done>> = results.into_iter().map(|r| r.expect("every module ran")).collect();
     if progress {
         eprint!("\r\x1b[K");
     }
@@ -215,9 +204,7 @@ fn encode_one(
 ) -> anyhow::Result<Done> {
     let (out, _, _) = encode_btf(f, base, base_index, opts, b.dedup)?;
     if let Some(dir) = &b.out_dir {
-        btfkit::output::write_atomic_with(&dir.join(out_name(f)), |w| {
-            btf::write::write_to(&out, w)
-        })?;
+        btfkit::output::write_atomic_with(&dir.join(out_name(f)), |w| btf::write::write_to(&out, w))?;
     }
     if b.in_place {
         write_in_place(f, &out, opts.features.distilled_base)?;
@@ -241,21 +228,13 @@ mod tests {
             std::fs::write(d.join(f), b"").unwrap();
         }
         let got = collect_inputs(&[d.clone(), PathBuf::from("z.ko")]).unwrap();
-        let want: Vec<PathBuf> = vec![
-            d.join("a.ko"),
-            d.join("b.ko"),
-            d.join("sub/c.ko"),
-            "z.ko".into(),
-        ];
+        let want: Vec<PathBuf> = vec![d.join("a.ko"), d.join("b.ko"), d.join("sub/c.ko"), "z.ko".into()];
         assert_eq!(got, want);
         let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn output_name_is_module_stem_dot_btf() {
-        assert_eq!(
-            out_name(Path::new("/x/kernel/net/fou.ko")),
-            PathBuf::from("fou.btf")
-        );
+        assert_eq!(out_name(Path::new("/x/kernel/net/fou.ko")), PathBuf::from("fou.btf"));
     }
 }

@@ -79,7 +79,10 @@ pub fn first_difference(ours: &[u8], theirs: &[u8], base: Option<&Path>) -> Stri
     let dumped = dump_difference(&a, &b);
     // The semantic comparison says where, by name, the two differ
     // (`-` only in ours, `+` only in the expected output).
-    format!("{dumped}\n    diff ours -> expected: {}", btfkit::diff::compare(&a, &b).first(5))
+    format!(
+        "{dumped}\n    diff ours -> expected: {}",
+        btfkit::diff::compare(&a, &b).first(5)
+    )
 }
 
 /// Where two parsed BTFs first differ, by comparing their raw dumps.
@@ -97,7 +100,12 @@ fn dump_difference(a: &btf::Btf, b: &btf::Btf) -> String {
             }
             (None, None) => {
                 return if a.raw_strings() != b.raw_strings() {
-                    let n = a.raw_strings().iter().zip(b.raw_strings()).take_while(|(p, q)| p == q).count();
+                    let n = a
+                        .raw_strings()
+                        .iter()
+                        .zip(b.raw_strings())
+                        .take_while(|(p, q)| p == q)
+                        .count();
                     format!(
                         "types identical ({}), string sections differ at byte {} (ours {} bytes, expected {})",
                         a.own_type_count(),
@@ -110,7 +118,11 @@ fn dump_difference(a: &btf::Btf, b: &btf::Btf) -> String {
                 };
             }
             (x, y) => {
-                let ctx = if x.is_some_and(|x| x.starts_with('\t')) { format!(" in {last_type}") } else { String::new() };
+                let ctx = if x.is_some_and(|x| x.starts_with('\t')) {
+                    format!(" in {last_type}")
+                } else {
+                    String::new()
+                };
                 return format!(
                     "first difference{}: ours `{}` expected `{}` (ours {} types, expected {})",
                     ctx,
@@ -126,8 +138,15 @@ fn dump_difference(a: &btf::Btf, b: &btf::Btf) -> String {
 
 fn replay_row(row: &Row, cache: &Corpus, exe: &Path) -> anyhow::Result<Outcome> {
     let input = cache.file(&row.input)?;
-    let base = if row.base != "-" { Some(cache.file(&row.base)?) } else { None };
-    let work = cache.cache.join("out").join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
+    let base = if row.base != "-" {
+        Some(cache.file(&row.base)?)
+    } else {
+        None
+    };
+    let work = cache
+        .cache
+        .join("out")
+        .join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
     std::fs::create_dir_all(&work)?;
     let output = work.join("out.btf");
     let _ = std::fs::remove_file(&output);
@@ -152,7 +171,13 @@ fn replay_row(row: &Row, cache: &Corpus, exe: &Path) -> anyhow::Result<Outcome> 
         let a = a
             .replace("{input}", &input_arg.to_string_lossy())
             .replace("{output}", &output.to_string_lossy())
-            .replace("{base}", &base.as_ref().map(|b| b.to_string_lossy().into_owned()).unwrap_or_default());
+            .replace(
+                "{base}",
+                &base
+                    .as_ref()
+                    .map(|b| b.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
         cmd.arg(a);
     }
     let res = cmd.output().with_context(|| format!("running {}", exe.display()))?;
@@ -162,17 +187,25 @@ fn replay_row(row: &Row, cache: &Corpus, exe: &Path) -> anyhow::Result<Outcome> 
         // The reference wrote nothing: we must write nothing, exit 2, and name
         // the unsupported construct the way the reference does.
         if output.exists() {
-            return Ok(Outcome::Fail("wrote an output file where the reference wrote none".into()));
+            return Ok(Outcome::Fail(
+                "wrote an output file where the reference wrote none".into(),
+            ));
         }
         if res.status.code() != Some(2) {
-            return Ok(Outcome::Fail(format!("exit {:?}, expected 2 and no output; stderr: {first_err}", res.status.code())));
+            return Ok(Outcome::Fail(format!(
+                "exit {:?}, expected 2 and no output; stderr: {first_err}",
+                res.status.code()
+            )));
         }
         if stderr.contains("not implemented") {
             return Ok(Outcome::Fail(format!("not implemented: {first_err}")));
         }
         if row.stderr != "-" {
             let theirs = std::fs::read_to_string(cache.file(&row.stderr)?)?;
-            if let Some(tag) = theirs.split(|c: char| !(c.is_alphanumeric() || c == '_')).find(|w| w.starts_with("DW_TAG_")) {
+            if let Some(tag) = theirs
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .find(|w| w.starts_with("DW_TAG_"))
+            {
                 if !stderr.contains(tag) {
                     return Ok(Outcome::Fail(format!("error does not name {tag}: {first_err}")));
                 }
@@ -216,7 +249,11 @@ fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
     };
-    Ok(text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.to_string()).collect())
+    Ok(text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.to_string())
+        .collect())
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
@@ -256,7 +293,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let results: Vec<(usize, Outcome)> = pool.install(|| {
         rows.par_iter()
             .enumerate()
-            .map(|(i, r)| (i, replay_row(r, &cache, &exe).unwrap_or_else(|e| Outcome::Fail(format!("harness: {e:#}")))))
+            .map(|(i, r)| {
+                (
+                    i,
+                    replay_row(r, &cache, &exe).unwrap_or_else(|e| Outcome::Fail(format!("harness: {e:#}"))),
+                )
+            })
             .collect()
     });
     let mut per: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
@@ -294,20 +336,29 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     if let Some(floor) = &a.check_floor {
         let want = read_floor(floor)?;
         let selected: BTreeSet<String> = rows.iter().map(|r| r.key()).collect();
-        let lost: Vec<&String> = want.iter().filter(|k| selected.contains(*k) && !passing.contains(*k)).collect();
+        let lost: Vec<&String> = want
+            .iter()
+            .filter(|k| selected.contains(*k) && !passing.contains(*k))
+            .collect();
         for k in &lost {
             println!("REGRESSION {k}: listed in {} but not byte-identical", floor.display());
         }
         if !lost.is_empty() {
             code = EXIT_NO;
         }
-        println!("floor: {} listed cases replayed, {} regressed", want.iter().filter(|k| selected.contains(*k)).count(), lost.len());
+        println!(
+            "floor: {} listed cases replayed, {} regressed",
+            want.iter().filter(|k| selected.contains(*k)).count(),
+            lost.len()
+        );
     }
     if let Some(floor) = &a.update_floor {
         let mut all = read_floor(floor)?;
         let before = all.len();
         all.extend(passing.iter().cloned());
-        let mut text = String::from("# Cases (variant<TAB>case id) that must stay byte-identical to the reference.\n# Grown by `btfkit conformance --update-floor`; never remove a line.\n");
+        let mut text = String::from(
+            "# Cases (variant<TAB>case id) that must stay byte-identical to the reference.\n# Grown by `btfkit conformance --update-floor`; never remove a line.\n",
+        );
         for k in &all {
             text.push_str(k);
             text.push('\n');
@@ -341,7 +392,10 @@ mod tests {
         let msg = first_difference(&sample(b"a", false), &sample(b"b", true), None);
         let lines: Vec<&str> = msg.lines().collect();
         assert_eq!(lines.len(), 2, "{msg}");
-        assert!(lines[0].starts_with("first difference in [2] STRUCT 's' size=4 vlen=1: ours `\t'a' type_id=1"), "{msg}");
+        assert!(
+            lines[0].starts_with("first difference in [2] STRUCT 's' size=4 vlen=1: ours `\t'a' type_id=1"),
+            "{msg}"
+        );
         assert_eq!(
             lines[1],
             "    diff ours -> expected: 3 differences: 1 added, 2 member; first: + func f: global void (void); \

@@ -54,8 +54,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         ids_checked: true,
         base_index: None,
     };
-    let out = dedup::dedup(&btf, &opts)
-        .with_context(|| format!("{}: dedup failed", a.input.display()))?;
+    let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
     let bytes = btfkit::btf::write::to_bytes(&out);
     btfkit::output::write_atomic(&a.output, &bytes)?;
     Ok(EXIT_OK)

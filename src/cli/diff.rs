@@ -42,7 +42,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let r = if a.json {
         let v = report.to_json(&a.a.display().to_string(), &a.b.display().to_string());
-        serde_json::to_writer_pretty(&mut out, &v).map_err(std::io::Error::from).and_then(|_| writeln!(out))
+        serde_json::to_writer_pretty(&mut out, &v)
+            .map_err(std::io::Error::from)
+            .and_then(|_| writeln!(out))
     } else {
         write!(out, "{report}")
     };

@@ -65,16 +65,11 @@ pub struct Args {
 
 /// The sample encoded by `btfkit encode` without an input.
 pub fn sample_path() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/multi_types.gcc-O2.ld-r.o"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o"))
 }
 
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// One encoding job, as both front ends describe it.
@@ -158,7 +153,10 @@ fn encode_overlapped(
     // A standalone BTF's records go to dedup without an offset column: it
     // lays them out itself.
     let standalone = dedup && base.is_none();
-    let opts = encode::Options { keep_offsets_deferred: standalone, ..opts.clone() };
+    let opts = encode::Options {
+        keep_offsets_deferred: standalone,
+        ..opts.clone()
+    };
     if !early || !standalone {
         return Ok((encode::encode_file(input, base, &opts)?, None));
     }
@@ -207,7 +205,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     if plan.stats.is_some() {
         // the encoder's own phases: open, the CU loop, functions
         let p = phases.clone();
-        opts.on_phase = Some(encode::PhaseHook(Arc::new(move |name| super::stats::mark_shared(&p, name))));
+        opts.on_phase = Some(encode::PhaseHook(Arc::new(move |name| {
+            super::stats::mark_shared(&p, name)
+        })));
     }
     let (enc, early) = encode_overlapped(&plan.input, base, &opts, plan.dedup, early)?;
     let pre_dedup_types = enc.btf.own_type_count();
@@ -274,12 +274,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
 /// split part, `.BTF.base` the distilled base.
 pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> anyhow::Result<()> {
     let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
-        let (base, split) = btf::distill::distill(out)
-            .with_context(|| format!("{}: distilling the base BTF", input.display()))?;
-        (
-            btf::write::to_bytes(&split),
-            Some(btf::write::to_bytes(&base)),
-        )
+        let (base, split) =
+            btf::distill::distill(out).with_context(|| format!("{}: distilling the base BTF", input.display()))?;
+        (btf::write::to_bytes(&split), Some(btf::write::to_bytes(&base)))
     } else {
         (btf::write::to_bytes(out), None)
     };
@@ -324,10 +321,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         timings: a.stats,
         on_phase: None,
     };
-    let batch = a.inputs.len() > 1
-        || a.out_dir.is_some()
-        || a.in_place
-        || a.inputs.iter().any(|p| p.is_dir());
+    let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {
         if a.stats {
             bail!("--stats reports on one input; batch mode prints its own summary");
@@ -339,9 +333,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             bail!("--no-early-dedup applies to one standalone input; batch mode encodes split BTF");
         }
         if a.output.is_some() {
-            bail!(
-                "-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR"
-            );
+            bail!("-o names one output; with several inputs, a directory, --out-dir or --in-place use --out-dir DIR");
         }
         return super::batch::run(super::batch::Batch {
             inputs: a.inputs,

@@ -55,7 +55,9 @@ pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
         DumpFormat::Raw => dump::write_raw(&mut out, &b),
         DumpFormat::Json => dump::write_json(&mut out, &b),
         DumpFormat::C => {
-            let opts = cdump::Options { enum_sizes: a.enum_sizes };
+            let opts = cdump::Options {
+                enum_sizes: a.enum_sizes,
+            };
             let header = if a.filter.is_empty() {
                 cdump::render(&b, None, opts)
             } else {
@@ -127,7 +129,11 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
     let b = btfkit::elf::load_btf(&a.file, base)?;
     let s = compute_stats(&b);
     let total = btf::HDR_LEN as u64 + s.type_bytes + s.str_bytes;
-    let warnings = if a.warnings { btf::lint::kernel_warnings(&b) } else { Vec::new() };
+    let warnings = if a.warnings {
+        btf::lint::kernel_warnings(&b)
+    } else {
+        Vec::new()
+    };
     if a.json {
         let kinds: serde_json::Map<String, serde_json::Value> = s
             .per_kind
@@ -150,7 +156,14 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("{}: {} types (ids {}..={}), {:?}-endian", a.file.display(), s.types, b.start_id(), b.type_count(), b.endian());
+        println!(
+            "{}: {} types (ids {}..={}), {:?}-endian",
+            a.file.display(),
+            s.types,
+            b.start_id(),
+            b.type_count(),
+            b.endian()
+        );
         println!("{:<12} {:>10} {:>12}", "kind", "count", "bytes");
         for (k, n, by) in &s.per_kind {
             println!("{:<12} {:>10} {:>12}", k.name(), n, by);

@@ -3,9 +3,9 @@
 
 mod batch;
 mod conformance;
+mod dedup;
 mod diff;
 mod encode;
-mod dedup;
 mod inspect;
 mod pahole;
 pub mod stats;
@@ -78,7 +78,10 @@ fn invoked_as_pahole() -> bool {
 
 pub fn run() -> i32 {
     if invoked_as_pahole() {
-        let args = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+        let args = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         return finish(pahole::run(pahole::Args { args }));
     }
     let cli = match Cli::try_parse() {

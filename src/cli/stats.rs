@@ -76,13 +76,22 @@ pub struct Phases {
 
 impl Phases {
     pub fn start() -> Phases {
-        Phases { last_wall: Instant::now(), last_cpu: rusage().0, done: Vec::new() }
+        Phases {
+            last_wall: Instant::now(),
+            last_cpu: rusage().0,
+            done: Vec::new(),
+        }
     }
     /// Ends the phase running since the previous mark.
     pub fn mark(&mut self, name: &'static str) {
         let (cpu, _) = rusage();
         let now = Instant::now();
-        self.done.push((name, now - self.last_wall, cpu.saturating_sub(self.last_cpu), take_peak_heap()));
+        self.done.push((
+            name,
+            now - self.last_wall,
+            cpu.saturating_sub(self.last_cpu),
+            take_peak_heap(),
+        ));
         self.last_wall = now;
         self.last_cpu = cpu;
     }
@@ -96,7 +105,12 @@ pub fn mark_shared(phases: &std::sync::Mutex<Phases>, name: &'static str) {
 
 /// The CU loop's CPU by kind of work, as the report names them.
 fn loop_parts(l: &btfkit::encode::LoopCpu) -> [(&'static str, Duration); 4] {
-    [("decode", l.decode), ("encode", l.cu_encode), ("merge", l.merge), ("dedup", l.on_merged)]
+    [
+        ("decode", l.decode),
+        ("encode", l.cu_encode),
+        ("merge", l.merge),
+        ("dedup", l.on_merged),
+    ]
 }
 
 /// Prints the report, as a table or one JSON object. `loop_cpu` splits the
@@ -104,7 +118,10 @@ fn loop_parts(l: &btfkit::encode::LoopCpu) -> [(&'static str, Duration); 4] {
 pub fn report(phases: &Phases, loop_cpu: Option<&btfkit::encode::LoopCpu>, counts: &[(&str, u64)], json: bool) {
     let (_, peak_rss) = rusage();
     let heap = phases.done.iter().map(|p| p.3).max().unwrap_or(0);
-    let (wall, cpu) = phases.done.iter().fold((Duration::ZERO, Duration::ZERO), |a, p| (a.0 + p.1, a.1 + p.2));
+    let (wall, cpu) = phases
+        .done
+        .iter()
+        .fold((Duration::ZERO, Duration::ZERO), |a, p| (a.0 + p.1, a.1 + p.2));
     let mib = |b: usize| b as f64 / 1048576.0;
     if json {
         let ph: Vec<serde_json::Value> = phases
@@ -133,7 +150,13 @@ pub fn report(phases: &Phases, loop_cpu: Option<&btfkit::encode::LoopCpu>, count
     } else {
         eprintln!("{:<10} {:>9} {:>9} {:>15}", "phase", "wall s", "cpu s", "peak heap MiB");
         for (n, w, c, h) in &phases.done {
-            eprintln!("{:<10} {:>9.3} {:>9.3} {:>15.1}", n, w.as_secs_f64(), c.as_secs_f64(), mib(*h));
+            eprintln!(
+                "{:<10} {:>9.3} {:>9.3} {:>15.1}",
+                n,
+                w.as_secs_f64(),
+                c.as_secs_f64(),
+                mib(*h)
+            );
             if let (&"cu_loop", Some(l)) = (n, loop_cpu) {
                 // summed over the threads that did it, beside each other
                 for (k, d) in loop_parts(l) {

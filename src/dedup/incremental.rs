@@ -103,7 +103,11 @@ impl Incremental {
 
     fn stop(&mut self, why: &'static str) {
         // its memory goes now, not when the whole-BTF dedup is done
-        *self = Incremental { gave_up: Some(why), stubbed: self.stubbed, ..Incremental::empty() };
+        *self = Incremental {
+            gave_up: Some(why),
+            stubbed: self.stubbed,
+            ..Incremental::empty()
+        };
     }
 
     fn empty() -> Incremental {
@@ -250,7 +254,12 @@ impl Incremental {
         };
         let at = self.nodes.get(first) as usize;
         let nodes = &mut self.nodes;
-        btf.stub_deferred(TypeId(first), at, |id| !is_live(id), |id, off| nodes.move_down(id, off as u32));
+        btf.stub_deferred(
+            TypeId(first),
+            at,
+            |id| !is_live(id),
+            |id, off| nodes.move_down(id, off as u32),
+        );
         self.stubbed = true;
         self.words_done = btf.raw_words().len();
         Ok(())
@@ -260,8 +269,7 @@ impl Incremental {
     /// [`dedup_owned`] would: from the chunked passes' state if they went
     /// through, else from scratch.
     pub fn finish(mut self, btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
-        let usable = opts.base_index.is_none()
-            && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
+        let usable = opts.base_index.is_none() && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
         let mut btf = btf;
         if usable {
             // the types after the last chunk: functions, DATASECs
@@ -335,7 +343,11 @@ pub(super) fn reserve_step<T>(v: &mut Vec<T>, extra: usize) {
     if len + extra <= v.capacity() {
         return;
     }
-    let step = if len < (1 << 16) { len.max(extra) } else { (len / 32).max(extra) };
+    let step = if len < (1 << 16) {
+        len.max(extra)
+    } else {
+        (len / 32).max(extra)
+    };
     v.reserve_exact(step);
 }
 
@@ -444,7 +456,10 @@ mod tests {
         };
         same_as_whole(&[&cu1, &cu2, &cu3]);
         let why = same_as_whole(&[&cu1, &cu2b, &cu3]);
-        assert_eq!(why, Some("an enum forward declaration compared in a walk was re-pointed later"));
+        assert_eq!(
+            why,
+            Some("an enum forward declaration compared in a walk was re-pointed later")
+        );
     }
 
     /// The chunks of [`same_as_whole`] appended with offsets deferred, as
@@ -465,7 +480,11 @@ mod tests {
         let whole = dedup(&plain, &Options::default()).expect("whole dedup");
         let chunked = inc.finish(b, &Options::default());
         if let Ok(c) = &chunked {
-            assert_eq!(to_bytes(c), to_bytes(&whole), "chunked (stubbing) and whole dedup differ");
+            assert_eq!(
+                to_bytes(c),
+                to_bytes(&whole),
+                "chunked (stubbing) and whole dedup differ"
+            );
         }
         (chunked, stubbed, why)
     }
@@ -538,8 +557,14 @@ mod tests {
             holder(b, b"h", p);
         };
         let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &back]);
-        assert!(stubbed && r.is_err(), "the whole-BTF dedup cannot run on stubbed records");
-        assert_eq!(why, Some("a canonical type refers to a stubbed record of an earlier chunk"));
+        assert!(
+            stubbed && r.is_err(),
+            "the whole-BTF dedup cannot run on stubbed records"
+        );
+        assert_eq!(
+            why,
+            Some("a canonical type refers to a stubbed record of an earlier chunk")
+        );
         // an `h` over another `s`, then one over the stub: the walk
         // compares the stub with that `s`
         let other = |b: &mut Btf| {

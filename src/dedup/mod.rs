@@ -200,10 +200,7 @@ impl BaseIndex {
                 table.insert(h, id);
             }
             if is_composite(kind(w)) {
-                composite_names
-                    .entry(w[0])
-                    .and_modify(|v| *v = 0)
-                    .or_insert(id);
+                composite_names.entry(w[0]).and_modify(|v| *v = 0).or_insert(id);
             }
         }
         Ok(BaseIndex {
@@ -224,9 +221,7 @@ impl BaseIndex {
 fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
     Ok(Some(match kind(w) {
         VAR | DATASEC => return Ok(None),
-        CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => {
-            hash_common(w)
-        }
+        CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => hash_common(w),
         INT | DECL_TAG => hash_int_tag(w),
         ENUM | ENUM64 => hash_enum(w),
         STRUCT | UNION => hash_struct(w),
@@ -244,15 +239,11 @@ fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
 /// Why dedup failed; the input is never modified.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum DedupError {
-    #[error(
-        "type [{id}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)"
-    )]
+    #[error("type [{id}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)")]
     Loop { id: u32 },
     #[error("type [{id}]: {what} (libbpf: -EINVAL)")]
     Invalid { id: u32, what: &'static str },
-    #[error(
-        "type [{id}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)"
-    )]
+    #[error("type [{id}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)")]
     TooDeep { id: u32, depth: u32 },
 }
 
@@ -406,9 +397,7 @@ fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
 /// (`BTF_FIELD_ITER_IDS`; note FWD's size/type word counts).
 fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
     match kind(w) {
-        FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => {
-            f(2)
-        }
+        FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => f(2),
         ARRAY => {
             f(3);
             f(4);
@@ -471,7 +460,10 @@ fn rec_len(info: u32) -> usize {
 /// The length of the record at word `off`, if it fits in `words`.
 #[inline]
 fn fitting_len(words: &[u32], off: usize) -> Option<usize> {
-    words.get(off + 1).map(|&info| rec_len(info)).filter(|len| off + len <= words.len())
+    words
+        .get(off + 1)
+        .map(|&info| rec_len(info))
+        .filter(|len| off + len <= words.len())
 }
 
 /// VAR and DATASEC represent themselves from the start (libbpf's prep).
@@ -582,11 +574,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
         }
         _ => (
             Cow::Borrowed(btf.raw_words()),
-            StrTab::from_bytes(
-                btf.start_str_off(),
-                btf.raw_strings().to_vec(),
-                btf.base().cloned(),
-            ),
+            StrTab::from_bytes(btf.start_str_off(), btf.raw_strings().to_vec(), btf.base().cloned()),
         ),
     };
     clock.lap("strings");
@@ -601,13 +589,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     )?;
     clock.lap("layout");
     let d = run(words, nodes, state, start, end, index, &clock)?;
-    Ok(Btf::from_parts(
-        d.0,
-        d.1,
-        strtab,
-        btf.endian(),
-        btf.base().cloned(),
-    ))
+    Ok(Btf::from_parts(d.0, d.1, strtab, btf.endian(), btf.base().cloned()))
 }
 
 /// [`dedup`] with the reference pass looking reference types up in the
@@ -659,10 +641,7 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         btf.build_offsets();
     }
     let (words, offs, strtab, endian, base) = btf.into_parts();
-    let index = opts
-        .base_index
-        .as_deref()
-        .filter(|i| i.serves(base.as_ref()));
+    let index = opts.base_index.as_deref().filter(|i| i.serves(base.as_ref()));
     let (words, nodes, state) = layout(
         base.as_ref(),
         Cow::Owned(offs),
@@ -734,7 +713,17 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
     }
     let nodes = flat.map_or(nodes, Offsets::new);
     let whole = laid == end && off == words.len();
-    check_packed(words, end, check_ids, Packed { nodes, state, laid, whole })
+    check_packed(
+        words,
+        end,
+        check_ids,
+        Packed {
+            nodes,
+            state,
+            laid,
+            whole,
+        },
+    )
 }
 
 /// Records laid out up to `laid` (the first that does not fit in the
@@ -750,7 +739,12 @@ struct Packed {
 /// one reported (a record that does not fit counts at its own id).
 fn check_packed(words: &[u32], end: u32, check_ids: bool, p: Packed) -> Result<(Offsets, States), DedupError> {
     use rayon::prelude::*;
-    let Packed { nodes, state, laid, whole } = p;
+    let Packed {
+        nodes,
+        state,
+        laid,
+        whole,
+    } = p;
     let bad = (1..laid)
         .into_par_iter()
         .with_min_len(1 << 15)
@@ -798,7 +792,13 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
     // does not end where the next begins
     let out: Vec<Option<(Vec<(u32, u32)>, Vec<u32>)>> = jobs
         .into_par_iter()
-        .zip(starts.par_iter().skip(1).map(|s| s.1).chain(rayon::iter::once(words.len())))
+        .zip(
+            starts
+                .par_iter()
+                .skip(1)
+                .map(|s| s.1)
+                .chain(rayon::iter::once(words.len())),
+        )
         .map(|((a, b, w, first_blk, s, bl), next)| {
             let (mut fix, mut mapped) = (Vec::new(), Vec::new());
             let mut off = w;
@@ -833,7 +833,12 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
             state.set(id, ST_MAPPED);
         }
     }
-    Some(Packed { nodes: Offsets::from_parts(block, step), state, laid: end, whole: true })
+    Some(Packed {
+        nodes: Offsets::from_parts(block, step),
+        state,
+        laid: end,
+        whole: true,
+    })
 }
 
 /// [`run`] on offsets and states already packed.
@@ -918,9 +923,7 @@ fn layout<'a>(
     } else if chain.is_empty() {
         (own, 0u32)
     } else {
-        let mut all = Vec::with_capacity(
-            chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len(),
-        );
+        let mut all = Vec::with_capacity(chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len());
         for b in &chain {
             let w0 = all.len() as u32;
             all.extend_from_slice(b.raw_words());
@@ -942,23 +945,32 @@ fn layout<'a>(
     nodes.splice(0..0, head);
     const CHUNK: usize = 1 << 15;
     if shift != 0 {
-        nodes[start..].par_iter_mut().with_min_len(CHUNK).for_each(|o| *o += shift);
+        nodes[start..]
+            .par_iter_mut()
+            .with_min_len(CHUNK)
+            .for_each(|o| *o += shift);
     }
     let w: &[u32] = &words;
     // the lowest id of a malformed record, if any (deterministic at any thread count)
     let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
-    state.par_extend(nodes[start..].par_iter().enumerate().with_min_len(CHUNK).map(|(i, &off)| {
-        if check_record(w, off as usize, end as u32, check_ids).is_none() {
-            bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
-            return ST_MAPPED;
-        }
-        let kind = (w[off as usize + 1] >> 24) & 0x1f;
-        if represents_itself(kind) {
-            ST_MAPPED
-        } else {
-            ST_UNPROCESSED
-        }
-    }));
+    state.par_extend(
+        nodes[start..]
+            .par_iter()
+            .enumerate()
+            .with_min_len(CHUNK)
+            .map(|(i, &off)| {
+                if check_record(w, off as usize, end as u32, check_ids).is_none() {
+                    bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
+                    return ST_MAPPED;
+                }
+                let kind = (w[off as usize + 1] >> 24) & 0x1f;
+                if represents_itself(kind) {
+                    ST_MAPPED
+                } else {
+                    ST_UNPROCESSED
+                }
+            }),
+    );
     match bad.into_inner() {
         u32::MAX => Ok((words, nodes, state)),
         id => Err(bad_record(id)),
@@ -1345,8 +1357,8 @@ impl<'a, L: Links> Dedup<'a, L> {
     fn prim_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
         for id in from..to {
             let (h, new) = match self.kind_of(id) {
-                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC
-                | FUNC_PROTO | VAR | DATASEC | DECL_TAG | TYPE_TAG => continue,
+                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC | FUNC_PROTO | VAR
+                | DATASEC | DECL_TAG | TYPE_TAG => continue,
                 INT => {
                     let w = rec!(self, id);
                     let h = hash_int_tag(w);
@@ -1358,9 +1370,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                     (h, self.first_match(h, |c| equal_common(w, c)))
                 }
                 ENUM | ENUM64
-                    if self.start == 1
-                        && vlen(rec!(self, id)) > 0
-                        && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
+                    if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
                 {
                     // Fast path, same result: no enum fwd shares the name, so
                     // the walk could only stop at an equal candidate, and
@@ -1370,10 +1380,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                     let h = hash_enum(w);
                     let ch = content_hash(w);
                     let (words, nodes) = (&self.words, &self.nodes);
-                    let found = self
-                        .enums
-                        .find(ch, |&e| rec_of(words, nodes, e) == w)
-                        .copied();
+                    let found = self.enums.find(ch, |&e| rec_of(words, nodes, e) == w).copied();
                     if found.is_none() {
                         self.enums
                             .insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
@@ -1404,7 +1411,8 @@ impl<'a, L: Links> Dedup<'a, L> {
                                 // A walk since the fwd's CU compared a type by
                                 // its link through it; the whole-BTF struct
                                 // pass saw this re-pointing done.
-                                self.give_up = Some("an enum forward declaration compared in a walk was re-pointed later");
+                                self.give_up =
+                                    Some("an enum forward declaration compared in a walk was re-pointed later");
                                 return Ok(());
                             }
                             self.state.set(cand, ST_MAPPED);
@@ -1495,7 +1503,12 @@ impl<'a, L: Links> Dedup<'a, L> {
     #[inline(never)]
     fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
         self.eq_stack.clear();
-        let w = Walked { words: self.words, nodes: &self.nodes, link: &self.link, hypot: &self.hypot };
+        let w = Walked {
+            words: self.words,
+            nodes: &self.nodes,
+            link: &self.link,
+            hypot: &self.hypot,
+        };
         push_pair(&mut self.eq_stack, w, cand, canon);
         while let Some(q) = self.eq_stack.pop() {
             if !self.equiv_step(q)? {
@@ -1542,9 +1555,7 @@ impl<'a, L: Links> Dedup<'a, L> {
             if h == c {
                 return Ok(true);
             }
-            return Ok(self.identical_arrays(h, c)
-                || self.identical_structs(h, c, 0)?
-                || self.identical_ptrs(h, c));
+            return Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c));
         }
 
         if cw[0] != kw[0] {
@@ -1568,7 +1579,12 @@ impl<'a, L: Links> Dedup<'a, L> {
             return Ok(false);
         }
         let st = &mut self.eq_stack;
-        let w = Walked { words: self.words, nodes: &self.nodes, link: &self.link, hypot: &self.hypot };
+        let w = Walked {
+            words: self.words,
+            nodes: &self.nodes,
+            link: &self.link,
+            hypot: &self.hypot,
+        };
         match ck {
             INT => Ok(equal_int_tag(cw, kw)),
             ENUM | ENUM64 => Ok(compat_enum(exact(cw), exact(kw))),
@@ -1751,7 +1767,6 @@ impl<'a, L: Links> Dedup<'a, L> {
         self.struct_done = to;
         Ok(())
     }
-
 }
 
 impl Dedup<'_> {
@@ -1765,9 +1780,20 @@ impl Dedup<'_> {
             self.table = CandTable::EMPTY;
             refpass::Lookup::Index(refindex::RefIndex::default())
         } else {
-            refpass::Lookup::Table { table: &mut self.table, start: self.start }
+            refpass::Lookup::Table {
+                table: &mut self.table,
+                start: self.start,
+            }
         };
-        refpass::run(self.words, &self.nodes, &mut self.link, &mut self.state, lookup, self.start, self.end)
+        refpass::run(
+            self.words,
+            &self.nodes,
+            &mut self.link,
+            &mut self.state,
+            lookup,
+            self.start,
+            self.end,
+        )
     }
 
     /// The passes after the struct pass: FWDs, references, and the final
@@ -2000,10 +2026,7 @@ struct Timer {
 }
 
 fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime only writes the timespec we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
@@ -2116,7 +2139,10 @@ mod tests {
         let f = b.add_fwd(b"foo", false);
         b.words_mut(f)[2] = 655_360;
         for ids_checked in [false, true] {
-            let o = Options { ids_checked, ..Options::default() };
+            let o = Options {
+                ids_checked,
+                ..Options::default()
+            };
             let e = dedup(&b, &o).err().expect("refused");
             assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
         }
@@ -2304,10 +2330,7 @@ mod tests {
         b.begin(Kind::Enum, b"e", 8, false); // 4: fwd of another size, takes 2
         let out = run(&b);
         assert_eq!(out.own_type_count(), 2);
-        assert_eq!(
-            lines(&out)[1],
-            format!("[2] TYPEDEF 't' type_id={}", full.0 - 1)
-        );
+        assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.0 - 1));
     }
 
     #[test]
@@ -2435,10 +2458,7 @@ mod tests {
             crate::btf::write::to_bytes(&indexed)
         );
         let owned = dedup_owned(s.clone(), &with).unwrap();
-        assert_eq!(
-            crate::btf::write::to_bytes(&plain),
-            crate::btf::write::to_bytes(&owned)
-        );
+        assert_eq!(crate::btf::write::to_bytes(&plain), crate::btf::write::to_bytes(&owned));
         // an index of another base is not used
         let other = Arc::new(BaseIndex::new(&Arc::new(Btf::new(Endian::Little))).unwrap());
         assert!(!other.serves(s.base()) && index.serves(s.base()));

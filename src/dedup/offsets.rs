@@ -38,7 +38,11 @@ impl Offsets {
 
     /// An empty column that grows by [`Offsets::push`], in blocks of 64 ids.
     pub(super) fn growing() -> Offsets {
-        Offsets { block: Vec::new(), step: Vec::new(), bits: Self::MAX_BITS }
+        Offsets {
+            block: Vec::new(),
+            step: Vec::new(),
+            bits: Self::MAX_BITS,
+        }
     }
 
     /// Appends the next id's offset (not below the previous one); `false`
@@ -62,7 +66,11 @@ impl Offsets {
     /// `layout_walk`, which fills them in parallel).
     pub(super) fn from_parts(block: Vec<u32>, step: Vec<u16>) -> Offsets {
         debug_assert_eq!(block.len(), step.len().div_ceil(1 << Self::MAX_BITS));
-        Offsets { block, step, bits: Self::MAX_BITS }
+        Offsets {
+            block,
+            step,
+            bits: Self::MAX_BITS,
+        }
     }
 
     /// Room for `n` more ids without doubling (see [`super::incremental::reserve_step`]).

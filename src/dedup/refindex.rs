@@ -41,7 +41,11 @@ struct Entry {
 #[inline]
 fn content<'e>(words: &'e [u32], e: &'e Entry) -> &'e [u32] {
     let len = e.len as usize;
-    if len <= INLINE { &e.w[..len] } else { &words[e.w[0] as usize..e.w[0] as usize + len] }
+    if len <= INLINE {
+        &e.w[..len]
+    } else {
+        &words[e.w[0] as usize..e.w[0] as usize + len]
+    }
 }
 
 impl RefIndex {
@@ -59,7 +63,11 @@ impl RefIndex {
         if let Some(e) = found {
             return e.id;
         }
-        let mut e = Entry { id, len: key.len() as u32, w: [0; INLINE] };
+        let mut e = Entry {
+            id,
+            len: key.len() as u32,
+            w: [0; INLINE],
+        };
         if key.len() <= INLINE {
             e.w[..key.len()].copy_from_slice(key);
         } else {

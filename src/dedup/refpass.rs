@@ -323,7 +323,10 @@ impl<'d> RefPass<'d> {
         if k != ARRAY && k != FUNC_PROTO {
             // only the third word is an id (DECL_TAG's fourth is an index)
             let four = if k == DECL_TAG { w[3] } else { 0 };
-            return Key::Short([w[0], w[1], self.resolve(w[2]), four], if k == DECL_TAG { 4 } else { 3 });
+            return Key::Short(
+                [w[0], w[1], self.resolve(w[2]), four],
+                if k == DECL_TAG { 4 } else { 3 },
+            );
         }
         let mut c = SmallVec::from_slice(exact(w));
         if k == ARRAY {
@@ -359,7 +362,11 @@ impl<'d> RefPass<'d> {
 
     #[inline]
     fn look_up(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
-        if let Lookup::Index(ix) = &mut self.lookup { ix.canonical(key, id) } else { self.in_table(id, w, key) }
+        if let Lookup::Index(ix) = &mut self.lookup {
+            ix.canonical(key, id)
+        } else {
+            self.in_table(id, w, key)
+        }
     }
 
     /// libbpf's look-up of `id` (record `w`, rewritten `key`) in its
@@ -388,7 +395,14 @@ impl<'d> RefPass<'d> {
                 // base records are never rewritten
                 cw == key
             } else {
-                (2..key.len()).all(|p| key[p] == if is_ref_pos(k, p) { resolve_shared(link, cw[p]) } else { cw[p] })
+                (2..key.len()).all(|p| {
+                    key[p]
+                        == if is_ref_pos(k, p) {
+                            resolve_shared(link, cw[p])
+                        } else {
+                            cw[p]
+                        }
+                })
             };
             if eq {
                 return cand;
@@ -435,7 +449,14 @@ fn walk_span(words: &[u32], nodes: &Offsets, state: &[AtomicU64], id: u32) -> (u
 /// ids before it (from `mid - WINDOW` on) goes to it or past it, and none
 /// from the `WINDOW` ids after it goes below it. Only a guess: the walks
 /// check it ([`Fence`]).
-fn cu_boundary_near(words: &[u32], nodes: &Offsets, state: &[AtomicU64], start: u32, mid: u32, end: u32) -> Option<u32> {
+fn cu_boundary_near(
+    words: &[u32],
+    nodes: &Offsets,
+    state: &[AtomicU64],
+    start: u32,
+    mid: u32,
+    end: u32,
+) -> Option<u32> {
     const SEARCH: u32 = 1 << 16;
     let window = TUNING.with(|c| c.get().1);
     let span = |id: u32| walk_span(words, nodes, state, id);
@@ -476,7 +497,18 @@ pub(super) fn run(
     // a little before the middle: the function phase's prototypes at the
     // end run after both stretches, and the first one's CUs cost more per
     // id (more of their types become canonical)
-    let m = split.then(|| cu_boundary_near(words, nodes, state.shared(), start, start + ((end - start) as u64 * 47 / 100) as u32, end)).flatten();
+    let m = split
+        .then(|| {
+            cu_boundary_near(
+                words,
+                nodes,
+                state.shared(),
+                start,
+                start + ((end - start) as u64 * 47 / 100) as u32,
+                end,
+            )
+        })
+        .flatten();
     let Some(m) = m.filter(|&m| m - start >= min && end - m >= min) else {
         let mut a = RefPass::new(words, nodes, shared_u32(link), state.shared(), lookup);
         return a.run(start, end).map(|_| ());
@@ -484,7 +516,13 @@ pub(super) fn run(
     let before: Vec<u64> = state.snapshot();
     {
         let (link, states) = (shared_u32(link), state.shared());
-        let fence = |above| Some(Fence { at: m, above, before: &before });
+        let fence = |above| {
+            Some(Fence {
+                at: m,
+                above,
+                before: &before,
+            })
+        };
         let mut a = RefPass::new(words, nodes, link, states, lookup);
         let mut b = RefPass::new(words, nodes, link, states, Lookup::Index(refindex::RefIndex::default()));
         (a.fence, b.fence) = (fence(true), fence(false));
@@ -511,7 +549,13 @@ pub(super) fn run(
     state.restore(&before);
     #[cfg(test)]
     note(Path::Undone);
-    let mut a = RefPass::new(words, nodes, shared_u32(link), state.shared(), Lookup::Index(Default::default()));
+    let mut a = RefPass::new(
+        words,
+        nodes,
+        shared_u32(link),
+        state.shared(),
+        Lookup::Index(Default::default()),
+    );
     a.run(start, end).map(|_| ())
 }
 
@@ -634,7 +678,11 @@ mod tests {
             let split = split.expect("dedup");
             let one = one_thread(&b).expect("dedup");
             let table = dedup_through_table(&b, &Options::default()).expect("dedup");
-            assert_eq!(crate::btf::dump::raw_string(&split), crate::btf::dump::raw_string(&one), "round {round}");
+            assert_eq!(
+                crate::btf::dump::raw_string(&split),
+                crate::btf::dump::raw_string(&one),
+                "round {round}"
+            );
             assert_eq!(split.raw_words(), one.raw_words(), "round {round}");
             assert_eq!(split.raw_words(), table.raw_words(), "round {round}");
             seen.extend(path);

@@ -19,7 +19,11 @@ impl States {
         States {
             words: bytes
                 .chunks(32)
-                .map(|c| c.iter().enumerate().fold(0u64, |w, (i, &s)| w | (u64::from(s & 3) << (2 * i))))
+                .map(|c| {
+                    c.iter()
+                        .enumerate()
+                        .fold(0u64, |w, (i, &s)| w | (u64::from(s & 3) << (2 * i)))
+                })
                 .map(AtomicU64::new)
                 .collect(),
         }
@@ -118,7 +122,10 @@ mod tests {
         s.set(33, 2);
         s.set(34, 1);
         s.set(999, 0);
-        assert_eq!((s.get(32), s.get(33), s.get(34), s.get(35)), (bytes[32], 2, 1, bytes[35]));
+        assert_eq!(
+            (s.get(32), s.get(33), s.get(34), s.get(35)),
+            (bytes[32], 2, 1, bytes[35])
+        );
         assert_eq!(s.get(999), 0);
     }
 }

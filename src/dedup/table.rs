@@ -106,11 +106,7 @@ impl CandTable {
         let slot = &mut self.slots[i];
         match slot.front {
             NIL => {
-                *slot = Slot {
-                    key,
-                    front: e,
-                    back: e,
-                };
+                *slot = Slot { key, front: e, back: e };
                 self.keys += 1;
             }
             _ => {
@@ -255,9 +251,7 @@ mod tests {
         // a deterministic mix of a few hot keys and many cold ones
         let mut x: u64 = 12345;
         for id in 1..2000u32 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let key = if x >> 60 < 6 { (x >> 61) & 3 } else { x >> 20 };
             t.insert(key, id);
             m.insert(key, id);

@@ -150,7 +150,15 @@ fn member_label(btf: &Btf, name: u32, ty: u32, bit_off: u32) -> String {
 /// (name, type, bit offset, bitfield size) of each member.
 fn members(t: Type<'_>) -> Vec<(u32, u32, u32, u32)> {
     let kflag = t.kflag();
-    t.triples().map(|[n, ty, off]| if kflag { (n, ty, off & 0xff_ffff, off >> 24) } else { (n, ty, off, 0) }).collect()
+    t.triples()
+        .map(|[n, ty, off]| {
+            if kflag {
+                (n, ty, off & 0xff_ffff, off >> 24)
+            } else {
+                (n, ty, off, 0)
+            }
+        })
+        .collect()
 }
 
 /// Enum values as (name, value), widened so signed and unsigned compare.
@@ -164,7 +172,9 @@ fn enum_values(t: Type<'_>) -> Vec<(u32, i128)> {
             })
             .collect()
     } else {
-        t.pairs().map(|[n, v]| (n, if signed { v as i32 as i128 } else { v as i128 })).collect()
+        t.pairs()
+            .map(|[n, v]| (n, if signed { v as i32 as i128 } else { v as i128 }))
+            .collect()
     }
 }
 
@@ -274,7 +284,11 @@ fn below(btf: &Btf, mut id: TypeId) -> Option<TypeId> {
 /// `type struct foo *: ` before a note about a reference; nothing when the
 /// path names the reference itself (an unreferenced anonymous item).
 fn subject(aspect: &str, shown: &str) -> String {
-    if aspect.is_empty() { String::new() } else { format!("{aspect} {shown}: ") }
+    if aspect.is_empty() {
+        String::new()
+    } else {
+        format!("{aspect} {shown}: ")
+    }
 }
 
 /// A short description of an item for `+`/`-` lines.
@@ -284,7 +298,12 @@ fn describe(btf: &Btf, id: TypeId) -> String {
         Kind::Struct | Kind::Union => format!("size {}, {} members", t.size(), t.vlen()),
         Kind::Enum | Kind::Enum64 => format!("size {}, {} values", t.size(), t.vlen()),
         Kind::Typedef => type_name(btf, t.type_id()),
-        Kind::Int => format!("size {}, {}, {} bits", t.size(), int_encoding(t.int_encoding()), t.int_bits()),
+        Kind::Int => format!(
+            "size {}, {}, {} bits",
+            t.size(),
+            int_encoding(t.int_encoding()),
+            t.int_bits()
+        ),
         Kind::Float => format!("size {}", t.size()),
         Kind::Func => format!("{} {}", linkage(t.vlen()), type_name(btf, t.type_id())),
         Kind::Var => format!("{} {}", linkage(t.extra()), type_name(btf, t.type_id())),
@@ -303,12 +322,20 @@ fn anon_label(btf: &Btf, id: TypeId) -> String {
                 _ => t.triples().next().map(|m| m[0]),
             };
             let first_type = match t.kind() {
-                Kind::Struct | Kind::Union => t.triples().next().map(|m| format!(": {}", type_name(btf, TypeId(m[1])))),
+                Kind::Struct | Kind::Union => t
+                    .triples()
+                    .next()
+                    .map(|m| format!(": {}", type_name(btf, TypeId(m[1])))),
                 _ => None,
             };
             match first.filter(|&n| n != 0) {
                 Some(n) => {
-                    format!("{} (anon {}{})", tag_keyword(btf, id), text(btf, n), first_type.unwrap_or_default())
+                    format!(
+                        "{} (anon {}{})",
+                        tag_keyword(btf, id),
+                        text(btf, n),
+                        first_type.unwrap_or_default()
+                    )
                 }
                 None => format!("{} (anon)", tag_keyword(btf, id)),
             }
@@ -390,11 +417,13 @@ impl Engine<'_> {
     /// Classes of all own types of A (built on first use).
     fn classes_a(&mut self) -> &hashbrown::HashSet<u32> {
         let (a, cls) = (self.a, self.cls);
-        self.own_classes_a.get_or_insert_with(|| a.own_ids().map(|id| cls.a(id)).collect())
+        self.own_classes_a
+            .get_or_insert_with(|| a.own_ids().map(|id| cls.a(id)).collect())
     }
     fn classes_b(&mut self) -> &hashbrown::HashSet<u32> {
         let (b, cls) = (self.b, self.cls);
-        self.own_classes_b.get_or_insert_with(|| b.own_ids().map(|id| cls.b(id)).collect())
+        self.own_classes_b
+            .get_or_insert_with(|| b.own_ids().map(|id| cls.b(id)).collect())
     }
 
     fn push(&mut self, kind: DiffKind, path: &str, aspect: impl Into<String>, old: String, new: String) {
@@ -553,14 +582,26 @@ impl Engine<'_> {
             (Kind::Enum | Kind::Enum64, Kind::Enum | Kind::Enum64) => self.enumeration(label, x, y),
             (Kind::Int, Kind::Int) => {
                 if ta.size() != tb.size() {
-                    self.push(DiffKind::Size, label, "size", ta.size().to_string(), tb.size().to_string());
+                    self.push(
+                        DiffKind::Size,
+                        label,
+                        "size",
+                        ta.size().to_string(),
+                        tb.size().to_string(),
+                    );
                 }
                 if ta.int_encoding() != tb.int_encoding() {
                     let (o, n) = (int_encoding(ta.int_encoding()), int_encoding(tb.int_encoding()));
                     self.push(DiffKind::Encoding, label, "encoding", o.into(), n.into());
                 }
                 if ta.int_bits() != tb.int_bits() {
-                    self.push(DiffKind::Encoding, label, "bits", ta.int_bits().to_string(), tb.int_bits().to_string());
+                    self.push(
+                        DiffKind::Encoding,
+                        label,
+                        "bits",
+                        ta.int_bits().to_string(),
+                        tb.int_bits().to_string(),
+                    );
                 }
                 if ta.int_offset() != tb.int_offset() {
                     let (o, n) = (ta.int_offset().to_string(), tb.int_offset().to_string());
@@ -569,7 +610,13 @@ impl Engine<'_> {
             }
             (Kind::Float, Kind::Float) => {
                 if ta.size() != tb.size() {
-                    self.push(DiffKind::Size, label, "size", ta.size().to_string(), tb.size().to_string());
+                    self.push(
+                        DiffKind::Size,
+                        label,
+                        "size",
+                        ta.size().to_string(),
+                        tb.size().to_string(),
+                    );
                 }
             }
             (Kind::Typedef, Kind::Typedef) => {
@@ -637,11 +684,23 @@ impl Engine<'_> {
         let (a, b) = (self.a, self.b);
         let (ta, tb) = (a.ty(x), b.ty(y));
         if ta.kind() != tb.kind() {
-            self.push(DiffKind::Kind, path, "kind", tag_keyword(a, x).into(), tag_keyword(b, y).into());
+            self.push(
+                DiffKind::Kind,
+                path,
+                "kind",
+                tag_keyword(a, x).into(),
+                tag_keyword(b, y).into(),
+            );
             return;
         }
         if ta.size() != tb.size() {
-            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+            self.push(
+                DiffKind::Size,
+                path,
+                "size",
+                ta.size().to_string(),
+                tb.size().to_string(),
+            );
         }
         let (ma, mb) = (members(ta), members(tb));
         let (pairs, only_a, only_b) = pair_by_key(
@@ -671,12 +730,20 @@ impl Engine<'_> {
         for i in only_a {
             let (n, ty, off, bs) = ma[i];
             let mp = format!("{path}.{}", member_label(a, n, ty, off));
-            self.removed(DiffKind::Member, mp, format!("{} @{off}{}", type_name(a, TypeId(ty)), bits(bs)));
+            self.removed(
+                DiffKind::Member,
+                mp,
+                format!("{} @{off}{}", type_name(a, TypeId(ty)), bits(bs)),
+            );
         }
         for j in only_b {
             let (n, ty, off, bs) = mb[j];
             let mp = format!("{path}.{}", member_label(b, n, ty, off));
-            self.added(DiffKind::Member, mp, format!("{} @{off}{}", type_name(b, TypeId(ty)), bits(bs)));
+            self.added(
+                DiffKind::Member,
+                mp,
+                format!("{} @{off}{}", type_name(b, TypeId(ty)), bits(bs)),
+            );
         }
         if pairs.windows(2).any(|w| w[0].1 > w[1].1) {
             self.push_note(DiffKind::Member, path, "member order changed".into());
@@ -684,7 +751,8 @@ impl Engine<'_> {
     }
 
     fn anon_aggregate(&self, btf: &Btf, id: TypeId) -> bool {
-        btf.get(id).is_some_and(|t| matches!(t.kind(), Kind::Struct | Kind::Union) && t.name_off().0 == 0)
+        btf.get(id)
+            .is_some_and(|t| matches!(t.kind(), Kind::Struct | Kind::Union) && t.name_off().0 == 0)
     }
 
     fn enumeration(&mut self, path: &str, x: TypeId, y: TypeId) {
@@ -695,7 +763,13 @@ impl Engine<'_> {
             self.push(DiffKind::Kind, path, "kind", k(ta), k(tb));
         }
         if ta.size() != tb.size() {
-            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+            self.push(
+                DiffKind::Size,
+                path,
+                "size",
+                ta.size().to_string(),
+                tb.size().to_string(),
+            );
         }
         if ta.kflag() != tb.kflag() {
             let s = |f: bool| if f { "signed" } else { "unsigned" }.to_string();
@@ -709,14 +783,28 @@ impl Engine<'_> {
         for (i, j) in pairs {
             if va[i].1 != vb[j].1 {
                 let p = format!("{path}.{}", text(a, va[i].0));
-                self.push(DiffKind::EnumValue, &p, "value", va[i].1.to_string(), vb[j].1.to_string());
+                self.push(
+                    DiffKind::EnumValue,
+                    &p,
+                    "value",
+                    va[i].1.to_string(),
+                    vb[j].1.to_string(),
+                );
             }
         }
         for i in only_a {
-            self.removed(DiffKind::EnumValue, format!("{path}.{}", text(a, va[i].0)), format!("value {}", va[i].1));
+            self.removed(
+                DiffKind::EnumValue,
+                format!("{path}.{}", text(a, va[i].0)),
+                format!("value {}", va[i].1),
+            );
         }
         for j in only_b {
-            self.added(DiffKind::EnumValue, format!("{path}.{}", text(b, vb[j].0)), format!("value {}", vb[j].1));
+            self.added(
+                DiffKind::EnumValue,
+                format!("{path}.{}", text(b, vb[j].0)),
+                format!("value {}", vb[j].1),
+            );
         }
     }
 
@@ -724,29 +812,61 @@ impl Engine<'_> {
         let (a, b) = (self.a, self.b);
         let (ta, tb) = (a.ty(x), b.ty(y));
         if ta.size() != tb.size() {
-            self.push(DiffKind::Size, path, "size", ta.size().to_string(), tb.size().to_string());
+            self.push(
+                DiffKind::Size,
+                path,
+                "size",
+                ta.size().to_string(),
+                tb.size().to_string(),
+            );
         }
-        let entry_name = |btf: &Btf, v: u32| btf.get(TypeId(v)).map(|t| text(btf, t.name_off().0)).unwrap_or_default();
+        let entry_name = |btf: &Btf, v: u32| {
+            btf.get(TypeId(v))
+                .map(|t| text(btf, t.name_off().0))
+                .unwrap_or_default()
+        };
         let ea: Vec<[u32; 3]> = ta.triples().collect();
         let eb: Vec<[u32; 3]> = tb.triples().collect();
-        let (pairs, only_a, only_b) =
-            pair_by_key(ea.iter().map(|e| entry_name(a, e[0])), eb.iter().map(|e| entry_name(b, e[0])));
+        let (pairs, only_a, only_b) = pair_by_key(
+            ea.iter().map(|e| entry_name(a, e[0])),
+            eb.iter().map(|e| entry_name(b, e[0])),
+        );
         for (i, j) in pairs {
             let p = format!("{path}.{}", entry_name(a, ea[i][0]));
             if ea[i][1] != eb[j][1] {
-                self.push(DiffKind::Datasec, &p, "offset", ea[i][1].to_string(), eb[j][1].to_string());
+                self.push(
+                    DiffKind::Datasec,
+                    &p,
+                    "offset",
+                    ea[i][1].to_string(),
+                    eb[j][1].to_string(),
+                );
             }
             if ea[i][2] != eb[j][2] {
-                self.push(DiffKind::Datasec, &p, "size", ea[i][2].to_string(), eb[j][2].to_string());
+                self.push(
+                    DiffKind::Datasec,
+                    &p,
+                    "size",
+                    ea[i][2].to_string(),
+                    eb[j][2].to_string(),
+                );
             }
         }
         for i in only_a {
             let [v, off, sz] = ea[i];
-            self.removed(DiffKind::Datasec, format!("{path}.{}", entry_name(a, v)), format!("offset {off}, size {sz}"));
+            self.removed(
+                DiffKind::Datasec,
+                format!("{path}.{}", entry_name(a, v)),
+                format!("offset {off}, size {sz}"),
+            );
         }
         for j in only_b {
             let [v, off, sz] = eb[j];
-            self.added(DiffKind::Datasec, format!("{path}.{}", entry_name(b, v)), format!("offset {off}, size {sz}"));
+            self.added(
+                DiffKind::Datasec,
+                format!("{path}.{}", entry_name(b, v)),
+                format!("offset {off}, size {sz}"),
+            );
         }
     }
 
@@ -769,9 +889,22 @@ impl Engine<'_> {
             let (na, nb) = (text(a, p[0]), text(b, q[0]));
             if na != nb {
                 let show = |s: String| if s.is_empty() { "(none)".to_string() } else { s };
-                self.push(DiffKind::ParamName, path, format!("param {} name", i + 1), show(na), show(nb));
+                self.push(
+                    DiffKind::ParamName,
+                    path,
+                    format!("param {} name", i + 1),
+                    show(na),
+                    show(nb),
+                );
             }
-            self.cmp_ref(path, &format!("param {}", i + 1), DiffKind::Param, TypeId(p[1]), TypeId(q[1]), depth);
+            self.cmp_ref(
+                path,
+                &format!("param {}", i + 1),
+                DiffKind::Param,
+                TypeId(p[1]),
+                TypeId(q[1]),
+                depth,
+            );
         }
         let param = |btf: &Btf, i: usize, p: [u32; 2], n: usize| {
             if p[1] == 0 && i + 1 == n {
@@ -811,18 +944,27 @@ impl Engine<'_> {
         let (a, b) = (self.a, self.b);
         let shown = type_name(a, x);
         // Nested findings read `struct s.cb param 2: ...`, not `struct s.cb: param 2 ...`.
-        let sub = if aspect == "type" || aspect.is_empty() { path.to_string() } else { format!("{path} {aspect}") };
+        let sub = if aspect == "type" || aspect.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path} {aspect}")
+        };
         for _ in 0..64 {
             if self.cls.a(x) == self.cls.b(y) {
                 return;
             }
-            let (Some(tx), Some(ty)) = (a.get(x), b.get(y)) else { break };
+            let (Some(tx), Some(ty)) = (a.get(x), b.get(y)) else {
+                break;
+            };
             let (kx, ky) = (tx.kind(), ty.kind());
             let anonymous = tx.name_off().0 == 0 && ty.name_off().0 == 0;
             match (kx, ky) {
                 (kx, ky)
                     if kx == ky
-                        && matches!(kx, Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag) =>
+                        && matches!(
+                            kx,
+                            Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag
+                        ) =>
                 {
                     x = tx.type_id();
                     y = ty.type_id();
@@ -830,7 +972,14 @@ impl Engine<'_> {
                 (Kind::Array, Kind::Array) => {
                     let ((ea, ia, _), (eb, ib, _)) = (tx.array(), ty.array());
                     if self.cls.a(ea) == self.cls.b(eb) {
-                        self.cmp_ref(path, format!("{aspect} index type").trim_start(), kind, ia, ib, depth + 1);
+                        self.cmp_ref(
+                            path,
+                            format!("{aspect} index type").trim_start(),
+                            kind,
+                            ia,
+                            ib,
+                            depth + 1,
+                        );
                         return;
                     }
                     x = ea;
@@ -855,7 +1004,11 @@ impl Engine<'_> {
                 _ => break,
             }
         }
-        self.push_note(DiffKind::Other, path, format!("{}structure differs", subject(aspect, &shown)));
+        self.push_note(
+            DiffKind::Other,
+            path,
+            format!("{}structure differs", subject(aspect, &shown)),
+        );
     }
 
     /// A named type reached from a reference whose C name did not change.
@@ -867,7 +1020,11 @@ impl Engine<'_> {
             let note = if base_x && base_y {
                 format!("{}{leaf} differs between the two bases", subject(aspect, shown))
             } else {
-                format!("{}{leaf} is in {}'s base only", subject(aspect, shown), if base_x { "A" } else { "B" })
+                format!(
+                    "{}{leaf} is in {}'s base only",
+                    subject(aspect, shown),
+                    if base_x { "A" } else { "B" }
+                )
             };
             self.push_note(DiffKind::Retarget, path, note);
             return;
@@ -885,7 +1042,11 @@ impl Engine<'_> {
             }
         };
         let (o, n) = (desc(a, x), desc(b, y));
-        let what = if aspect.is_empty() { "refers to".to_string() } else { format!("{aspect} {shown} refers to") };
+        let what = if aspect.is_empty() {
+            "refers to".to_string()
+        } else {
+            format!("{aspect} {shown} refers to")
+        };
         self.push(DiffKind::Retarget, path, what, o, n);
     }
 }
@@ -913,9 +1074,15 @@ mod tests {
 
     #[test]
     fn anonymous_cycles_terminate() {
-        let r = compare(&self_referencing_anonymous(8, false), &self_referencing_anonymous(8, true));
+        let r = compare(
+            &self_referencing_anonymous(8, false),
+            &self_referencing_anonymous(8, true),
+        );
         let lines: Vec<String> = r.differences.iter().map(|d| d.to_string()).collect();
-        assert!(lines.contains(&"struct outer.s.v: type int -> struct {...} *".to_string()), "{lines:?}");
+        assert!(
+            lines.contains(&"struct outer.s.v: type int -> struct {...} *".to_string()),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -45,7 +45,12 @@ impl SliceInterner {
     }
 
     fn intern(&mut self, key: &[u32]) -> u32 {
-        let SliceInterner { table, starts, arena, hasher } = self;
+        let SliceInterner {
+            table,
+            starts,
+            arena,
+            hasher,
+        } = self;
         let slice = |c: u32, starts: &[u32]| -> std::ops::Range<usize> {
             starts[c as usize] as usize..starts[c as usize + 1] as usize
         };
@@ -161,7 +166,13 @@ pub fn compute(a: &Btf, b: &Btf) -> Classes {
         }
         count = new_count;
     }
-    Classes { class, local, a_nodes, rounds, count }
+    Classes {
+        class,
+        local,
+        a_nodes,
+        rounds,
+        count,
+    }
 }
 
 #[cfg(test)]

@@ -194,7 +194,13 @@ pub struct Difference {
 
 impl Difference {
     fn sort_key(&self) -> (&str, Change, &str, Option<&str>, Option<&str>) {
-        (&self.path, self.change, &self.aspect, self.old.as_deref(), self.new.as_deref())
+        (
+            &self.path,
+            self.change,
+            &self.aspect,
+            self.old.as_deref(),
+            self.new.as_deref(),
+        )
     }
 
     pub fn to_json(&self) -> Value {
@@ -265,7 +271,11 @@ impl Report {
             Verdict::Different => {}
         }
         let n = self.differences.len();
-        let parts: Vec<String> = self.summary().iter().map(|(k, c)| format!("{c} {}", k.name())).collect();
+        let parts: Vec<String> = self
+            .summary()
+            .iter()
+            .map(|(k, c)| format!("{c} {}", k.name()))
+            .collect();
         format!("{n} difference{}: {}", if n == 1 { "" } else { "s" }, parts.join(", "))
     }
 
@@ -275,8 +285,11 @@ impl Report {
     }
 
     pub fn to_json(&self, a: &str, b: &str) -> Value {
-        let summary: serde_json::Map<String, Value> =
-            self.summary().iter().map(|(k, c)| (k.name().to_string(), Value::from(*c))).collect();
+        let summary: serde_json::Map<String, Value> = self
+            .summary()
+            .iter()
+            .map(|(k, c)| (k.name().to_string(), Value::from(*c)))
+            .collect();
         json!({
             "a": a,
             "b": b,

@@ -65,7 +65,9 @@ fn decl(btf: &Btf, id: TypeId, inner: &str, depth: u32) -> String {
     if id == TypeId::VOID {
         return join("void", inner);
     }
-    let Some(t) = btf.get(id) else { return join(&format!("<bad type id {}>", id.0), inner) };
+    let Some(t) = btf.get(id) else {
+        return join(&format!("<bad type id {}>", id.0), inner);
+    };
     let kind = t.kind();
     match kind {
         Kind::Int | Kind::Float | Kind::Typedef => join(&name(btf, t.name_off()), inner),
@@ -89,19 +91,35 @@ fn decl(btf: &Btf, id: TypeId, inner: &str, depth: u32) -> String {
                 // (as gcc emits) both.
                 let on_array_of_qualified = btf.get(t.type_id()).is_some_and(|a| a.kind() == Kind::Array)
                     && rest.strip_prefix(q.as_str()).is_some_and(|r| r.starts_with(' '));
-                if on_array_of_qualified { rest } else { format!("{q} {rest}") }
+                if on_array_of_qualified {
+                    rest
+                } else {
+                    format!("{q} {rest}")
+                }
             }
         }
         Kind::Array => {
             let (elem, _, n) = t.array();
-            let inner = if inner.starts_with('*') { format!("({inner})") } else { inner.to_string() };
+            let inner = if inner.starts_with('*') {
+                format!("({inner})")
+            } else {
+                inner.to_string()
+            };
             decl(btf, elem, &format!("{inner}[{n}]"), depth + 1)
         }
         Kind::FuncProto => {
-            let inner = if inner.starts_with('*') { format!("({inner})") } else { inner.to_string() };
+            let inner = if inner.starts_with('*') {
+                format!("({inner})")
+            } else {
+                inner.to_string()
+            };
             let params = params(btf, id, depth);
             // `int (void)`: a bare prototype reads like a function type.
-            let inner = if inner.is_empty() { format!("({params})") } else { format!("{inner}({params})") };
+            let inner = if inner.is_empty() {
+                format!("({params})")
+            } else {
+                format!("{inner}({params})")
+            };
             decl(btf, t.type_id(), &inner, depth + 1)
         }
         Kind::Func => format!("func {}", name(btf, t.name_off())),

@@ -13,8 +13,8 @@
 
 use gimli::{
     AttributeValue, DebugAddrIndex, DebugInfoOffset, DebugLineStrOffset, DebugLocListsIndex, DebugRngListsIndex,
-    DebugStrOffset, DebugStrOffsetsIndex, DebugTypeSignature, DwAt, DwForm, DwTag, EndianSlice, Endianity,
-    Expression, Format, ReaderOffsetId, RunTimeEndian, UnitOffset, constants as dw,
+    DebugStrOffset, DebugStrOffsetsIndex, DebugTypeSignature, DwAt, DwForm, DwTag, EndianSlice, Endianity, Expression,
+    Format, ReaderOffsetId, RunTimeEndian, UnitOffset, constants as dw,
 };
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
@@ -78,7 +78,12 @@ pub(super) enum Op {
     SkipForm(DwForm),
     /// A read attribute: its name (for messages and gimli's DWARF 2/3
     /// section-offset rule), form, target field and implicit constant.
-    Read { at: DwAt, form: DwForm, field: Field, implicit: i64 },
+    Read {
+        at: DwAt,
+        form: DwForm,
+        field: Field,
+        implicit: i64,
+    },
     /// A read attribute in DW_FORM_ref_addr: the decoder reports it.
     RefAddr(DwAt),
     // The forms of nearly every read attribute, decided when the plan is
@@ -114,7 +119,12 @@ pub(super) struct Abbrev {
 
 impl Abbrev {
     /// A null entry (tag 0, which no abbreviation has: gimli rejects it).
-    pub(super) const NULL: Abbrev = Abbrev { tag: DwTag(0), has_children: false, read: 0, skip: 0 };
+    pub(super) const NULL: Abbrev = Abbrev {
+        tag: DwTag(0),
+        has_children: false,
+        read: 0,
+        skip: 0,
+    };
 
     #[inline]
     pub(super) fn is_null(&self) -> bool {
@@ -193,7 +203,11 @@ fn read_abbrev(r: &mut R<'_>, specs: &mut Vec<Spec>) -> Res<Option<(u64, DwTag, 
             _ => {}
         }
         let form = DwForm(form);
-        let implicit = if form == dw::DW_FORM_implicit_const { r.read_sleb128()? } else { 0 };
+        let implicit = if form == dw::DW_FORM_implicit_const {
+            r.read_sleb128()?
+        } else {
+            0
+        };
         specs.push((DwAt(name), form, implicit));
     }
     Ok(Some((code, tag, has_children)))
@@ -391,7 +405,12 @@ impl<'a> Dies<'a> {
         let read = self.plan(&specs, true);
         let skip = self.plan(&specs, false);
         self.specs = specs;
-        let a = Abbrev { tag, has_children, read, skip };
+        let a = Abbrev {
+            tag,
+            has_children,
+            read,
+            skip,
+        };
         let known = match self.by_code.get(code as usize) {
             Some(&i) => i != 0,
             None => self.sparse.contains_key(&code),
@@ -431,7 +450,12 @@ impl<'a> Dies<'a> {
                     dw::DW_FORM_data1 if wants_number(field) => Op::Num1(name, field),
                     dw::DW_FORM_data2 if wants_number(field) => Op::Num2(name, field),
                     dw::DW_FORM_flag_present => Op::Present(field),
-                    form => Op::Read { at: name, form, field, implicit },
+                    form => Op::Read {
+                        at: name,
+                        form,
+                        field,
+                        implicit,
+                    },
                 });
                 continue;
             }
@@ -489,14 +513,23 @@ impl<'a> Dies<'a> {
                 Op::End => return Ok(()),
                 Op::Skip(n) => self.advance(n as usize).map_err(|e| ReadError::Bad(None, e))?,
                 Op::NameStrp4(at) => sink.name_strp(self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
-                Op::Ref4(at, field) => sink.unit_ref(field, self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
+                Op::Ref4(at, field) => {
+                    sink.unit_ref(field, self.u32().map_err(|e| ReadError::Bad(Some(at), e))? as u64)
+                }
                 Op::Num1(at, field) => sink.number(field, self.u8().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
                 Op::Num2(at, field) => sink.number(field, self.u16().map_err(|e| ReadError::Bad(Some(at), e))? as u64),
                 Op::Present(field) => sink.value(field, Value::Other(AttributeValue::Flag(true))),
                 Op::SkipForm(form) => self.skip_form(form).map_err(|e| ReadError::Bad(None, e))?,
                 Op::RefAddr(at) => return Err(ReadError::RefAddr(at)),
-                Op::Read { at, form, field, implicit } => {
-                    let v = self.value(at, form, field, implicit).map_err(|e| ReadError::Bad(Some(at), e))?;
+                Op::Read {
+                    at,
+                    form,
+                    field,
+                    implicit,
+                } => {
+                    let v = self
+                        .value(at, form, field, implicit)
+                        .map_err(|e| ReadError::Bad(Some(at), e))?;
                     sink.value(field, v);
                 }
             }
@@ -574,7 +607,11 @@ impl<'a> Dies<'a> {
                 dw::DW_FORM_ref8 => AttributeValue::UnitRef(UnitOffset(to_usize(self.u64()?)?)),
                 dw::DW_FORM_ref_udata => AttributeValue::UnitRef(UnitOffset(self.uleb_usize()?)),
                 dw::DW_FORM_ref_addr => {
-                    let o = if enc.version == 2 { self.sized(enc.address_size)? } else { self.offset(enc.format)? };
+                    let o = if enc.version == 2 {
+                        self.sized(enc.address_size)?
+                    } else {
+                        self.offset(enc.format)?
+                    };
                     AttributeValue::DebugInfoRef(DebugInfoOffset(to_usize(o)?))
                 }
                 dw::DW_FORM_ref_sig8 => AttributeValue::DebugTypesRef(DebugTypeSignature(self.u64()?)),
@@ -603,7 +640,9 @@ impl<'a> Dies<'a> {
                 }
                 dw::DW_FORM_strx1 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u8()? as usize)),
                 dw::DW_FORM_strx2 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u16()? as usize)),
-                dw::DW_FORM_strx3 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.sized(3)? as usize)),
+                dw::DW_FORM_strx3 => {
+                    AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.sized(3)? as usize))
+                }
                 dw::DW_FORM_strx4 => AttributeValue::DebugStrOffsetsIndex(DebugStrOffsetsIndex(self.u32()? as usize)),
                 dw::DW_FORM_addrx | dw::DW_FORM_GNU_addr_index => {
                     AttributeValue::DebugAddrIndex(DebugAddrIndex(self.uleb_usize()?))
@@ -734,14 +773,19 @@ impl<'a> Dies<'a> {
     }
 
     fn split(&mut self, n: usize) -> Res<R<'a>> {
-        let s = self.data.get(self.pos..self.pos.checked_add(n).ok_or_else(|| self.eof())?).ok_or_else(|| self.eof())?;
+        let s = self
+            .data
+            .get(self.pos..self.pos.checked_add(n).ok_or_else(|| self.eof())?)
+            .ok_or_else(|| self.eof())?;
         self.pos += n;
         Ok(EndianSlice::new(s, self.endian))
     }
 
     #[inline]
     fn uleb(&mut self) -> Res<u64> {
-        let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+        let Some(&b) = self.data.get(self.pos) else {
+            return Err(self.eof());
+        };
         self.pos += 1;
         if b < 0x80 {
             return Ok(b as u64);
@@ -749,7 +793,9 @@ impl<'a> Dies<'a> {
         let mut v = (b & 0x7f) as u64;
         let mut shift = 7;
         loop {
-            let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+            let Some(&b) = self.data.get(self.pos) else {
+                return Err(self.eof());
+            };
             self.pos += 1;
             if shift == 63 && b > 1 {
                 return Err(gimli::Error::BadUnsignedLeb128);
@@ -773,7 +819,9 @@ impl<'a> Dies<'a> {
         let mut v = 0i64;
         let mut shift = 0u32;
         loop {
-            let Some(&b) = self.data.get(self.pos) else { return Err(self.eof()) };
+            let Some(&b) = self.data.get(self.pos) else {
+                return Err(self.eof());
+            };
             self.pos += 1;
             if shift == 63 && b != 0 && b != 0x7f {
                 return Err(gimli::Error::BadSignedLeb128);
@@ -801,7 +849,10 @@ fn to_usize(v: u64) -> Res<usize> {
 /// names, references, flags and the raw-value fields).
 #[inline]
 fn wants_number(f: Field) -> bool {
-    !matches!(f, Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec)
+    !matches!(
+        f,
+        Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec
+    )
 }
 
 /// gimli's rule for DWARF 2/3, where data4/data8 may hold a section offset.
@@ -864,7 +915,11 @@ mod tests {
     fn values_match_gimli_form_by_form() {
         for format in [Format::Dwarf32, Format::Dwarf64] {
             for version in [2u16, 3, 4, 5] {
-                let encoding = gimli::Encoding { format, version, address_size: 8 };
+                let encoding = gimli::Encoding {
+                    format,
+                    version,
+                    address_size: 8,
+                };
                 let mut dw = write::Dwarf::new();
                 let id = dw.units.add(write::Unit::new(encoding, LineProgram::none()));
                 let unit = dw.units.get_mut(id);
@@ -924,7 +979,9 @@ mod tests {
                 let mut raw = unit.entries_raw(None).unwrap();
                 while !raw.is_empty() {
                     let off = raw.next_offset().0 as u64;
-                    let Some(a) = raw.read_abbreviation().unwrap() else { continue };
+                    let Some(a) = raw.read_abbreviation().unwrap() else {
+                        continue;
+                    };
                     for spec in a.attributes() {
                         let at = raw.read_attribute(*spec).unwrap();
                         if let Some(f) = Field::of(at.name()) {
@@ -954,7 +1011,9 @@ mod tests {
             0xf0, 0xa2, 0x04, 0x24, 0, 0x03, 0x08, 0x0b, 0x0b, 0, 0, //
             0,
         ];
-        let dies: &[u8] = &[1, 0xf0, 0xa2, 0x04, b'i', b'n', b't', 0, 4, 0xf0, 0xa2, 0x04, b'l', 0, 8, 0];
+        let dies: &[u8] = &[
+            1, 0xf0, 0xa2, 0x04, b'i', b'n', b't', 0, 4, 0xf0, 0xa2, 0x04, b'l', 0, 8, 0,
+        ];
         let mut info = Vec::new();
         info.extend_from_slice(&((7 + dies.len()) as u32).to_le_bytes());
         info.extend_from_slice(&4u16.to_le_bytes());
@@ -974,13 +1033,12 @@ mod tests {
             let Some(a) = c.abbrev().unwrap() else { continue };
             let mut name = Vec::new();
             let mut size = None;
-            if c
-                .read(a, |f, v| match (f, v) {
-                    (Field::Name, Value::Other(AttributeValue::String(s))) => name = s.slice().to_vec(),
-                    (Field::ByteSize, Value::Const(x)) => size = Some(x),
-                    _ => {}
-                })
-                .is_err()
+            if c.read(a, |f, v| match (f, v) {
+                (Field::Name, Value::Other(AttributeValue::String(s))) => name = s.slice().to_vec(),
+                (Field::ByteSize, Value::Const(x)) => size = Some(x),
+                _ => {}
+            })
+            .is_err()
             {
                 panic!("read failed");
             }
@@ -1006,7 +1064,11 @@ mod tests {
             base: 11,
             depth: 0,
             endian: RunTimeEndian::Little,
-            enc: gimli::Encoding { format: Format::Dwarf32, version: 4, address_size: 8 },
+            enc: gimli::Encoding {
+                format: Format::Dwarf32,
+                version: 4,
+                address_size: 8,
+            },
             abbrev: EndianSlice::new(table, RunTimeEndian::Little),
             abbrev_done: false,
             specs: Vec::new(),
@@ -1021,7 +1083,9 @@ mod tests {
     fn abbreviations_are_read_as_far_as_the_dies_need() {
         // 1: base_type, name (string); 2: base_type, byte_size (data1);
         // then an entry with tag 0, which only a DIE using code 3 reaches
-        let table = [1, 0x24, 0, 0x03, 0x08, 0, 0, 2, 0x24, 1, 0x0b, 0x0b, 0, 0, 3, 0, 0, 0, 0];
+        let table = [
+            1, 0x24, 0, 0x03, 0x08, 0, 0, 2, 0x24, 1, 0x0b, 0x0b, 0, 0, 3, 0, 0, 0, 0,
+        ];
         // a DIE of code 2 (byte_size 4), then one of code 1 ("a")
         let dies = [2, 4, 1, b'a', 0];
         let mut c = cursor(&dies, &table);
@@ -1032,7 +1096,16 @@ mod tests {
         let a = c.abbrev().unwrap().unwrap();
         assert!(!a.has_children);
         c.read(a, |f, v| got.push((f, v.raw()))).ok().unwrap();
-        assert_eq!(got, [(Field::ByteSize, AttributeValue::Udata(4)), (Field::Name, AttributeValue::String(EndianSlice::new(b"a", RunTimeEndian::Little)))]);
+        assert_eq!(
+            got,
+            [
+                (Field::ByteSize, AttributeValue::Udata(4)),
+                (
+                    Field::Name,
+                    AttributeValue::String(EndianSlice::new(b"a", RunTimeEndian::Little))
+                )
+            ]
+        );
         // both compiled by the first look-up; the bad entry never read
         assert_eq!((c.compiled.len(), c.abbrev_done), (2, false));
         let mut c = cursor(&[3], &table);
@@ -1064,7 +1137,10 @@ mod tests {
         assert_eq!(d.sleb().unwrap(), -1);
         d.pos = 0;
         d.data = b"abc";
-        assert!(matches!(d.skip_form(dw::DW_FORM_string), Err(gimli::Error::UnexpectedEof(_))));
+        assert!(matches!(
+            d.skip_form(dw::DW_FORM_string),
+            Err(gimli::Error::UnexpectedEof(_))
+        ));
         assert!(matches!(d.split(4), Err(gimli::Error::UnexpectedEof(_))));
     }
 }

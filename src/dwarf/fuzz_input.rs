@@ -13,8 +13,8 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use crate::elf::debug::{DebugSections, LOADED};
 use crate::btf::{self, Endian};
+use crate::elf::debug::{DebugSections, LOADED};
 use crate::elf::debug::{ElfInfo, SHT_PROGBITS, SectionInfo};
 use crate::elf::functab::{FuncTable, func_key};
 use crate::encode::{Options, encode_elf, features::FEATURE_NAMES};
@@ -50,8 +50,15 @@ pub fn parse(data: &[u8]) -> Option<FuzzInput<'_>> {
         rest = r;
     }
     let debug = DebugSections::from_order(std::array::from_fn(|i| Cow::Borrowed(secs[i])));
-    let symbols = secs[LOADED.len()].split(|&c| c == 0).filter(|n| !n.is_empty()).collect();
-    Some(FuzzInput { flags: head[0], debug, symbols })
+    let symbols = secs[LOADED.len()]
+        .split(|&c| c == 0)
+        .filter(|n| !n.is_empty())
+        .collect();
+    Some(FuzzInput {
+        flags: head[0],
+        debug,
+        symbols,
+    })
 }
 
 /// The bytes of an input (what `parse` reads back).
@@ -81,11 +88,25 @@ impl<'a> FuzzInput<'a> {
             .collect();
         let mut objects: Vec<(&[u8], u32)> = self.symbols.iter().map(|&n| (n, 1)).collect();
         objects.sort_unstable();
-        let sec = |name: &'static [u8], sh_type, size, flags| SectionInfo { name, addr: 0x10000 * (size != 0) as u64, size, sh_type, flags };
+        let sec = |name: &'static [u8], sh_type, size, flags| SectionInfo {
+            name,
+            addr: 0x10000 * (size != 0) as u64,
+            size,
+            sh_type,
+            flags,
+        };
         ElfInfo {
-            endian: if self.flags & BIG_ENDIAN != 0 { Endian::Big } else { Endian::Little },
+            endian: if self.flags & BIG_ENDIAN != 0 {
+                Endian::Big
+            } else {
+                Endian::Little
+            },
             is_64: true,
-            machine: if self.flags & AARCH64 != 0 { EM_AARCH64 } else { EM_X86_64 },
+            machine: if self.flags & AARCH64 != 0 {
+                EM_AARCH64
+            } else {
+                EM_X86_64
+            },
             is_rel: false,
             has_symtab: true,
             sections: vec![sec(b"", 0, 0, 0), sec(b".data", SHT_PROGBITS, 1 << 32, 3)],
@@ -105,7 +126,10 @@ impl<'a> FuzzInput<'a> {
 pub fn check(data: &[u8]) {
     let Some(input) = parse(data) else { return };
     let elf = input.elf_info();
-    let mut opts = Options { no_funcs: input.flags & FUNCS == 0, ..Options::default() };
+    let mut opts = Options {
+        no_funcs: input.flags & FUNCS == 0,
+        ..Options::default()
+    };
     if input.flags & ALL_FEATURES != 0 {
         opts.features.apply_list(&FEATURE_NAMES.join(","));
     }

@@ -360,7 +360,7 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
 /// read them exactly as gimli does. Otherwise the `Unit` holds no
 /// abbreviations and nothing reads it through gimli.
 pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<gimli::Unit<R<'a>>> {
-    use gimli::{constants as c, AttributeValue as V};
+    use gimli::{AttributeValue as V, constants as c};
     let sets_bases = dies::root_sets_bases(&header, *d.debug_abbrev.reader())?;
     let abbreviations = if sets_bases {
         d.abbreviations(&header)?
@@ -457,7 +457,9 @@ fn unit_length_fault(r: &R<'_>, at: u64) -> Option<String> {
     };
     let size = sec.len() as u64;
     if (at + field).checked_add(len).is_none_or(|end| end > size) {
-        return Some(format!("unit length {len:#x} reaches past the end of the section ({size} bytes)"));
+        return Some(format!(
+            "unit length {len:#x} reaches past the end of the section ({size} bytes)"
+        ));
     }
     // version, abbreviations offset and address size at least.
     if len < 7 {
@@ -639,11 +641,12 @@ impl<'a, 'd> Decoder<'a, 'd> {
             return Err(self.err(
                 cu_off,
                 None,
-                format!("the unit's abbreviations offset {abbrevs:#x} is past the end of .debug_abbrev ({abbrev_len} bytes)"),
+                format!(
+                    "the unit's abbreviations offset {abbrevs:#x} is past the end of .debug_abbrev ({abbrev_len} bytes)"
+                ),
             ));
         }
-        let unit = unit(self.dwarf, header)
-            .map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
+        let unit = unit(self.dwarf, header).map_err(|e| self.err(cu_off, None, format!("cannot read unit: {e}")))?;
         let unit_end = unit.header.length_including_self() as u64;
         let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
         let mut entries = Dies::new(&unit.header, *self.dwarf.debug_abbrev.reader())
@@ -1181,7 +1184,15 @@ impl<'a, 'd> Decoder<'a, 'd> {
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
         let debug_str = self.dwarf.debug_str.reader().slice();
-        let res = entries.read_into(abbrev, &mut AttrSink { dec: self, unit, a, debug_str });
+        let res = entries.read_into(
+            abbrev,
+            &mut AttrSink {
+                dec: self,
+                unit,
+                a,
+                debug_str,
+            },
+        );
         match res {
             Ok(()) => Ok(()),
             Err(ReadError::RefAddr(at)) => {
@@ -1196,7 +1207,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 e.kind = DecodeErrorKind::MergedMode;
                 Err(e)
             }
-            Err(ReadError::Bad(Some(at), e)) => Err(self.err(cu_off, Some(die), format!("cannot read attribute {at}: {e}"))),
+            Err(ReadError::Bad(Some(at), e)) => {
+                Err(self.err(cu_off, Some(die), format!("cannot read attribute {at}: {e}")))
+            }
             Err(ReadError::Bad(None, e)) => Err(self.err(cu_off, Some(die), format!("cannot read attributes: {e}"))),
         }
     }
@@ -1303,7 +1316,6 @@ fn num_value(v: Value<'_>) -> Option<u64> {
         v => udata(&v.raw()),
     }
 }
-
 
 /// A name as stored in the arena (possibly running on past its NUL) → its text.
 #[inline]
@@ -1572,7 +1584,10 @@ mod tests {
         let fault = |b: &[u8]| unit_length_fault(&EndianSlice::new(b, RunTimeEndian::Little), 0);
         let mut b = vec![0u8; 16];
         b[..4].copy_from_slice(&0x100u32.to_le_bytes());
-        assert_eq!(fault(&b).unwrap(), "unit length 0x100 reaches past the end of the section (16 bytes)");
+        assert_eq!(
+            fault(&b).unwrap(),
+            "unit length 0x100 reaches past the end of the section (16 bytes)"
+        );
         b[..4].copy_from_slice(&3u32.to_le_bytes());
         assert_eq!(fault(&b).unwrap(), "unit length 3 is too short for a unit header");
         b[..4].copy_from_slice(&0xffff_ffffu32.to_le_bytes());

@@ -78,8 +78,32 @@ impl<'a> DebugSections<'a> {
 
     /// The sections from their contents in [`LOADED`] order.
     pub fn from_order(secs: [Cow<'a, [u8]>; 11]) -> DebugSections<'a> {
-        let [info, abbrev, str, line, line_str, str_offsets, addr, loc, loclists, ranges, rnglists] = secs;
-        DebugSections { info, abbrev, str, line, line_str, str_offsets, addr, loc, loclists, ranges, rnglists }
+        let [
+            info,
+            abbrev,
+            str,
+            line,
+            line_str,
+            str_offsets,
+            addr,
+            loc,
+            loclists,
+            ranges,
+            rnglists,
+        ] = secs;
+        DebugSections {
+            info,
+            abbrev,
+            str,
+            line,
+            line_str,
+            str_offsets,
+            addr,
+            loc,
+            loclists,
+            ranges,
+            rnglists,
+        }
     }
 }
 
@@ -195,22 +219,34 @@ fn header_fault(d: &[u8]) -> Option<String> {
         return Some(format!("e_shentsize is {ent}, a section header is {want_ent} bytes"));
     }
     if shoff.checked_add(ent).is_none_or(|end| end > len) {
-        return Some(format!("the section header table (e_shoff {shoff:#x}) starts past the end of the file ({len} bytes)"));
+        return Some(format!(
+            "the section header table (e_shoff {shoff:#x}) starts past the end of the file ({len} bytes)"
+        ));
     }
     // Section 0's fields, for extended numbering.
     let sh = |i: u64, field64: usize, field32: usize| -> Option<u64> {
         let at = (shoff + i * ent) as usize;
-        if is64 { get(at + field64, if field64 == 0x28 || field64 == 4 { 4 } else { 8 }) } else { get(at + field32, 4) }
+        if is64 {
+            get(at + field64, if field64 == 0x28 || field64 == 4 { 4 } else { 8 })
+        } else {
+            get(at + field32, 4)
+        }
     };
     let count = if num == 0 { sh(0, 0x20, 0x14)? } else { num };
-    if count.checked_mul(ent).and_then(|n| n.checked_add(shoff)).is_none_or(|end| end > len) {
+    if count
+        .checked_mul(ent)
+        .and_then(|n| n.checked_add(shoff))
+        .is_none_or(|end| end > len)
+    {
         return Some(format!(
             "the section header table ({count} entries at {shoff:#x}) reaches past the end of the file ({len} bytes)"
         ));
     }
     let strndx = if strndx == 0xffff { sh(0, 0x28, 0x18)? } else { strndx };
     if strndx >= count {
-        return Some(format!("e_shstrndx {strndx}: no such section name table (there are {count} sections)"));
+        return Some(format!(
+            "e_shstrndx {strndx}: no such section name table (there are {count} sections)"
+        ));
     }
     for i in 1..count {
         let ty = sh(i, 4, 4)?;
@@ -281,7 +317,9 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         }
     }
     for i in needed {
-        let Ok(sh) = table.section(object::SectionIndex(i)) else { continue };
+        let Ok(sh) = table.section(object::SectionIndex(i)) else {
+            continue;
+        };
         let Some((off, size)) = sh.file_range(e) else { continue };
         if i != 0 && off.checked_add(size).is_none_or(|end| end > file_len) {
             let name = match table.section_name(e, sh) {
@@ -366,7 +404,9 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     let sym_values: std::cell::OnceCell<Vec<u64>> = std::cell::OnceCell::new();
     let sym_cached = |idx: usize| -> u64 {
         let v = sym_values.get_or_init(|| {
-            (0..f.elf_symbol_table().len()).map(|i| sym_value(object::SymbolIndex(i))).collect()
+            (0..f.elf_symbol_table().len())
+                .map(|i| sym_value(object::SymbolIndex(i)))
+                .collect()
         });
         v.get(idx).copied().unwrap_or(0)
     };
@@ -387,9 +427,12 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                 ));
             }
         }
-        let packed = sec
-            .compressed_data()
-            .map_err(|err| Error::elf(path, format!("section {sec_name}: unreadable compression header: {err}")))?;
+        let packed = sec.compressed_data().map_err(|err| {
+            Error::elf(
+                path,
+                format!("section {sec_name}: unreadable compression header: {err}"),
+            )
+        })?;
         let data = inflate(packed).map_err(|msg| Error::elf(path, format!("section {sec_name}: {msg}")))?;
         if !is_rel {
             return Ok(data);
@@ -477,8 +520,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
 /// the data rather than being reserved from the claim, so a lying header
 /// costs no more memory than the real contents.
 fn inflate(c: object::CompressedData<'_>) -> std::result::Result<Cow<'_, [u8]>, String> {
-    use std::io::Read;
     use object::CompressionFormat as F;
+    use std::io::Read;
     let claimed = c.uncompressed_size;
     let mut stream: Box<dyn Read + '_> = match c.format {
         F::None => return Ok(Cow::Borrowed(c.data)),
@@ -554,7 +597,11 @@ mod tests {
     }
 
     fn claim(data: &[u8], size: u64) -> object::CompressedData<'_> {
-        object::CompressedData { format: object::CompressionFormat::Zlib, data, uncompressed_size: size }
+        object::CompressedData {
+            format: object::CompressionFormat::Zlib,
+            data,
+            uncompressed_size: size,
+        }
     }
 
     #[test]

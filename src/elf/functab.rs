@@ -11,7 +11,6 @@ use std::hash::BuildHasher;
 
 use object::read::elf::{ElfFile, FileHeader, SectionHeader, Sym};
 
-
 /// One function name of the table: the key with every symbol that has it.
 #[derive(Clone, Debug)]
 pub struct FuncEntry<'a> {
@@ -38,7 +37,10 @@ pub struct FuncTable<'a> {
 
 impl std::fmt::Debug for FuncTable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FuncTable").field("entries", &self.entries).field("syms", &self.syms).finish()
+        f.debug_struct("FuncTable")
+            .field("entries", &self.entries)
+            .field("syms", &self.syms)
+            .finish()
     }
 }
 
@@ -59,16 +61,23 @@ impl<'a> FuncTable<'a> {
             .enumerate()
             .map(|(i, r)| {
                 let (hi, lo) = prefix32(r.0);
-                Keyed { hi, lo, len: r.0.len() as u32, at: i as u32 }
+                Keyed {
+                    hi,
+                    lo,
+                    len: r.0.len() as u32,
+                    at: i as u32,
+                }
             })
             .collect();
         let key = |k: &Keyed| recs[k.at as usize].0;
         keyed.sort_unstable_by(|x, y| {
-            (x.hi, x.lo).cmp(&(y.hi, y.lo)).then_with(|| key(x).cmp(key(y))).then(x.at.cmp(&y.at))
+            (x.hi, x.lo)
+                .cmp(&(y.hi, y.lo))
+                .then_with(|| key(x).cmp(key(y)))
+                .then(x.at.cmp(&y.at))
         });
-        let same = |x: &Keyed, y: &Keyed| {
-            (x.hi, x.lo, x.len) == (y.hi, y.lo, y.len) && (x.len <= 32 || key(x) == key(y))
-        };
+        let same =
+            |x: &Keyed, y: &Keyed| (x.hi, x.lo, x.len) == (y.hi, y.lo, y.len) && (x.len <= 32 || key(x) == key(y));
         let mut t = FuncTable::default();
         // exact: growing by doubling costs page faults (3 µs each here) on
         // memory copied and thrown away
@@ -83,7 +92,12 @@ impl<'a> FuncTable<'a> {
                 t.syms.push((r.1, r.2));
                 i += 1;
             }
-            t.entries.push(FuncEntry { key: key(head), first, count: t.syms.len() as u32 - first, ambiguous: false });
+            t.entries.push(FuncEntry {
+                key: key(head),
+                first,
+                count: t.syms.len() as u32 - first,
+                ambiguous: false,
+            });
         }
         drop(keyed);
         let (entries, hasher) = (&t.entries, &t.hasher);
@@ -161,7 +175,11 @@ pub fn func_key(name: &[u8]) -> Option<&[u8]> {
         None => Some(name),
         Some(dot) => {
             let tail = &name[dot..];
-            if contains(tail, b".cold") || contains(tail, b".part") { None } else { Some(&name[..dot]) }
+            if contains(tail, b".cold") || contains(tail, b".part") {
+                None
+            } else {
+                Some(&name[..dot])
+            }
         }
     }
 }
@@ -177,7 +195,9 @@ fn collect<'a, H: FileHeader<Endian = object::Endianness>>(
     let data = f.data();
     let sections = f.elf_section_table();
     // The first section *named* .symtab.
-    let Some((idx, sh)) = sections.section_by_name(e, b".symtab") else { return Ok(None) };
+    let Some((idx, sh)) = sections.section_by_name(e, b".symtab") else {
+        return Ok(None);
+    };
     if !matches!(sh.sh_type(e), object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM) {
         return Err(format!(".symtab: section type {} is not a symbol table", sh.sh_type(e)));
     }
@@ -189,7 +209,9 @@ fn collect<'a, H: FileHeader<Endian = object::Endianness>>(
         if sym.st_type() != object::elf::STT_FUNC {
             continue;
         }
-        let name = sym.name(e, strings).map_err(|err| format!(".symtab: symbol name: {err}"))?;
+        let name = sym
+            .name(e, strings)
+            .map_err(|err| format!(".symtab: symbol name: {err}"))?;
         if let Some(key) = func_key(name) {
             recs.push((key, name, sym.st_value(e).into()));
         }

@@ -36,7 +36,9 @@ pub fn check_open(data: &[u8]) {
         && let Ok(new) = set_sections(data, &[(".BTF", SMALL_BTF)])
     {
         let obj = object::File::parse(&*new).expect("rewritten ELF must parse");
-        let back = section_data(path, &obj, ".BTF").expect("rewritten .BTF must read").expect(".BTF must be there");
+        let back = section_data(path, &obj, ".BTF")
+            .expect("rewritten .BTF must read")
+            .expect(".BTF must be there");
         assert_eq!(&*back, SMALL_BTF, "rewritten .BTF differs");
     }
 }

@@ -2,16 +2,16 @@
 //!
 //! This module owns the mapping; later phases borrow section bytes from it.
 
-pub mod functab;
 pub mod debug;
+pub mod functab;
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub mod write;
 pub mod fuzz;
+pub mod write;
 
 use memmap2::Mmap;
 use object::{Object, ObjectSection};
@@ -31,7 +31,10 @@ impl Input {
         // SAFETY: the mapping is read-only; a file changed under us can at worst
         // give wrong bytes, which every parser here treats as untrusted input.
         let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
-        Ok(Input { path: path.to_path_buf(), map })
+        Ok(Input {
+            path: path.to_path_buf(),
+            map,
+        })
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -53,7 +56,9 @@ impl Input {
 
 /// The contents of section `name`, decompressed if needed; `None` if absent.
 pub fn section_data<'a>(path: &Path, obj: &object::File<'a>, name: &str) -> Result<Option<Cow<'a, [u8]>>> {
-    let Some(sec) = obj.section_by_name(name) else { return Ok(None) };
+    let Some(sec) = obj.section_by_name(name) else {
+        return Ok(None);
+    };
     let data = sec
         .uncompressed_data()
         .map_err(|e| Error::elf(path, format!("section {name}: cannot read contents: {e}")))?;
@@ -73,7 +78,10 @@ pub fn load_btf(path: &Path, base: Option<Arc<Btf>>) -> Result<Btf> {
 pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
     let is_btf = data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]);
     if is_btf {
-        return btf::read::parse_split(data, base).map_err(|source| Error::Btf { path: path.into(), source });
+        return btf::read::parse_split(data, base).map_err(|source| Error::Btf {
+            path: path.into(),
+            source,
+        });
     }
     if !data.starts_with(b"\x7fELF") {
         return Err(Error::Input {
@@ -82,8 +90,7 @@ pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Resul
         });
     }
     let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
-    let data = section_data(path, &obj, ".BTF")?
-        .ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))?;
+    let data = section_data(path, &obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))?;
     let base = match base {
         Some(b) => Some(b),
         None => match section_data(path, &obj, ".BTF.base")? {
@@ -94,5 +101,8 @@ pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Resul
             None => None,
         },
     };
-    btf::read::parse_split(&data, base).map_err(|source| Error::Btf { path: PathBuf::from(format!("{} (section .BTF)", path.display())), source })
+    btf::read::parse_split(&data, base).map_err(|source| Error::Btf {
+        path: PathBuf::from(format!("{} (section .BTF)", path.display())),
+        source,
+    })
 }

@@ -115,7 +115,10 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
         return Err(ElfWriteError::NotElf);
     }
     let l = match (data[4], data[5]) {
-        (1, 1) => Layout { is64: false, big: false },
+        (1, 1) => Layout {
+            is64: false,
+            big: false,
+        },
         (1, 2) => Layout { is64: false, big: true },
         (2, 1) => Layout { is64: true, big: false },
         (2, 2) => Layout { is64: true, big: true },
@@ -134,7 +137,11 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
         return Err(ElfWriteError::NoSections);
     }
     if shoff.checked_add(es).is_none_or(|e| e > data.len()) {
-        return Err(ElfWriteError::ShdrsOutOfFile { off: shoff as u64, len: es as u64, size: data.len() });
+        return Err(ElfWriteError::ShdrsOutOfFile {
+            off: shoff as u64,
+            len: es as u64,
+            size: data.len(),
+        });
     }
     let sec0 = &data[shoff..shoff + es];
     if shnum == 0 {
@@ -145,9 +152,15 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     }
     let table_len = shnum.checked_mul(es).unwrap_or(usize::MAX);
     if shnum == 0 || shoff.checked_add(table_len).is_none_or(|e| e > data.len()) {
-        return Err(ElfWriteError::ShdrsOutOfFile { off: shoff as u64, len: table_len as u64, size: data.len() });
+        return Err(ElfWriteError::ShdrsOutOfFile {
+            off: shoff as u64,
+            len: table_len as u64,
+            size: data.len(),
+        });
     }
-    let mut shdrs: Vec<Vec<u8>> = (0..shnum).map(|i| data[shoff + i * es..shoff + (i + 1) * es].to_vec()).collect();
+    let mut shdrs: Vec<Vec<u8>> = (0..shnum)
+        .map(|i| data[shoff + i * es..shoff + (i + 1) * es].to_vec())
+        .collect();
     let stri = shstrndx as usize;
     if stri >= shnum {
         return Err(ElfWriteError::BadShstrndx(shstrndx as u32));
@@ -159,7 +172,11 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     }
     let (so, ss) = (l.get(&shdrs[stri], "offset"), l.get(&shdrs[stri], "size"));
     if so.checked_add(ss).is_none_or(|e| e > data.len() as u64) {
-        return Err(ElfWriteError::SectionOutOfFile { idx: stri, off: so, len: ss });
+        return Err(ElfWriteError::SectionOutOfFile {
+            idx: stri,
+            off: so,
+            len: ss,
+        });
     }
     let mut shstrtab = data[so as usize..(so + ss) as usize].to_vec();
     // Names this adds go after the table's end: a section whose name points
@@ -168,7 +185,11 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     for (idx, sh) in shdrs.iter().enumerate() {
         let off = l.get(sh, "name");
         if off >= shstrtab.len() as u64 {
-            return Err(ElfWriteError::BadSectionName { idx, off, len: shstrtab.len() });
+            return Err(ElfWriteError::BadSectionName {
+                idx,
+                off,
+                len: shstrtab.len(),
+            });
         }
     }
     let name_of = |tab: &[u8], off: u64| -> Vec<u8> {
@@ -293,7 +314,10 @@ mod tests {
             let obj = object::File::parse(&*b).unwrap();
             assert_eq!(obj.section_by_name(".BTF").unwrap().data().unwrap(), b"second, longer");
             assert_eq!(obj.section_by_name(".BTF.base").unwrap().data().unwrap(), b"base!");
-            assert_eq!(obj.section_by_name(".text").unwrap().data().unwrap(), b"\x90\x90\x90\x90");
+            assert_eq!(
+                obj.section_by_name(".text").unwrap().data().unwrap(),
+                b"\x90\x90\x90\x90"
+            );
             // object lists every section but the null one
             assert_eq!(obj.sections().count(), 4, "is64={is64} big={big}");
         }
@@ -325,22 +349,35 @@ mod tests {
         let mut bad = f.clone();
         bad[40] = 0xff;
         bad[41] = 0xff;
-        assert!(matches!(set_sections(&bad, &[(".BTF", b"x")]), Err(ElfWriteError::ShdrsOutOfFile { .. })));
+        assert!(matches!(
+            set_sections(&bad, &[(".BTF", b"x")]),
+            Err(ElfWriteError::ShdrsOutOfFile { .. })
+        ));
         let mut bad = f.clone();
         bad[62] = 9;
-        assert_eq!(set_sections(&bad, &[(".BTF", b"x")]), Err(ElfWriteError::BadShstrndx(9)));
+        assert_eq!(
+            set_sections(&bad, &[(".BTF", b"x")]),
+            Err(ElfWriteError::BadShstrndx(9))
+        );
         // A section name table without bytes in the file.
         let mut bad = f.clone();
         let shoff = u64::from_le_bytes(f[40..48].try_into().unwrap()) as usize;
         bad[shoff + 64 + 4] = 8;
-        assert_eq!(set_sections(&bad, &[(".BTF", b"x")]), Err(ElfWriteError::BadShstrtabType { idx: 1, sh_type: 8 }));
+        assert_eq!(
+            set_sections(&bad, &[(".BTF", b"x")]),
+            Err(ElfWriteError::BadShstrtabType { idx: 1, sh_type: 8 })
+        );
         // A name at the end of .shstrtab (17 bytes) would become the added ".BTF".
         let mut bad = f.clone();
         let shoff = u64::from_le_bytes(f[40..48].try_into().unwrap()) as usize;
         bad[shoff + 2 * 64] = 17;
         assert_eq!(
             set_sections(&bad, &[(".BTF", b"x")]),
-            Err(ElfWriteError::BadSectionName { idx: 2, off: 17, len: 17 })
+            Err(ElfWriteError::BadSectionName {
+                idx: 2,
+                off: 17,
+                len: 17
+            })
         );
         for n in 0..f.len() {
             let _ = set_sections(&f[..n], &[(".BTF", b"x")]);

@@ -8,9 +8,9 @@ use gimli::constants as dw;
 use hashbrown::HashMap;
 
 use super::EncodeError;
-use super::offmap::OffMap;
 use super::features::Features;
 use super::lang::DW_LANG_RUST;
+use super::offmap::OffMap;
 use crate::btf::{self, Kind, make_info};
 use crate::dwarf::{Cu, DW_TAG_LLVM_ANNOTATION, NONE, Slot, nm};
 use crate::elf::debug::ElfInfo;
@@ -275,8 +275,15 @@ impl<'a> Enc<'_, '_, 'a> {
     /// cannot place or a union member off offset 0.
     #[cold]
     #[inline(never)]
-    fn member_error(&self, members: &[crate::dwarf::Member<'a>], order: Option<&[u32]>, union: bool, die: u64) -> EncodeError {
-        let placed: smallvec::SmallVec<[(u32, u32, bool); 32]> = members.iter().map(|m| self.member_bit_offset(m)).collect();
+    fn member_error(
+        &self,
+        members: &[crate::dwarf::Member<'a>],
+        order: Option<&[u32]>,
+        union: bool,
+        die: u64,
+    ) -> EncodeError {
+        let placed: smallvec::SmallVec<[(u32, u32, bool); 32]> =
+            members.iter().map(|m| self.member_bit_offset(m)).collect();
         let kflag = placed.iter().any(|&(bo, bs, _)| bs != 0 || bo % 8 != 0);
         let name = |m: &crate::dwarf::Member<'_>| String::from_utf8_lossy(nm(m.name)).into_owned();
         for (m, &(bo, _, cut)) in members.iter().zip(&placed) {
@@ -297,12 +304,21 @@ impl<'a> Enc<'_, '_, 'a> {
             let i = order.map_or(pos, |o| o[pos] as usize);
             let (m, (bit_off, bit_size, _)) = (&members[i], placed[i]);
             if (bit_size != 0 || bit_off % 8 != 0) && (bit_size == 0 || bit_off > 0xff_ffff) {
-                return self.unsupported(m.die, format!("DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it", name(m)));
+                return self.unsupported(
+                    m.die,
+                    format!(
+                        "DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it",
+                        name(m)
+                    ),
+                );
             }
             if union && bit_off != 0 {
                 return self.unsupported(
                     m.die,
-                    format!("DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it", name(m)),
+                    format!(
+                        "DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it",
+                        name(m)
+                    ),
                 );
             }
         }
@@ -481,7 +497,10 @@ impl<'a> Enc<'_, '_, 'a> {
             dw::DW_TAG_subroutine_type => {
                 o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
                 let keep = kept_entries(s.nkids as usize + s.varargs as usize);
-                for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize].iter().enumerate() {
+                for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize]
+                    .iter()
+                    .enumerate()
+                {
                     let pn = o.s(p.name);
                     o.bump_vlen();
                     if pos < keep {
@@ -690,8 +709,18 @@ fn down_flags(w: &[u32], root: u32) -> u8 {
     let below = |t: u32| t < root;
     // (references down, containment down, no reference edge, no containment edge)
     let (r, c, rl, cl) = match (w[1] >> 24) & 0x1f {
-        STRUCT | UNION => (true, w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])), true, vlen == 0),
-        FUNC_PROTO => (below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])), true, false, true),
+        STRUCT | UNION => (
+            true,
+            w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])),
+            true,
+            vlen == 0,
+        ),
+        FUNC_PROTO => (
+            below(w[2]) && w[3..3 + 2 * vlen].chunks_exact(2).all(|p| below(p[1])),
+            true,
+            false,
+            true,
+        ),
         CONST | VOLATILE | RESTRICT | TYPEDEF => (below(w[2]), below(w[2]), false, false),
         ARRAY => (below(w[3]), below(w[3]), false, false),
         PTR | TYPE_TAG => (below(w[2]), true, false, true),
@@ -1044,7 +1073,13 @@ fn bit_offset_of(
 mod tests {
     #[test]
     fn plain_member_offsets_are_the_general_path_without_bitfields() {
-        let big = [Some((1 << 29) - 1), Some(1 << 29), Some(u32::MAX as u64), Some(1 << 32), Some(u64::MAX)];
+        let big = [
+            Some((1 << 29) - 1),
+            Some(1 << 29),
+            Some(u32::MAX as u64),
+            Some(1 << 32),
+            Some(u64::MAX),
+        ];
         for loc in [None, Some(0), Some(1), Some(7)].into_iter().chain(big) {
             for little in [true, false] {
                 let general = super::bit_offset_of(loc, Default::default(), || unreachable!(), little);
@@ -1187,9 +1222,19 @@ mod tests {
                 byte_size: bit_size.map(|_| 4),
                 bit_offset,
             });
-            Member { name, ty: 0x10, bits, die: 0, loc: Some(loc) }
+            Member {
+                name,
+                ty: 0x10,
+                bits,
+                die: 0,
+                loc: Some(loc),
+            }
         };
-        let members = vec![m(b"a", 0, Some(3), Some(29)), m(b"b", 0, Some(5), Some(24)), m(b"c", 4, None, None)];
+        let members = vec![
+            m(b"a", 0, Some(3), Some(29)),
+            m(b"b", 0, Some(5), Some(24)),
+            m(b"c", 4, None, None),
+        ];
         c.members = members;
         add(&mut c, s);
         let out = run(&c, endian, Features::default()).unwrap();
@@ -1215,7 +1260,13 @@ mod tests {
             } else {
                 0
             };
-            c.members.push(Member { name: names[i], ty: 0x10, bits, die: 0, loc: Some(loc) });
+            c.members.push(Member {
+                name: names[i],
+                ty: 0x10,
+                bits,
+                die: 0,
+                loc: Some(loc),
+            });
         }
         add(&mut c, s);
         run(&c, btf::Endian::Little, Features::default())
@@ -1230,7 +1281,13 @@ mod tests {
         let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"S", NONE, 12);
         s.nkids = 3;
         for (name, loc) in [(&b"b"[..], 4), (b"c", 8), (b"a", 0)] {
-            c.members.push(Member { name, ty: 0x10, bits: 0, die: 0, loc: Some(loc) });
+            c.members.push(Member {
+                name,
+                ty: 0x10,
+                bits: 0,
+                die: 0,
+                loc: Some(loc),
+            });
         }
         add(&mut c, s);
         let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
@@ -1246,14 +1303,23 @@ mod tests {
         let s = gimli::DW_TAG_structure_type;
         // 0x300000 bytes = 0x1800000 bits: fits 32 bits, not 24
         let ok = offsets_struct(s, &[0, 0x30_0000], false).unwrap();
-        assert_eq!(&record(&ok, 1)[1..], &[make_info(Kind::Struct, false, 2), 1 << 26, 3, 1, 0, 4, 1, 0x180_0000]);
+        assert_eq!(
+            &record(&ok, 1)[1..],
+            &[make_info(Kind::Struct, false, 2), 1 << 26, 3, 1, 0, 4, 1, 0x180_0000]
+        );
         let ok = offsets_struct(s, &[0, 4], true).unwrap();
-        assert_eq!(&record(&ok, 1)[1..], &[make_info(Kind::Struct, true, 2), 1 << 26, 3, 1, 0, 4, 1, (3 << 24) | 32]);
+        assert_eq!(
+            &record(&ok, 1)[1..],
+            &[make_info(Kind::Struct, true, 2), 1 << 26, 3, 1, 0, 4, 1, (3 << 24) | 32]
+        );
         let e = offsets_struct(s, &[0, 0x30_0000, 8], true).err().unwrap().to_string();
         assert!(e.contains("`b` lies 3145728 bytes") && e.contains("24-bit"), "{e}");
         let e = offsets_struct(s, &[0, 1 << 29], false).err().unwrap().to_string();
         assert!(e.contains("`b` lies 536870912 bytes") && e.contains("32-bit"), "{e}");
-        let e = offsets_struct(gimli::DW_TAG_union_type, &[0, 0, 4], false).err().unwrap().to_string();
+        let e = offsets_struct(gimli::DW_TAG_union_type, &[0, 0, 4], false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("`c` of a union at bit offset 32"), "{e}");
     }
 
@@ -1302,7 +1368,10 @@ mod tests {
             add(c, slot(gimli::DW_TAG_typedef, 0x30, b"A", 0x40, 0));
             add(c, slot(gimli::DW_TAG_typedef, 0x40, b"B", 0x30, 0));
         }));
-        assert!(m.contains("DW_TAG_typedef refers back to itself through 2 type(s)"), "{m}");
+        assert!(
+            m.contains("DW_TAG_typedef refers back to itself through 2 type(s)"),
+            "{m}"
+        );
         assert!(m.contains("at DIE 0x30"), "{m}");
         // struct s { const s m; }
         let m = loop_msg(loop_cu(0x30, |c| {
@@ -1496,7 +1565,10 @@ mod tests {
         assert_eq!((out.funcs.entry(0), out.funcs.entry(1)), (0, 0));
         // Both intern the parameter name once; nothing else is interned.
         assert_eq!(out.strs, vec![&b"abs_a"[..]]);
-        let p = crate::funcs::Param { name: btf::StrOff(1), ty: btf::TypeId(0) };
+        let p = crate::funcs::Param {
+            name: btf::StrOff(1),
+            ty: btf::TypeId(0),
+        };
         assert_eq!((out.funcs.params(0), out.funcs.params(1)), (&[p][..], &[p][..]));
     }
 
@@ -1511,7 +1583,14 @@ mod tests {
         int(&mut c, 0x5, b"int", 4, 5);
         add(&mut c, slot(gimli::DW_TAG_structure_type, 0x6, b"S", NONE, 8));
         add(&mut c, slot(gimli::DW_TAG_typedef, 0x7, b"T", 0x6, 0));
-        let typed = |uoff, name, ty, facts| crate::dwarf::FParam { uoff, name, ty, has_type: true, origin: NONE, facts };
+        let typed = |uoff, name, ty, facts| crate::dwarf::FParam {
+            uoff,
+            name,
+            ty,
+            has_type: true,
+            origin: NONE,
+            facts,
+        };
         let mut concrete_p = fparam(0x21, b"", 0x11);
         concrete_p.facts = HAS_LOC | F_UNEXPECTED;
         c.fparams = vec![
@@ -1522,10 +1601,20 @@ mod tests {
         ];
         let mut concrete = func(0x20, b"", 1, 1);
         concrete.origin = 0x10;
-        c.funcs = vec![func(0x10, b"f", 0, 1), concrete, func(0x30, b"g", 2, 1), func(0x40, b"h", 3, 1)];
+        c.funcs = vec![
+            func(0x10, b"f", 0, 1),
+            concrete,
+            func(0x30, b"g", 2, 1),
+            func(0x40, b"h", 3, 1),
+        ];
         let mut e = elf(btf::Endian::Little);
         e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
-        let ctx = Ctx { features: Features::default(), elf: &e, path: Path::new("t.o"), str_cache: &StrCache::empty() };
+        let ctx = Ctx {
+            features: Features::default(),
+            elf: &e,
+            path: Path::new("t.o"),
+            str_cache: &StrCache::empty(),
+        };
         let out = encode_cu(&ctx, &c).unwrap();
         let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
         assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);

@@ -185,9 +185,7 @@ impl Merger {
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
-        if self.scratch[2] == local::VAR_REF_MARKER
-            && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32
-        {
+        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
             self.scratch[2] = last_var;
             return self.btf.push_words(&self.scratch);
         }
@@ -292,11 +290,7 @@ impl Merger {
                 None => candidate = off + out.nslots,
             }
         }
-        let index = if self.has_index {
-            self.index
-        } else {
-            candidate
-        };
+        let index = if self.has_index { self.index } else { candidate };
         self.map.clear();
         self.map.resize(out.strs.len() + 1, 0);
         self.intern_range(&out, 0, out.strs_in_types as usize);
@@ -368,12 +362,7 @@ impl Merger {
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
     /// tags), before the DATASECs, as in the reference.
-    fn emit_funcs(
-        &mut self,
-        elf: &ElfInfo<'_>,
-        data: &[u8],
-        f: &Features,
-    ) -> Result<(), crate::funcs::FuncsError> {
+    fn emit_funcs(&mut self, elf: &ElfInfo<'_>, data: &[u8], f: &Features) -> Result<(), crate::funcs::FuncsError> {
         let marks = if f.decl_tag_kfuncs {
             crate::funcs::KfuncMarks::from_elf(data, &elf.funcs)?
         } else {
@@ -411,11 +400,7 @@ impl Merger {
             let name = elf.sections[sec as usize].name;
             let n = self.btf.add_str(name);
             let vlen = entries.len() as u32;
-            let mut words = vec![
-                n.0,
-                make_info(Kind::Datasec, false, vlen),
-                last.1.wrapping_add(last.2),
-            ];
+            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
             for (v, o, s) in entries {
                 words.extend_from_slice(&[v, o, s]);
             }
@@ -449,11 +434,7 @@ pub struct Encoded {
 
 /// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
 /// BTF over `base`, functions included unless `opts.no_funcs`.
-pub fn encode_file(
-    path: &Path,
-    base: Option<Arc<Btf>>,
-    opts: &Options,
-) -> Result<Encoded, EncodeError> {
+pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
     encode_file_with(path, base, opts, &mut |_| {})
 }
 
@@ -657,31 +638,20 @@ pub fn encode_elf_with(
     // strings of `.debug_str` are shared by all CUs and stay.
     let per_cu: Vec<&[u8]> = if elf.file_mapped {
         let d = &elf.debug;
-        [
-            &d.abbrev,
-            &d.loc,
-            &d.loclists,
-            &d.ranges,
-            &d.rnglists,
-            &d.line,
-            &d.addr,
-        ]
-        .into_iter()
-        .filter_map(|c| match c {
-            std::borrow::Cow::Borrowed(b) => Some(*b),
-            std::borrow::Cow::Owned(_) => None,
-        })
-        .collect()
+        [&d.abbrev, &d.loc, &d.loclists, &d.ranges, &d.rnglists, &d.line, &d.addr]
+            .into_iter()
+            .filter_map(|c| match c {
+                std::borrow::Cow::Borrowed(b) => Some(*b),
+                std::borrow::Cow::Owned(_) => None,
+            })
+            .collect()
     } else {
         Vec::new()
     };
     let unit_range = |r: &std::ops::Range<usize>| -> (usize, usize) {
         let first = &headers[r.start];
         let last = &headers[r.end - 1];
-        (
-            first.offset().0,
-            last.offset().0 + last.length_including_self(),
-        )
+        (first.offset().0, last.offset().0 + last.length_including_self())
     };
     let phase_ended = |name: &'static str| {
         if let Some(hook) = &opts.on_phase {
@@ -700,9 +670,12 @@ pub fn encode_elf_with(
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => cpu_into(timed, &merge_ns, || m.merge(out)).map_err(|msg| {
-                                EncodeError::Unsupported { path: path.to_path_buf(), msg }
-                            })?,
+                            Ok(Some(out)) => {
+                                cpu_into(timed, &merge_ns, || m.merge(out)).map_err(|msg| EncodeError::Unsupported {
+                                    path: path.to_path_buf(),
+                                    msg,
+                                })?
+                            }
                             Ok(None) => {}
                             Err(e @ EncodeError::StopFile { .. }) => {
                                 eprintln!("btfkit: {e}");
@@ -762,12 +735,21 @@ pub fn encode_elf_with(
         m.emit_funcs(elf, data, &opts.features)
             .map_err(|e| input_err(e.to_string()))?;
     }
-    m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported {
+        path: path.to_path_buf(),
+        msg,
+    })?;
     // Functions and DATASECs come after the last CU's check.
-    m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+    m.check_limits(0, 0).map_err(|msg| EncodeError::Unsupported {
+        path: path.to_path_buf(),
+        msg,
+    })?;
     if let Some(cu) = m.shifted_cu {
         pool.install(|| m.btf.build_offsets());
-        m.check_refs_in_range(cu).map_err(|msg| EncodeError::Unsupported { path: path.to_path_buf(), msg })?;
+        m.check_refs_in_range(cu).map_err(|msg| EncodeError::Unsupported {
+            path: path.to_path_buf(),
+            msg,
+        })?;
     }
     if !opts.keep_offsets_deferred {
         // in parallel, in the run's thread pool
@@ -776,10 +758,7 @@ pub fn encode_elf_with(
     m.btf.shrink_to_fit();
     phase_ended("functions");
     let summary = m.summary.clone();
-    Ok(Encoded {
-        btf: m.btf,
-        summary,
-    })
+    Ok(Encoded { btf: m.btf, summary })
 }
 
 /// The merge's rewrite of one of a CU's records: string ids through `map`,
@@ -816,8 +795,12 @@ fn relocate(r: &mut [u32], map: &[u32], off: u32) {
                 shift(&mut m[1]);
             }
         }
-        Kind::Enum => r[3..3 + 2 * vlen].chunks_exact_mut(2).for_each(|e| e[0] = map[e[0] as usize]),
-        Kind::Enum64 => r[3..3 + 3 * vlen].chunks_exact_mut(3).for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::Enum => r[3..3 + 2 * vlen]
+            .chunks_exact_mut(2)
+            .for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::Enum64 => r[3..3 + 3 * vlen]
+            .chunks_exact_mut(3)
+            .for_each(|e| e[0] = map[e[0] as usize]),
         Kind::FuncProto => {
             shift(&mut r[2]);
             for p in r[3..3 + 2 * vlen].chunks_exact_mut(2) {
@@ -886,12 +869,7 @@ mod tests {
     }
 
     /// A CU of records (names are local string ids, refs core ids).
-    fn cu(
-        records: Vec<Vec<u32>>,
-        strs: Vec<&'static [u8]>,
-        int_core: Option<u32>,
-        nslots: u32,
-    ) -> CuOut<'static> {
+    fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
         let mut words = Vec::new();
         let mut offs = Vec::new();
         let mut has_arrays = false;
@@ -935,7 +913,8 @@ mod tests {
         assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
         assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
         // CU 2 has its own `int`, but the index stays id 3.
-        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3)).unwrap();
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3))
+            .unwrap();
         assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
         // Strings: first use order, "int" not duplicated.
         assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
@@ -945,19 +924,29 @@ mod tests {
     fn more_types_than_the_format_allows_is_an_error_before_any_id_is_given() {
         let mut m = merger();
         m.max_types = 5;
-        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2))
+            .unwrap();
         // 2 + 3, +1 for an `int` arrays may need: refused whole.
-        let e = m.merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3)).unwrap_err();
+        let e = m
+            .merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3))
+            .unwrap_err();
         assert_eq!(e, "6 types: more than BTF's 5 (type ids are 31-bit)");
         assert_eq!(m.btf.type_count(), 2, "nothing of a refused CU is kept");
-        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2))
+            .unwrap();
         assert_eq!(m.btf.type_count(), 4);
         // The final check (functions and DATASECs are added after the CUs).
         assert!(m.check_limits(1, 0).is_ok());
         assert!(m.check_limits(2, 0).unwrap_err().starts_with("6 types"));
         // The type section's length is 32-bit too.
         let e = m.check_limits(0, (u32::MAX / 4) as usize).unwrap_err();
-        assert_eq!(e, format!("type section of {} bytes: more than BTF's 32-bit length", 64 + 4 * (u32::MAX as u64 / 4)));
+        assert_eq!(
+            e,
+            format!(
+                "type section of {} bytes: more than BTF's 32-bit length",
+                64 + 4 * (u32::MAX as u64 / 4)
+            )
+        );
         // The real limit is libbpf's BTF_MAX_NR_TYPES.
         assert_eq!(MAX_TYPES, 0x7fff_ffff);
     }
@@ -989,6 +978,9 @@ mod tests {
         let mut m = merger();
         m.merge(past).unwrap();
         let e = m.check_refs_in_range(0).unwrap_err();
-        assert!(e.contains("type [2] refers to type 3") && e.contains("DW_TAG_unspecified_type"), "{e}");
+        assert!(
+            e.contains("type [2] refers to type 3") && e.contains("DW_TAG_unspecified_type"),
+            "{e}"
+        );
     }
 }

@@ -84,7 +84,11 @@ impl OffMap {
     /// Doubles the slots in use.
     #[cold]
     fn grow(&mut self) {
-        let live: Vec<Slot> = self.slots[..self.size].iter().copied().filter(|s| s.key1 != 0).collect();
+        let live: Vec<Slot> = self.slots[..self.size]
+            .iter()
+            .copied()
+            .filter(|s| s.key1 != 0)
+            .collect();
         self.resize(self.size * 2);
         let mask = self.size - 1;
         for s in live {
@@ -130,7 +134,11 @@ mod tests {
         m.start(10);
         assert_eq!(m.size, 16);
         for key in (0..40u32).map(|k| k * 1000) {
-            assert_eq!(m.get_or_insert(key, || key + 7), key + 7, "a key of the last CU was seen");
+            assert_eq!(
+                m.get_or_insert(key, || key + 7),
+                key + 7,
+                "a key of the last CU was seen"
+            );
         }
         // grew within the allocation, which it keeps
         assert_eq!((m.size, m.slots.len()), (64, big));

@@ -52,7 +52,11 @@ const FASTCALL_TAG: &[u8] = b"bpf_fastcall";
 fn match_kind(words: &[u32]) -> u32 {
     let kind = (words[1] >> 24) & 0x1f;
     if kind == Kind::Fwd as u32 {
-        if words[1] >> 31 != 0 { Kind::Union as u32 } else { Kind::Struct as u32 }
+        if words[1] >> 31 != 0 {
+            Kind::Union as u32
+        } else {
+            Kind::Struct as u32
+        }
     } else {
         kind
     }
@@ -76,7 +80,9 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
         if x.0 == 0 || y.0 == 0 {
             return false;
         }
-        let (Some(tx), Some(ty)) = (btf.get(x), btf.get(y)) else { return false };
+        let (Some(tx), Some(ty)) = (btf.get(x), btf.get(y)) else {
+            return false;
+        };
         let (kx, ky) = (match_kind(tx.words), match_kind(ty.words));
         if kx != ky {
             if kx == Kind::Const as u32 {
@@ -186,7 +192,10 @@ fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name:
         st.set_ret(s, p);
         n += 1;
     }
-    for (bit, idx, flag) in [(KF_ARENA_ARG1, 0usize, "KF_ARENA_ARG1"), (KF_ARENA_ARG2, 1, "KF_ARENA_ARG2")] {
+    for (bit, idx, flag) in [
+        (KF_ARENA_ARG1, 0usize, "KF_ARENA_ARG1"),
+        (KF_ARENA_ARG2, 1, "KF_ARENA_ARG2"),
+    ] {
         if kflags & bit == 0 {
             continue;
         }
@@ -221,17 +230,25 @@ pub fn emit_funcs(
     kfuncs: &KfuncMarks,
     opts: &EmitOptions,
 ) -> Result<EmitSummary, FuncsError> {
-    let mut sum = EmitSummary { states: states.len(), ..Default::default() };
+    let mut sum = EmitSummary {
+        states: states.len(),
+        ..Default::default()
+    };
     if states.is_empty() {
         return Ok(sum);
     }
     if let Some(&bad) = states.entries().iter().find(|&&e| e as usize >= table.entries.len()) {
-        return Err(FuncsError::BadEntry { entry: bad, entries: table.entries.len() });
+        return Err(FuncsError::BadEntry {
+            entry: bad,
+            entries: table.entries.len(),
+        });
     }
     let (order, start) = sorted_order(states, table.entries.len());
     for entry in 0..table.entries.len() {
         let group = &order[start[entry] as usize..start[entry + 1] as usize];
-        let Some((&a, rest)) = group.split_first() else { continue };
+        let Some((&a, rest)) = group.split_first() else {
+            continue;
+        };
         let mut fl = states.flags(a);
         for &b in rest {
             fl |= states.flags(b);
@@ -284,7 +301,10 @@ fn emit_one(
     }
     let params = st.params(s);
     if params.len() > 0xffff {
-        return Err(FuncsError::TooManyParams { func: String::from_utf8_lossy(name).into_owned(), count: params.len() });
+        return Err(FuncsError::TooManyParams {
+            func: String::from_utf8_lossy(name).into_owned(),
+            count: params.len(),
+        });
     }
     // on the stack for up to 14 parameters: one allocation per function
     // was 47 k in the serial tail of a vmlinux encode
@@ -311,7 +331,12 @@ fn emit_one(
         }
     }
     for a in st.annots(s) {
-        btf.push_raw(a.value, make_info(Kind::DeclTag, false, 0), func.0, &[a.component as u32]);
+        btf.push_raw(
+            a.value,
+            make_info(Kind::DeclTag, false, 0),
+            func.0,
+            &[a.component as u32],
+        );
     }
     Ok(())
 }
@@ -485,7 +510,12 @@ mod tests {
     }
 
     fn opts(consistent: bool) -> EmitOptions {
-        EmitOptions { consistent_func: consistent, decl_tag: true, decl_tag_kfuncs: true, attributes: false }
+        EmitOptions {
+            consistent_func: consistent,
+            decl_tag: true,
+            decl_tag_kfuncs: true,
+            attributes: false,
+        }
     }
 
     /// A FUNC's name, its prototype's return type and (param name, type)s.
@@ -529,10 +559,21 @@ mod tests {
         let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
         // Without consistent_func: emitted, prototype of the first state.
         assert_eq!(sum.emitted, 1);
-        assert_eq!(funcs(&b, start), vec![("helper".into(), t.int.0, vec![("x".into(), t.int.0), ("f".into(), t.pfoo.0)])]);
+        assert_eq!(
+            funcs(&b, start),
+            vec![(
+                "helper".into(),
+                t.int.0,
+                vec![("x".into(), t.int.0), ("f".into(), t.pfoo.0)]
+            )]
+        );
         // "y" (only in the dropped instance) stays in the string table.
         assert!(b.strtab().find_own(b"y").is_some());
-        assert_eq!(&b.raw_strings()[strs_before..], b"helper\0", "only the FUNC name is added at emission");
+        assert_eq!(
+            &b.raw_strings()[strs_before..],
+            b"helper\0",
+            "only the FUNC name is added at emission"
+        );
         // With consistent_func: dropped (inconsistent and ambiguous).
         let mut b = t.btf.clone();
         let sum = emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
@@ -553,7 +594,10 @@ mod tests {
         let start = t.btf.type_count() + 1;
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!((sum.groups, sum.emitted), (1, 1));
-        assert_eq!(funcs(&t.btf, start), vec![("f".into(), t.int.0, vec![("p".into(), t.pcfoo.0)])]);
+        assert_eq!(
+            funcs(&t.btf, start),
+            vec![("f".into(), t.int.0, vec![("p".into(), t.pcfoo.0)])]
+        );
     }
 
     #[test]
@@ -571,7 +615,10 @@ mod tests {
         let start = t.btf.type_count() + 1;
         let mut b = t.btf.clone();
         emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
-        assert_eq!(funcs(&b, start), vec![("f".into(), t.int.0, vec![("a".into(), t.int.0)])]);
+        assert_eq!(
+            funcs(&b, start),
+            vec![("f".into(), t.int.0, vec![("a".into(), t.int.0)])]
+        );
     }
 
     #[test]
@@ -583,7 +630,10 @@ mod tests {
         st.push_varargs();
         let start = t.btf.type_count() + 1;
         emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
-        assert_eq!(funcs(&t.btf, start), vec![("printk".into(), t.int.0, vec![("fmt".into(), t.pint.0), ("".into(), 0)])]);
+        assert_eq!(
+            funcs(&t.btf, start),
+            vec![("printk".into(), t.int.0, vec![("fmt".into(), t.pint.0), ("".into(), 0)])]
+        );
     }
 
     #[test]
@@ -594,10 +644,21 @@ mod tests {
         let tab = table(&[("f", 0x10), ("z", 0x20)]);
         let mut st = FuncStates::new();
         state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int), ("b", t.long)], 0);
-        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int), ("b", t.long)], flags::OPTIMIZED_PARMS);
+        state(
+            &mut st,
+            &mut t.btf,
+            0,
+            t.int,
+            &[("a", t.int), ("b", t.long)],
+            flags::OPTIMIZED_PARMS,
+        );
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!(sum.emitted, 1);
-        assert_ne!(st.flags(0) & flags::OPTIMIZED_PARMS, 0, "flags accumulate into the first state");
+        assert_ne!(
+            st.flags(0) & flags::OPTIMIZED_PARMS,
+            0,
+            "flags accumulate into the first state"
+        );
     }
 
     #[test]
@@ -613,7 +674,10 @@ mod tests {
         assert_eq!((sum.emitted, sum.dropped_inconsistent), (0, 1));
         let start = t.btf.type_count() + 1;
         emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
-        assert_eq!(funcs(&t.btf, start)[0].2, vec![("unused".into(), t.int.0), ("p".into(), t.foo.0)]);
+        assert_eq!(
+            funcs(&t.btf, start)[0].2,
+            vec![("unused".into(), t.int.0), ("p".into(), t.foo.0)]
+        );
     }
 
     #[test]
@@ -623,13 +687,24 @@ mod tests {
         let mut st = FuncStates::new();
         // The first instance has the flag; the second even mismatches, but
         // comparisons stop once unexpected_reg is set.
-        state(&mut st, &mut t.btf, 0, t.int, &[("unused", t.int), ("b", t.int)], flags::UNEXPECTED_REG);
+        state(
+            &mut st,
+            &mut t.btf,
+            0,
+            t.int,
+            &[("unused", t.int), ("b", t.int)],
+            flags::UNEXPECTED_REG,
+        );
         state(&mut st, &mut t.btf, 0, t.long, &[("b", t.int)], 0);
         let mut b = t.btf.clone();
         let mut s2 = st.clone();
         let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!((sum.emitted, sum.dropped_unexpected_reg), (0, 1));
-        assert_eq!(s2.flags(0) & flags::INCONSISTENT, 0, "no comparison after unexpected_reg");
+        assert_eq!(
+            s2.flags(0) & flags::INCONSISTENT,
+            0,
+            "no comparison after unexpected_reg"
+        );
         // A later instance's flag also drops the name.
         let mut st = FuncStates::new();
         state(&mut st, &mut t.btf, 0, t.int, &[("b", t.int)], 0);
@@ -651,7 +726,14 @@ mod tests {
         state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], 0);
         state(&mut st, &mut t.btf, 0, t.int, &[("a", t.cint)], 0);
         state(&mut st, &mut t.btf, 0, t.int2, &[("a", t.int2)], 0);
-        let sum = emit_funcs(&mut t.btf.clone(), &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        let sum = emit_funcs(
+            &mut t.btf.clone(),
+            &mut st,
+            &tab,
+            &KfuncMarks::none(tab.len()),
+            &opts(true),
+        )
+        .unwrap();
         assert_eq!(sum.emitted, 1, "const int vs int and a second int copy all match");
     }
 
@@ -660,8 +742,22 @@ mod tests {
         let mut t = types();
         let tab = table(&[("f7", 0x10), ("z", 0x20)]);
         let mut st = FuncStates::new();
-        state(&mut st, &mut t.btf, 0, t.int, &[("a", t.int)], flags::UNCERTAIN_PARM_LOC);
-        let sum = emit_funcs(&mut t.btf.clone(), &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
+        state(
+            &mut st,
+            &mut t.btf,
+            0,
+            t.int,
+            &[("a", t.int)],
+            flags::UNCERTAIN_PARM_LOC,
+        );
+        let sum = emit_funcs(
+            &mut t.btf.clone(),
+            &mut st.clone(),
+            &tab,
+            &KfuncMarks::none(tab.len()),
+            &opts(true),
+        )
+        .unwrap();
         assert_eq!((sum.emitted, sum.dropped_uncertain_loc), (0, 1));
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
         assert_eq!(sum.emitted, 1);
@@ -705,7 +801,11 @@ mod tests {
         // out a, b, c and a's prototype is the first a's (param name "first").
         let mut t = types();
         let tab = table(&[("c", 0x30), ("a", 0x10), ("b", 0x20)]);
-        let (a, b_, c) = (tab.lookup(b"a").unwrap(), tab.lookup(b"b").unwrap(), tab.lookup(b"c").unwrap());
+        let (a, b_, c) = (
+            tab.lookup(b"a").unwrap(),
+            tab.lookup(b"b").unwrap(),
+            tab.lookup(b"c").unwrap(),
+        );
         let mut st = FuncStates::new();
         state(&mut st, &mut t.btf, b_, t.int, &[], 0);
         state(&mut st, &mut t.btf, a, t.int, &[("first", t.int)], 0);
@@ -741,7 +841,11 @@ mod tests {
         let kinds: Vec<(Kind, String, u32)> = (start..=t.btf.type_count())
             .map(|id| {
                 let ty = t.btf.ty(TypeId(id));
-                (ty.kind(), t.btf.name(ty.name_off()).into_owned(), if ty.kind() == Kind::DeclTag { ty.extra() } else { 0 })
+                (
+                    ty.kind(),
+                    t.btf.name(ty.name_off()).into_owned(),
+                    if ty.kind() == Kind::DeclTag { ty.extra() } else { 0 },
+                )
             })
             .collect();
         let want = vec![
@@ -762,12 +866,18 @@ mod tests {
         assert_eq!(t.btf.ty(TypeId(start + 1)).vlen(), LINKAGE_STATIC);
         assert_eq!(t.btf.ty(TypeId(start + 2)).type_id(), TypeId(start + 1));
         // Strings in emission order, bpf_kfunc / bpf_fastcall once.
-        assert_eq!(&t.btf.raw_strings()[strs..], b"bpf_fast\0bpf_kfunc\0bpf_fastcall\0bpf_obj\0plain\0");
+        assert_eq!(
+            &t.btf.raw_strings()[strs..],
+            b"bpf_fast\0bpf_kfunc\0bpf_fastcall\0bpf_obj\0plain\0"
+        );
         // Without decl_tag: no kfunc tags (annotations were never recorded then).
         let mut b = types().btf;
         let mut st2 = FuncStates::new();
         state(&mut st2, &mut b, 0, TypeId::VOID, &[], 0);
-        let o = EmitOptions { decl_tag: false, ..opts(true) };
+        let o = EmitOptions {
+            decl_tag: false,
+            ..opts(true)
+        };
         let sum = emit_funcs(&mut b, &mut st2, &tab, &marks, &o).unwrap();
         assert_eq!((sum.emitted, sum.kfunc_tags), (1, 0));
     }
@@ -780,18 +890,34 @@ mod tests {
         marks.set(0, KF_ARENA_RET | KF_ARENA_ARG2);
         marks.set(1, KF_ARENA_ARG1 | KF_ARENA_ARG2);
         let mut st = FuncStates::new();
-        state(&mut st, &mut t.btf, 0, t.pfoo, &[("arena", t.pint), ("hint", t.pfoo), ("cnt", t.int)], 0);
+        state(
+            &mut st,
+            &mut t.btf,
+            0,
+            t.pfoo,
+            &[("arena", t.pint), ("hint", t.pfoo), ("cnt", t.int)],
+            0,
+        );
         state(&mut st, &mut t.btf, 1, t.long, &[("head", t.pfoo), ("stop", t.pfoo)], 0);
         let start = t.btf.type_count() + 1;
         let strs = t.btf.raw_strings().len();
-        let o = EmitOptions { attributes: true, ..opts(true) };
+        let o = EmitOptions {
+            attributes: true,
+            ..opts(true)
+        };
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &marks, &o).unwrap();
         assert_eq!(sum.arena_tags, 4);
         let b = &t.btf;
         let k = |id: u32| b.ty(TypeId(id));
         // alloc: ret tag+ptr, arg2 tag+ptr, proto, func, bpf_kfunc.
-        assert_eq!((k(start).kind(), k(start).kflag(), k(start).type_id()), (Kind::TypeTag, true, t.foo));
-        assert_eq!((k(start + 1).kind(), k(start + 1).type_id()), (Kind::Ptr, TypeId(start)));
+        assert_eq!(
+            (k(start).kind(), k(start).kflag(), k(start).type_id()),
+            (Kind::TypeTag, true, t.foo)
+        );
+        assert_eq!(
+            (k(start + 1).kind(), k(start + 1).type_id()),
+            (Kind::Ptr, TypeId(start))
+        );
         assert_eq!((k(start + 2).kind(), k(start + 2).type_id()), (Kind::TypeTag, t.foo));
         assert_eq!(k(start + 3).kind(), Kind::Ptr);
         let proto = k(start + 4);
@@ -802,7 +928,10 @@ mod tests {
         // walk: two pairs, then its proto.
         let proto = k(start + 11);
         assert_eq!(proto.kind(), Kind::FuncProto);
-        assert_eq!(proto.pairs().map(|x| x[1]).collect::<Vec<_>>(), vec![start + 8, start + 10]);
+        assert_eq!(
+            proto.pairs().map(|x| x[1]).collect::<Vec<_>>(),
+            vec![start + 8, start + 10]
+        );
         // address_space(1) is interned once, before the first FUNC name.
         assert_eq!(&b.raw_strings()[strs..], b"address_space(1)\0alloc\0bpf_kfunc\0walk\0");
     }
@@ -815,7 +944,10 @@ mod tests {
         marks.set(0, KF_ARENA_RET);
         let mut st = FuncStates::new();
         state(&mut st, &mut t.btf, 0, t.int, &[], 0);
-        let o = EmitOptions { attributes: true, ..opts(false) };
+        let o = EmitOptions {
+            attributes: true,
+            ..opts(false)
+        };
         let e = emit_funcs(&mut t.btf.clone(), &mut st.clone(), &tab, &marks, &o).unwrap_err();
         assert!(e.to_string().contains("KF_ARENA_RET"), "{e}");
         marks.set(0, KF_ARENA_ARG2);

@@ -32,7 +32,9 @@ pub struct KfuncMarks {
 impl KfuncMarks {
     /// No kfunc among `entries` table entries (also: `decl_tag_kfuncs` off).
     pub fn none(entries: usize) -> KfuncMarks {
-        KfuncMarks { flags: vec![None; entries] }
+        KfuncMarks {
+            flags: vec![None; entries],
+        }
     }
 
     pub fn set(&mut self, entry: u32, flags: u32) {
@@ -53,7 +55,10 @@ impl KfuncMarks {
 
     /// Marked entries as (entry, flags), in table order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.flags.iter().enumerate().filter_map(|(i, f)| f.map(|f| (i as u32, f)))
+        self.flags
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.map(|f| (i as u32, f)))
     }
 
     /// Reads `.BTF_ids` and the last `SHT_SYMTAB` of the ELF file `data` and
@@ -104,18 +109,30 @@ fn collect<'a, H: FileHeader<Endian = object::Endianness>>(
             let size: u64 = sh.sh_size(e).into();
             let bytes = data
                 .get(off as usize..off.saturating_add(size) as usize)
-                .ok_or_else(|| FuncsError::Elf(format!("section .BTF_ids: contents ({size:#x} bytes at {off:#x}) lie outside the file")))?;
+                .ok_or_else(|| {
+                    FuncsError::Elf(format!(
+                        "section .BTF_ids: contents ({size:#x} bytes at {off:#x}) lie outside the file"
+                    ))
+                })?;
             ids = Some((i, sh.sh_addr(e).into(), bytes));
         }
     }
-    let (Some(sidx), Some((ids_idx, ids_addr, ids))) = (symtab_idx, ids) else { return Ok(()) };
-    let sh = sections.section(object::SectionIndex(sidx)).map_err(|err| FuncsError::Elf(format!("symbol table: {err}")))?;
+    let (Some(sidx), Some((ids_idx, ids_addr, ids))) = (symtab_idx, ids) else {
+        return Ok(());
+    };
+    let sh = sections
+        .section(object::SectionIndex(sidx))
+        .map_err(|err| FuncsError::Elf(format!("symbol table: {err}")))?;
     let symtab = object::read::elf::SymbolTable::<H, &[u8]>::parse(e, data, sections, object::SectionIndex(sidx), sh)
         .map_err(|err| FuncsError::Elf(format!("symbol table: {err}")))?;
     let strings = symtab.strings();
     let word = |off: usize| -> Option<u32> {
         let b: [u8; 4] = ids.get(off..off + 4)?.try_into().ok()?;
-        Some(if object::Endian::is_little_endian(e) { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) })
+        Some(if object::Endian::is_little_endian(e) {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
     };
     let in_ids = |sym: &H::Sym| sym.st_shndx(e).0 as usize == ids_idx;
 
@@ -146,7 +163,11 @@ fn collect<'a, H: FileHeader<Endian = object::Endianness>>(
             continue;
         }
         let off = addr.wrapping_sub(ids_addr) as i64;
-        let flags = if off < 0 { None } else { word(off as usize).and(word(off as usize + 4)) };
+        let flags = if off < 0 {
+            None
+        } else {
+            word(off as usize).and(word(off as usize + 4))
+        };
         let Some(flags) = flags else {
             return Err(FuncsError::KfuncOutsideSection {
                 func: String::from_utf8_lossy(func).into_owned(),

@@ -10,7 +10,10 @@
 //! Registers are compared as DW_OP opcodes (`DW_OP_reg5` = 0x55), as the
 //! reference does; "none" is −1.
 
-use gimli::{AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, ReaderOffset, constants as dw};
+use gimli::{
+    AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, ReaderOffset,
+    constants as dw,
+};
 
 /// "No register" / "no expectation".
 pub const NO_REG: i32 = -1;
@@ -45,11 +48,18 @@ impl RegParams {
     pub fn for_machine(e_machine: u16) -> RegParams {
         let none = [NO_REG; 8];
         match e_machine {
-            EM_X86_64 => RegParams { count: 6, regs: [reg(5), reg(4), reg(1), reg(2), reg(8), reg(9), NO_REG, NO_REG] },
-            EM_S390 => RegParams { count: 5, regs: [reg(2), reg(3), reg(4), reg(5), reg(6), NO_REG, NO_REG, NO_REG] },
-            EM_AARCH64 | EM_ARM => {
-                RegParams { count: 8, regs: [reg(0), reg(1), reg(2), reg(3), reg(4), reg(5), reg(6), reg(7)] }
-            }
+            EM_X86_64 => RegParams {
+                count: 6,
+                regs: [reg(5), reg(4), reg(1), reg(2), reg(8), reg(9), NO_REG, NO_REG],
+            },
+            EM_S390 => RegParams {
+                count: 5,
+                regs: [reg(2), reg(3), reg(4), reg(5), reg(6), NO_REG, NO_REG, NO_REG],
+            },
+            EM_AARCH64 | EM_ARM => RegParams {
+                count: 8,
+                regs: [reg(0), reg(1), reg(2), reg(3), reg(4), reg(5), reg(6), reg(7)],
+            },
             EM_SPARC | EM_SPARCV9 => RegParams { count: 6, regs: none },
             EM_MIPS | EM_PPC | EM_PPC64 | EM_RISCV | EM_ARC => RegParams { count: 8, regs: none },
             _ => RegParams { count: 0, regs: none },
@@ -83,9 +93,21 @@ impl ParamLoc {
     /// `DW_AT_location` (`actual` = [`loc_reg`] of it) or a `DW_AT_const_value`.
     pub fn classify(location: Option<i32>, has_const_value: bool, expected: i32) -> ParamLoc {
         match location {
-            Some(actual) if actual < 0 => ParamLoc { has_loc: true, optimized: true, unexpected_reg: false },
-            Some(actual) => ParamLoc { has_loc: true, optimized: false, unexpected_reg: expected >= 0 && actual != expected },
-            None => ParamLoc { has_loc: false, optimized: has_const_value, unexpected_reg: false },
+            Some(actual) if actual < 0 => ParamLoc {
+                has_loc: true,
+                optimized: true,
+                unexpected_reg: false,
+            },
+            Some(actual) => ParamLoc {
+                has_loc: true,
+                optimized: false,
+                unexpected_reg: expected >= 0 && actual != expected,
+            },
+            None => ParamLoc {
+                has_loc: false,
+                optimized: has_const_value,
+                unexpected_reg: false,
+            },
         }
     }
 }
@@ -149,7 +171,11 @@ struct Walk {
 
 impl Walk {
     fn new(expected: i32) -> Walk {
-        Walk { expected, result: NO_REG, k: 0 }
+        Walk {
+            expected,
+            result: NO_REG,
+            k: 0,
+        }
     }
 
     /// Feeds entry `k`; `false` when the walk is over (found, or an
@@ -211,7 +237,9 @@ fn loc_reg_list<R: Reader>(
     expected: i32,
 ) -> i32 {
     let mut w = Walk::new(expected);
-    let Ok(mut it) = locations.raw_locations(offset, enc) else { return NO_REG };
+    let Ok(mut it) = locations.raw_locations(offset, enc) else {
+        return NO_REG;
+    };
     loop {
         let data = match it.next() {
             Ok(Some(RawLocListEntry::BaseAddress { .. } | RawLocListEntry::BaseAddressx { .. })) => continue,
@@ -251,9 +279,12 @@ pub fn loc_reg<R: Reader>(
         // Unconverted values (a decoder reading `raw_value()`): a section
         // offset, or in DWARF 2/3 a data4/data8 constant, is a list offset.
         AttributeValue::SecOffset(off) => loc_reg_list(locations, gimli::LocationListsOffset(*off), enc, expected),
-        AttributeValue::Data4(off) if enc.version <= 3 => {
-            loc_reg_list(locations, gimli::LocationListsOffset(R::Offset::from_u32(*off)), enc, expected)
-        }
+        AttributeValue::Data4(off) if enc.version <= 3 => loc_reg_list(
+            locations,
+            gimli::LocationListsOffset(R::Offset::from_u32(*off)),
+            enc,
+            expected,
+        ),
         AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
             Ok(o) => loc_reg_list(locations, gimli::LocationListsOffset(o), enc, expected),
             Err(_) => NO_REG,
@@ -284,7 +315,11 @@ mod tests {
     type R<'a> = EndianSlice<'a, LittleEndian>;
 
     fn enc(version: u16) -> Encoding {
-        Encoding { format: gimli::Format::Dwarf32, version, address_size: 8 }
+        Encoding {
+            format: gimli::Format::Dwarf32,
+            version,
+            address_size: 8,
+        }
     }
 
     fn e(b: &[u8]) -> gimli::Result<Expression<R<'_>>> {
@@ -305,17 +340,23 @@ mod tests {
     fn register_table() {
         let x = RegParams::for_machine(62);
         assert_eq!(x.count(), 6);
-        assert_eq!((0..7).map(|i| x.expected(i)).collect::<Vec<_>>(), vec![
-            Some(0x55),
-            Some(0x54),
-            Some(0x51),
-            Some(0x52),
-            Some(0x58),
-            Some(0x59),
-            None
-        ]);
+        assert_eq!(
+            (0..7).map(|i| x.expected(i)).collect::<Vec<_>>(),
+            vec![
+                Some(0x55),
+                Some(0x54),
+                Some(0x51),
+                Some(0x52),
+                Some(0x58),
+                Some(0x59),
+                None
+            ]
+        );
         let s = RegParams::for_machine(22);
-        assert_eq!((s.count(), s.expected(0), s.expected(4), s.expected(5)), (5, Some(0x52), Some(0x56), None));
+        assert_eq!(
+            (s.count(), s.expected(0), s.expected(4), s.expected(5)),
+            (5, Some(0x52), Some(0x56), None)
+        );
         for m in [183u16, 40] {
             let a = RegParams::for_machine(m);
             assert_eq!((a.count(), a.expected(0), a.expected(7)), (8, Some(0x50), Some(0x57)));
@@ -355,14 +396,23 @@ mod tests {
                 let right = [0x50 + r];
                 let wrong = [0x50 + regs[(i + 1) % regs.len()]];
                 let got = loc_reg_exprs([e(&right)], enc(5), want);
-                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "{name} param {i} accepted");
+                assert!(
+                    !ParamLoc::classify(Some(got), false, want).unexpected_reg,
+                    "{name} param {i} accepted"
+                );
                 let got = loc_reg_exprs([e(&wrong)], enc(5), want);
                 let v = ParamLoc::classify(Some(got), false, want);
-                assert!(v.unexpected_reg && !v.optimized, "{name} param {i} in the wrong register flagged");
+                assert!(
+                    v.unexpected_reg && !v.optimized,
+                    "{name} param {i} in the wrong register flagged"
+                );
                 // Entry value of the right register in a later entry rescues it.
                 let ev = [ENTRY_VALUE, 1, 0x50 + r, STACK_VALUE];
                 let got = loc_reg_exprs([e(&wrong), e(&ev)], enc(5), want);
-                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "{name} param {i} entry value");
+                assert!(
+                    !ParamLoc::classify(Some(got), false, want).unexpected_reg,
+                    "{name} param {i} entry value"
+                );
             }
             // The first stack-passed parameter is not analysed.
             assert_eq!(t.expected(regs.len()), None, "{name}");
@@ -375,7 +425,10 @@ mod tests {
             for i in 0..n {
                 let want = t.expected(i).unwrap();
                 let got = loc_reg_exprs([e(&[0x53])], enc(5), want);
-                assert!(!ParamLoc::classify(Some(got), false, want).unexpected_reg, "e_machine {m} param {i}");
+                assert!(
+                    !ParamLoc::classify(Some(got), false, want).unexpected_reg,
+                    "e_machine {m} param {i}"
+                );
             }
         }
         // i386 (3) and others: nothing analysed.
@@ -427,25 +480,54 @@ mod tests {
         let ev2 = [ENTRY_VALUE, 2, REG5, REG4, STACK_VALUE];
         assert_eq!(loc_reg_exprs([e(&ev2)], enc(5), 0x55), NO_REG);
         // The last seen wins when none matches.
-        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&gnu), e(&[ENTRY_VALUE, 1, 0x51])], enc(5), 0x55), 0x51);
+        assert_eq!(
+            loc_reg_exprs([e(&[REG4]), e(&gnu), e(&[ENTRY_VALUE, 1, 0x51])], enc(5), 0x55),
+            0x51
+        );
     }
 
     #[test]
     fn undecodable_operation_stops_the_walk() {
         // 0x01 is not an opcode: the walk ends with what it had.
-        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[0x01]), e(&[ENTRY_VALUE, 1, REG5])], enc(5), 0x55), 0x54);
+        assert_eq!(
+            loc_reg_exprs([e(&[REG4]), e(&[0x01]), e(&[ENTRY_VALUE, 1, REG5])], enc(5), 0x55),
+            0x54
+        );
     }
 
     #[test]
     fn classify() {
-        assert_eq!(ParamLoc::classify(Some(0x55), false, 0x55), ParamLoc { has_loc: true, ..Default::default() });
+        assert_eq!(
+            ParamLoc::classify(Some(0x55), false, 0x55),
+            ParamLoc {
+                has_loc: true,
+                ..Default::default()
+            }
+        );
         assert_eq!(
             ParamLoc::classify(Some(0x54), false, 0x55),
-            ParamLoc { has_loc: true, optimized: false, unexpected_reg: true }
+            ParamLoc {
+                has_loc: true,
+                optimized: false,
+                unexpected_reg: true
+            }
         );
         // No expectation (sparc, mips, …): any register is fine.
-        assert_eq!(ParamLoc::classify(Some(0x54), false, NO_REG), ParamLoc { has_loc: true, ..Default::default() });
-        assert_eq!(ParamLoc::classify(None, true, 0x55), ParamLoc { has_loc: false, optimized: true, unexpected_reg: false });
+        assert_eq!(
+            ParamLoc::classify(Some(0x54), false, NO_REG),
+            ParamLoc {
+                has_loc: true,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            ParamLoc::classify(None, true, 0x55),
+            ParamLoc {
+                has_loc: false,
+                optimized: true,
+                unexpected_reg: false
+            }
+        );
         assert_eq!(ParamLoc::classify(None, false, 0x55), ParamLoc::default());
     }
 
@@ -524,13 +606,49 @@ mod tests {
         assert_eq!(loc_reg(&v, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
         let b = AttributeValue::Block(EndianSlice::new(&x[..], LittleEndian));
         assert_eq!(loc_reg(&b, &l, enc(3), gimli::DebugLocListsBase(0), 0x54), 0x55);
-        assert_eq!(loc_reg(&AttributeValue::<R<'_>>::Udata(3), &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        assert_eq!(
+            loc_reg(
+                &AttributeValue::<R<'_>>::Udata(3),
+                &l,
+                enc(5),
+                gimli::DebugLocListsBase(0),
+                0x55
+            ),
+            NO_REG
+        );
         // Raw forms of a list offset.
         let loc = dwarf4_list(&[(0x10, 0x20, &[REG4])]);
         let l4 = lists(&loc, &[]);
-        assert_eq!(loc_reg(&AttributeValue::SecOffset(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x54);
-        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(3), gimli::DebugLocListsBase(0), 0x55), 0x54);
-        assert_eq!(loc_reg(&AttributeValue::Data4(0), &l4, enc(4), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        assert_eq!(
+            loc_reg(
+                &AttributeValue::SecOffset(0),
+                &l4,
+                enc(4),
+                gimli::DebugLocListsBase(0),
+                0x55
+            ),
+            0x54
+        );
+        assert_eq!(
+            loc_reg(
+                &AttributeValue::Data4(0),
+                &l4,
+                enc(3),
+                gimli::DebugLocListsBase(0),
+                0x55
+            ),
+            0x54
+        );
+        assert_eq!(
+            loc_reg(
+                &AttributeValue::Data4(0),
+                &l4,
+                enc(4),
+                gimli::DebugLocListsBase(0),
+                0x55
+            ),
+            NO_REG
+        );
         // A list offset past the section is a decode error: nothing found.
         let bad = AttributeValue::LocationListsRef(gimli::LocationListsOffset(64));
         assert_eq!(loc_reg(&bad, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);

@@ -32,7 +32,11 @@ pub use kfuncs::KfuncMarks;
 pub enum FuncsError {
     /// A kfunc whose flags ask for an arena pointer where there is none.
     #[error("kfunc `{func}`: flag {flag} asks for an arena pointer but {what}")]
-    ArenaNotPtr { func: String, flag: &'static str, what: String },
+    ArenaNotPtr {
+        func: String,
+        flag: &'static str,
+        what: String,
+    },
     /// A function name BTF cannot hold (libbpf refuses an empty FUNC name).
     #[error("function at ELF table entry {entry}: empty name, cannot add a FUNC")]
     EmptyName { entry: u32 },
@@ -43,8 +47,15 @@ pub enum FuncsError {
     #[error("function `{func}`: {count} parameters, more than BTF's 65535")]
     TooManyParams { func: String, count: usize },
     /// `.BTF_ids`: a kfunc's (id, flags) pair lies outside the section.
-    #[error("section .BTF_ids: kfunc `{func}` (symbol {sym}) at offset {off:#x} lies outside the section ({size:#x} bytes)")]
-    KfuncOutsideSection { func: String, sym: String, off: i64, size: usize },
+    #[error(
+        "section .BTF_ids: kfunc `{func}` (symbol {sym}) at offset {off:#x} lies outside the section ({size:#x} bytes)"
+    )]
+    KfuncOutsideSection {
+        func: String,
+        sym: String,
+        off: i64,
+        size: usize,
+    },
     /// The ELF file around `.BTF_ids` / `.symtab` could not be read.
     #[error("{0}")]
     Elf(String),
@@ -211,12 +222,21 @@ impl FuncStates {
         self.param_start.extend(other.param_start.iter().map(|&s| s + p0));
         self.annot_start.extend(other.annot_start.iter().map(|&s| s + a0));
         self.params.extend(other.params.iter().map(|p| Param {
-            name: if p.name == StrOff::EMPTY { p.name } else { map_str(p.name) },
+            name: if p.name == StrOff::EMPTY {
+                p.name
+            } else {
+                map_str(p.name)
+            },
             ty: ty(p.ty),
         }));
-        self.annots.extend(
-            other.annots.iter().map(|a| Annot { value: if a.value == StrOff::EMPTY { a.value } else { map_str(a.value) }, component: a.component }),
-        );
+        self.annots.extend(other.annots.iter().map(|a| Annot {
+            value: if a.value == StrOff::EMPTY {
+                a.value
+            } else {
+                map_str(a.value)
+            },
+            component: a.component,
+        }));
     }
 
     /// Drops every state (keeps the allocations, for reuse per CU).
@@ -267,13 +287,43 @@ mod tests {
     fn ranges_follow_the_next_start() {
         let s = sample();
         assert_eq!(s.len(), 3);
-        assert_eq!(s.params(0), &[Param { name: StrOff(5), ty: TypeId(2) }, Param { name: StrOff(9), ty: TypeId(0) }]);
-        assert_eq!(s.annots(0), &[Annot { value: StrOff(12), component: -1 }]);
+        assert_eq!(
+            s.params(0),
+            &[
+                Param {
+                    name: StrOff(5),
+                    ty: TypeId(2)
+                },
+                Param {
+                    name: StrOff(9),
+                    ty: TypeId(0)
+                }
+            ]
+        );
+        assert_eq!(
+            s.annots(0),
+            &[Annot {
+                value: StrOff(12),
+                component: -1
+            }]
+        );
         assert!(s.params(1).is_empty());
         assert!(s.annots(1).is_empty());
         assert_eq!(s.flags(1), flags::OPTIMIZED_PARMS);
-        assert_eq!(s.params(2)[1], Param { name: StrOff::EMPTY, ty: TypeId::VOID });
-        assert_eq!(s.annots(2), &[Annot { value: StrOff(20), component: 0 }]);
+        assert_eq!(
+            s.params(2)[1],
+            Param {
+                name: StrOff::EMPTY,
+                ty: TypeId::VOID
+            }
+        );
+        assert_eq!(
+            s.annots(2),
+            &[Annot {
+                value: StrOff(20),
+                component: 0
+            }]
+        );
         assert_eq!(s.entry(2), 2);
     }
 
@@ -286,9 +336,34 @@ mod tests {
         assert_eq!(run.entry(3), 3);
         assert_eq!(run.ret(3), TypeId(101));
         assert_eq!(run.ret(4), TypeId(0), "void stays void");
-        assert_eq!(run.params(3), &[Param { name: StrOff(1005), ty: TypeId(102) }, Param { name: StrOff(1009), ty: TypeId(0) }]);
-        assert_eq!(run.params(5)[1], Param { name: StrOff::EMPTY, ty: TypeId::VOID }, "varargs slot untouched");
-        assert_eq!(run.annots(5), &[Annot { value: StrOff(1020), component: 0 }]);
+        assert_eq!(
+            run.params(3),
+            &[
+                Param {
+                    name: StrOff(1005),
+                    ty: TypeId(102)
+                },
+                Param {
+                    name: StrOff(1009),
+                    ty: TypeId(0)
+                }
+            ]
+        );
+        assert_eq!(
+            run.params(5)[1],
+            Param {
+                name: StrOff::EMPTY,
+                ty: TypeId::VOID
+            },
+            "varargs slot untouched"
+        );
+        assert_eq!(
+            run.annots(5),
+            &[Annot {
+                value: StrOff(1020),
+                component: 0
+            }]
+        );
         // The first half is unchanged.
         assert_eq!(run.params(0), sample().params(0));
         let mut plain = FuncStates::new();

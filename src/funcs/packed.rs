@@ -81,7 +81,12 @@ impl Layouts {
     pub fn push(&mut self, is_struct: bool, size: u32, members: &[MemberLayout]) -> AggId {
         let first = self.members.len() as u32;
         self.members.extend_from_slice(members);
-        self.aggs.push(Aggregate { is_struct, size, first, count: members.len() as u32 });
+        self.aggs.push(Aggregate {
+            is_struct,
+            size,
+            first,
+            count: members.len() as u32,
+        });
         (self.aggs.len() - 1) as AggId
     }
 
@@ -149,7 +154,10 @@ impl MemberLayout {
             if little_endian {
                 bitfield_offset = (m.bit_size as i32 - bitfield_offset as i32 - m.bitfield_size as i32) as i8;
             }
-            m.bit_offset = m.byte_offset.wrapping_mul(8).wrapping_add(bitfield_offset as i32 as u32);
+            m.bit_offset = m
+                .byte_offset
+                .wrapping_mul(8)
+                .wrapping_add(bitfield_offset as i32 as u32);
         } else {
             m.byte_offset = m.bit_offset / 8;
             bitfield_offset = (m.bit_offset - m.byte_offset * 8) as i8;
@@ -157,7 +165,10 @@ impl MemberLayout {
         if bitfield_offset < 0 {
             bitfield_offset = (bitfield_offset as i32 + m.bit_size as i32) as i8;
             m.byte_offset = m.byte_offset.wrapping_sub(m.byte_size as u32);
-            m.bit_offset = m.byte_offset.wrapping_mul(8).wrapping_add(bitfield_offset as i32 as u32);
+            m.bit_offset = m
+                .byte_offset
+                .wrapping_mul(8)
+                .wrapping_add(bitfield_offset as i32 as u32);
         }
         let bfo = bitfield_offset as i32 + ((m.byte_offset as u64 % m.byte_size) * 8) as i32;
         bitfield_offset = bfo as i8;
@@ -205,16 +216,29 @@ impl<'l> Packed<'l> {
     /// Resumes with the cache of earlier queries on the same `layouts`.
     pub fn with_cache(layouts: &'l Layouts, cache: PackedCache) -> Packed<'l> {
         let n = layouts.aggs.len();
-        let PackedCache { mut state, mut natural, mut holes } = cache;
+        let PackedCache {
+            mut state,
+            mut natural,
+            mut holes,
+        } = cache;
         state.resize(n, 0);
         natural.resize(n, 0);
         holes.resize(n, (0, 0));
-        Packed { layouts, state, natural, holes }
+        Packed {
+            layouts,
+            state,
+            natural,
+            holes,
+        }
     }
 
     /// The cache, to resume later with [`Packed::with_cache`].
     pub fn into_cache(self) -> PackedCache {
-        PackedCache { state: self.state, natural: self.natural, holes: self.holes }
+        PackedCache {
+            state: self.state,
+            natural: self.natural,
+            holes: self.holes,
+        }
     }
 
     /// Natural alignment of a member type (never 0).
@@ -403,11 +427,19 @@ mod tests {
     }
 
     fn sub(byte_offset: u32, byte_size: u64, s: AggId) -> MemberLayout {
-        MemberLayout { strct: Some(s), ..member(byte_offset, byte_size, Align::Of(s)) }
+        MemberLayout {
+            strct: Some(s),
+            ..member(byte_offset, byte_size, Align::Of(s))
+        }
     }
 
     fn bitfield(bit_offset: u32, bits: u8, unit: u64) -> MemberLayout {
-        let raw = RawMember { data_bit_offset: Some(bit_offset as u64), dw_bit_size: bits as u64, byte_size: unit, ..Default::default() };
+        let raw = RawMember {
+            data_bit_offset: Some(bit_offset as u64),
+            dw_bit_size: bits as u64,
+            byte_size: unit,
+            ..Default::default()
+        };
         MemberLayout::normalize(&raw, true, Align::Bytes(unit as u32), None)
     }
 
@@ -415,7 +447,11 @@ mod tests {
     fn ordinary_struct_is_not_packed() {
         // struct { int a; long b; } – a 4-byte hole after a.
         let mut l = Layouts::default();
-        let s = l.push(true, 16, &[member(0, 4, Align::Bytes(4)), member(8, 8, Align::Bytes(8))]);
+        let s = l.push(
+            true,
+            16,
+            &[member(0, 4, Align::Bytes(4)), member(8, 8, Align::Bytes(8))],
+        );
         // struct { int a; int b; } – no hole, aligned.
         let t = l.push(true, 8, &[member(0, 4, Align::Bytes(4)), member(4, 4, Align::Bytes(4))]);
         let mut p = Packed::new(&l);
@@ -459,7 +495,11 @@ mod tests {
     #[test]
     fn unions_are_never_packed() {
         let mut l = Layouts::default();
-        let u = l.push(false, 5, &[member(0, 5, Align::Bytes(1)), member(0, 4, Align::Bytes(4))]);
+        let u = l.push(
+            false,
+            5,
+            &[member(0, 5, Align::Bytes(1)), member(0, 4, Align::Bytes(4))],
+        );
         assert!(!Packed::new(&l).is_packed(u));
     }
 
@@ -470,7 +510,15 @@ mod tests {
         // but inner sits at offset 1 → inner is marked packed.
         let mut l = Layouts::default();
         let inner = l.push(true, 8, &[member(0, 4, Align::Bytes(4)), member(4, 4, Align::Bytes(4))]);
-        let outer = l.push(true, 24, &[member(0, 1, Align::Bytes(1)), sub(1, 8, inner), member(16, 8, Align::Bytes(8))]);
+        let outer = l.push(
+            true,
+            24,
+            &[
+                member(0, 1, Align::Bytes(1)),
+                sub(1, 8, inner),
+                member(16, 8, Align::Bytes(8)),
+            ],
+        );
         let mut p = Packed::new(&l);
         assert!(!p.is_packed(outer));
         assert!(p.is_packed(inner), "marked by the outer struct's check");
@@ -479,7 +527,10 @@ mod tests {
         assert!(!r.is_packed(inner));
         let mut r = Packed::with_cache(&l, r.into_cache());
         assert!(!r.is_packed(outer));
-        assert!(Packed::with_cache(&l, r.into_cache()).is_packed(inner), "the side effect survives the hand-over");
+        assert!(
+            Packed::with_cache(&l, r.into_cache()).is_packed(inner),
+            "the side effect survives the hand-over"
+        );
         // Asked first, inner alone is not packed (a fresh cache).
         let mut q = Packed::new(&l);
         assert!(!q.is_packed(inner));
@@ -505,7 +556,11 @@ mod tests {
         // struct { unsigned a:3, b:5; unsigned char c; } size 4 (gcc): bits
         // 0..8 in the unit at 0, c at byte 1, tail padding 2 → not packed.
         let mut l = Layouts::default();
-        let s = l.push(true, 4, &[bitfield(0, 3, 4), bitfield(3, 5, 4), member(1, 1, Align::Bytes(1))]);
+        let s = l.push(
+            true,
+            4,
+            &[bitfield(0, 3, 4), bitfield(3, 5, 4), member(1, 1, Align::Bytes(1))],
+        );
         // struct __attribute__((packed)) { unsigned a:4; unsigned b:4; } size 1:
         // the unit int (align 4) is at offset 0, size 1 % 4 != 0 → packed.
         let t = l.push(true, 1, &[bitfield(0, 4, 4), bitfield(4, 4, 4)]);
@@ -521,7 +576,13 @@ mod tests {
         assert_eq!((m.bit_offset, m.byte_offset, m.bit_size), (38, 4, 32));
         // DWARF 4 little endian: location 4, DW_AT_bit_offset 27, size 5 →
         // bit 0 of the unit → bit_offset 32.
-        let raw = RawMember { data_member_location: Some(4), dw_bit_offset: 27, dw_bit_size: 5, byte_size: 4, ..Default::default() };
+        let raw = RawMember {
+            data_member_location: Some(4),
+            dw_bit_offset: 27,
+            dw_bit_size: 5,
+            byte_size: 4,
+            ..Default::default()
+        };
         let m = MemberLayout::normalize(&raw, true, Align::Bytes(4), None);
         assert_eq!((m.bit_offset, m.byte_offset), (32, 4));
         // Big endian keeps DW_AT_bit_offset as is.
@@ -529,13 +590,26 @@ mod tests {
         assert_eq!((m.bit_offset, m.byte_offset), (59, 4));
         // Packed straddling unit: location 1, LE bit offset → 30 in the unit
         // at byte 1: the reference's byte offset lands on 8.
-        let raw = RawMember { data_member_location: Some(1), dw_bit_offset: -2, dw_bit_size: 4, byte_size: 4, ..Default::default() };
+        let raw = RawMember {
+            data_member_location: Some(1),
+            dw_bit_offset: -2,
+            dw_bit_size: 4,
+            byte_size: 4,
+            ..Default::default()
+        };
         let m = MemberLayout::normalize(&raw, true, Align::Bytes(4), None);
         assert_eq!((m.bit_offset, m.byte_offset), (38, 8));
         // No location outside a union: static member.
-        let raw = RawMember { byte_size: 4, ..Default::default() };
+        let raw = RawMember {
+            byte_size: 4,
+            ..Default::default()
+        };
         assert!(MemberLayout::normalize(&raw, true, Align::Bytes(4), None).is_static);
-        let raw = RawMember { byte_size: 4, in_union: true, ..Default::default() };
+        let raw = RawMember {
+            byte_size: 4,
+            in_union: true,
+            ..Default::default()
+        };
         assert!(!MemberLayout::normalize(&raw, true, Align::Bytes(4), None).is_static);
     }
 

@@ -75,9 +75,15 @@ mod tests {
         // rdi where rdi is expected.
         assert_eq!(param_facts(x86.expected(0), Some(0x55), false), fact::HAS_LOC);
         // b arriving in rdi (clang drop_first): unexpected.
-        assert_eq!(param_facts(x86.expected(1), Some(0x55), false), fact::HAS_LOC | fact::UNEXPECTED_REG);
+        assert_eq!(
+            param_facts(x86.expected(1), Some(0x55), false),
+            fact::HAS_LOC | fact::UNEXPECTED_REG
+        );
         // On the stack: optimized.
-        assert_eq!(param_facts(x86.expected(2), Some(NO_REG), false), fact::HAS_LOC | fact::OPTIMIZED);
+        assert_eq!(
+            param_facts(x86.expected(2), Some(NO_REG), false),
+            fact::HAS_LOC | fact::OPTIMIZED
+        );
         // Constant value, no location: optimized.
         assert_eq!(param_facts(x86.expected(0), None, true), fact::OPTIMIZED);
         // Past the register parameters: nothing recorded, even with a location.
@@ -108,13 +114,19 @@ mod tests {
     fn function_level_flags() {
         let ok = fact::HAS_LOC;
         let unexp = fact::HAS_LOC | fact::UNEXPECTED_REG;
-        assert_eq!(function_flags([ok, ok], || unreachable!("only asked with an unexpected register")), 0);
+        assert_eq!(
+            function_flags([ok, ok], || unreachable!("only asked with an unexpected register")),
+            0
+        );
         assert_eq!(function_flags([ok, unexp], || false), flags::UNEXPECTED_REG);
         // A struct parameter anywhere exempts the function.
         assert_eq!(function_flags([ok, unexp], || true), 0);
         // A parameter with no location (e.g. the 7th on x86-64) → optimized.
         assert_eq!(function_flags([ok, 0], || false), flags::OPTIMIZED_PARMS);
-        assert_eq!(function_flags([fact::OPTIMIZED | fact::HAS_LOC, unexp], || false), flags::OPTIMIZED_PARMS | flags::UNEXPECTED_REG);
+        assert_eq!(
+            function_flags([fact::OPTIMIZED | fact::HAS_LOC, unexp], || false),
+            flags::OPTIMIZED_PARMS | flags::UNEXPECTED_REG
+        );
         // No parameters: nothing.
         assert_eq!(function_flags([], || false), 0);
     }

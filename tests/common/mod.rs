@@ -10,7 +10,9 @@ pub use btfkit::corpus::corpus_dir;
 /// A readable path of corpus file `rel` (named without `.zst`). Panics when the
 /// corpus does not have it: a test that needs it must not pass silently.
 pub fn corpus_file(rel: &str) -> PathBuf {
-    btfkit::corpus::Corpus::open_default().file(rel).unwrap_or_else(|e| panic!("{e}"))
+    btfkit::corpus::Corpus::open_default()
+        .file(rel)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Names (decompressed) of the files in corpus folder `rel` ending in `suffix`.
@@ -28,13 +30,19 @@ pub fn corpus_list(rel: &str, suffix: &str) -> Vec<String> {
 
 /// Whether `tool` can be run (it answers `--version`/`version`).
 pub fn have_tool(tool: &str, arg: &str) -> bool {
-    std::process::Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success())
+    std::process::Command::new(tool)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// The bpftool to compare with: $BPFTOOL, else `bpftool` on PATH, else
 /// Debian's /usr/sbin/bpftool (not on a normal user's PATH); None if none runs.
 pub fn bpftool() -> Option<String> {
-    let candidates = std::env::var("BPFTOOL").ok().into_iter().chain(["bpftool".into(), "/usr/sbin/bpftool".into()]);
+    let candidates = std::env::var("BPFTOOL")
+        .ok()
+        .into_iter()
+        .chain(["bpftool".into(), "/usr/sbin/bpftool".into()]);
     candidates.into_iter().find(|c| have_tool(c, "version"))
 }
 
@@ -56,7 +64,9 @@ pub fn run(args: &[&str]) -> std::process::Output {
 
 /// A fresh scratch folder for one test.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = cache_dir().join("test-scratch").join(format!("{name}.{}", std::process::id()));
+    let d = cache_dir()
+        .join("test-scratch")
+        .join(format!("{name}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -75,7 +85,12 @@ pub fn read_corpus(rel: &str) -> Vec<u8> {
 pub fn read_manifest(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines();
-    let header: Vec<String> = lines.next().expect("empty manifest").split('\t').map(String::from).collect();
+    let header: Vec<String> = lines
+        .next()
+        .expect("empty manifest")
+        .split('\t')
+        .map(String::from)
+        .collect();
     lines
         .filter(|l| !l.is_empty())
         .map(|l| header.iter().cloned().zip(l.split('\t').map(String::from)).collect())
@@ -84,7 +99,10 @@ pub fn read_manifest(path: &Path) -> Vec<std::collections::HashMap<String, Strin
 
 pub fn unhex(s: &str) -> Vec<u8> {
     assert!(s.len() % 2 == 0, "odd hex length");
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))
+        .collect()
 }
 
 /// Compiles C `src` with `gcc -g -O0 -c` into `dir/stem.o`; `None`, after a
@@ -98,7 +116,13 @@ pub fn gcc_object(dir: &std::path::Path, stem: &str, src: &str) -> Option<std::p
     let c = dir.join(format!("{stem}.c"));
     let o = dir.join(format!("{stem}.o"));
     std::fs::write(&c, src).unwrap();
-    let r = std::process::Command::new("gcc").args(["-g", "-O0", "-c"]).arg(&c).arg("-o").arg(&o).output().unwrap();
+    let r = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-c"])
+        .arg(&c)
+        .arg("-o")
+        .arg(&o)
+        .output()
+        .unwrap();
     assert!(r.status.success(), "gcc {stem}: {}", String::from_utf8_lossy(&r.stderr));
     Some(o)
 }
