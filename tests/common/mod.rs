@@ -145,3 +145,18 @@ pub fn sha256_hex(path: &Path) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// The conformance floor (tests/conformance-floor.tsv) as (variant, case id)
+/// pairs: the corpus rows btfkit is known to reproduce byte for byte.
+/// Tests that walk every manifest row check the rows of the floor and
+/// report the others (new corpus rows not passing yet) instead of failing.
+pub fn conformance_floor() -> std::collections::HashSet<(String, String)> {
+    let path = crate_dir().join("tests/conformance-floor.tsv");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(v, c)| (v.to_string(), c.to_string()))
+        .collect()
+}
