@@ -293,6 +293,9 @@ pub(super) struct Dies<'a> {
     sparse: hashbrown::HashMap<u64, u32>,
     compiled: Vec<Abbrev>,
     ops: Vec<Op>,
+    /// Whether DW_FORM_ref_addr references are read (the merged-unit mode)
+    /// rather than reported as [`ReadError::RefAddr`].
+    cross_unit: bool,
 }
 
 type Res<T> = Result<T, gimli::Error>;
@@ -326,7 +329,15 @@ impl<'a> Dies<'a> {
             sparse: hashbrown::HashMap::new(),
             compiled: Vec::with_capacity(256),
             ops: Vec::with_capacity(2048),
+            cross_unit: false,
         })
+    }
+
+    /// Reads DW_FORM_ref_addr attributes as `.debug_info` references
+    /// (gimli's `DebugInfoRef`) instead of refusing them: the merged-unit
+    /// mode, where every unit of the file is one. Call before the first DIE.
+    pub(super) fn read_cross_unit_refs(&mut self) {
+        self.cross_unit = true;
     }
 
     #[inline]
@@ -442,7 +453,7 @@ impl<'a> Dies<'a> {
                     run = 0;
                 }
                 self.ops.push(match form {
-                    dw::DW_FORM_ref_addr => Op::RefAddr(name),
+                    dw::DW_FORM_ref_addr if !self.cross_unit => Op::RefAddr(name),
                     dw::DW_FORM_strp if field == Field::Name && self.enc.format == Format::Dwarf32 => {
                         Op::NameStrp4(name)
                     }
@@ -970,7 +981,9 @@ mod tests {
                 let mut dies = Dies::new(&unit.header, *gimli::Section::reader(&d.debug_abbrev)).unwrap();
                 while !dies.is_empty() {
                     let off = dies.next_offset();
-                    let Some(a) = dies.abbrev().unwrap() else { continue };
+                    let Some(a) = dies.abbrev().unwrap() else {
+                        continue;
+                    };
                     if dies.read(a, |f, v| ours.push((off, f, v.raw()))).is_err() {
                         panic!("read failed at {off:#x}");
                     }
@@ -1030,7 +1043,9 @@ mod tests {
         let mut c = Dies::new(&unit.header, *gimli::Section::reader(&d.debug_abbrev)).unwrap();
         let mut got = Vec::new();
         while !c.is_empty() {
-            let Some(a) = c.abbrev().unwrap() else { continue };
+            let Some(a) = c.abbrev().unwrap() else {
+                continue;
+            };
             let mut name = Vec::new();
             let mut size = None;
             if c.read(a, |f, v| match (f, v) {
@@ -1076,6 +1091,7 @@ mod tests {
             sparse: hashbrown::HashMap::new(),
             compiled: Vec::new(),
             ops: Vec::new(),
+            cross_unit: false,
         }
     }
 

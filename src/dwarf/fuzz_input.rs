@@ -113,7 +113,7 @@ impl<'a> FuzzInput<'a> {
             funcs: FuncTable::build(funcs),
             objects,
             debug,
-            lto_note: false,
+            lto_note: None,
             symtab_bytes: &[],
             file_mapped: false,
         }

@@ -171,6 +171,15 @@ pub struct Var<'a> {
     pub nannots: u32,
 }
 
+/// What DIE offsets and references of a decoded unit are relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refs {
+    /// The unit (references across units are refused).
+    InUnit,
+    /// `.debug_info` (the merged-unit mode).
+    Section,
+}
+
 /// What the reference does with a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnitKind {
@@ -245,6 +254,65 @@ impl<'a> Cu<'a> {
             has_nested_unspecified: false,
             dies: 0,
         }
+    }
+
+    /// Appends `next`, the following part of a merged unit (both decoded by
+    /// [`Decoder::decode_merged_part`], `next` from a later unit): its core
+    /// ids continue this unit's and its ranges move with the columns, as if
+    /// one unit had been decoded. The lookup buckets are rebuilt by
+    /// [`Cu::build_buckets`] once the last part is in.
+    pub fn append(&mut self, next: Cu<'a>) {
+        let shift = |v: u32, by: usize| v + by as u32;
+        let cores = self.slots.len();
+        let (members, enumerators, params) = (self.members.len(), self.enumerators.len(), self.params.len());
+        let (annots, fparams, bits) = (self.annots.len(), self.fparams.len(), self.member_bits.len());
+        debug_assert!(
+            self.index
+                .last()
+                .is_none_or(|l| next.index.first().is_none_or(|f| l.0 < f.0))
+        );
+        self.slots.extend(next.slots.into_iter().map(|mut s| {
+            match s.tag {
+                dw::DW_TAG_structure_type
+                | dw::DW_TAG_class_type
+                | dw::DW_TAG_union_type
+                | dw::DW_TAG_interface_type => {
+                    s.kids = shift(s.kids, members);
+                    s.annots = shift(s.annots, annots);
+                }
+                dw::DW_TAG_enumeration_type => s.kids = shift(s.kids, enumerators),
+                dw::DW_TAG_subroutine_type => s.kids = shift(s.kids, params),
+                dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => s.annots = shift(s.annots, annots),
+                // arrays count their dimensions in `nkids`; other kinds have no ranges
+                _ => {}
+            }
+            s
+        }));
+        self.members.extend(next.members.into_iter().map(|mut m| {
+            if m.bits != 0 {
+                m.bits = shift(m.bits, bits);
+            }
+            m
+        }));
+        self.member_bits.extend(next.member_bits);
+        self.enumerators.extend(next.enumerators);
+        self.params.extend(next.params);
+        self.annots.extend(next.annots);
+        self.funcs.extend(next.funcs.into_iter().map(|mut f| {
+            f.params = shift(f.params, fparams);
+            f.annots = shift(f.annots, annots);
+            f
+        }));
+        self.fparams.extend(next.fparams);
+        self.vars.extend(next.vars.into_iter().map(|mut v| {
+            v.annots = shift(v.annots, annots);
+            v
+        }));
+        self.index
+            .extend(next.index.into_iter().map(|(off, core)| (off, shift(core, cores))));
+        self.buckets.clear();
+        self.has_nested_unspecified |= next.has_nested_unspecified;
+        self.dies += next.dies;
     }
 
     /// Keeps a member's bitfield attributes; the value for `Member::bits`
@@ -436,6 +504,43 @@ pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHea
     Ok(out)
 }
 
+/// Whether any unit's abbreviation table declares an attribute in
+/// DW_FORM_ref_addr: without the kernel's LTO note, that is what makes the
+/// reference read the file as one merged unit (whether or not a DIE uses
+/// the abbreviation). A table that cannot be read counts as having none;
+/// decoding reports the damage.
+pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>]) -> bool {
+    use gimli::Reader;
+    let section = *d.debug_abbrev.reader();
+    let mut seen: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    let table_has_ref_addr = |at: usize| -> gimli::Result<bool> {
+        let mut r = section;
+        r.skip(at)?;
+        loop {
+            if r.is_empty() || r.read_uleb128()? == 0 {
+                return Ok(false);
+            }
+            r.read_uleb128()?; // tag
+            r.read_u8()?; // children
+            loop {
+                let (name, form) = (r.read_uleb128()?, r.read_uleb128()?);
+                if name == 0 && form == 0 {
+                    break;
+                }
+                if form == dw::DW_FORM_implicit_const.0 as u64 {
+                    r.read_sleb128()?;
+                }
+                if form == dw::DW_FORM_ref_addr.0 as u64 {
+                    return Ok(true);
+                }
+            }
+        }
+    };
+    seen.into_iter().any(|at| table_has_ref_addr(at).unwrap_or(false))
+}
+
 /// What is wrong with the length field of the unit header at `at`, when
 /// that is what gimli's "unexpected end of input" means.
 fn unit_length_fault(r: &R<'_>, at: u64) -> Option<String> {
@@ -564,13 +669,6 @@ impl Default for Attrs<'_> {
     }
 }
 
-fn ref_of(v: AttributeValue<R<'_>>) -> u64 {
-    match v {
-        AttributeValue::UnitRef(UnitOffset(o)) => o as u64,
-        _ => NOT_UNIT,
-    }
-}
-
 fn udata(v: &AttributeValue<R<'_>>) -> Option<u64> {
     match *v {
         AttributeValue::Data1(x) => Some(x as u64),
@@ -634,6 +732,28 @@ impl<'a, 'd> Decoder<'a, 'd> {
         header: gimli::UnitHeader<R<'a>>,
         keep: &dyn Fn(u16, &[u8]) -> bool,
     ) -> Result<Option<Cu<'a>>, DecodeError> {
+        self.decode_unit(header, keep, Refs::InUnit)
+    }
+
+    /// Decodes one unit as a part of the merged unit the reference makes of
+    /// a whole LTO file: DIE offsets and references are `.debug_info`
+    /// offsets (DW_FORM_ref_addr included), so that the parts, appended in
+    /// file order ([`Cu::append`]), are that one unit. Partial and type
+    /// units contribute their DIEs too, as they do there.
+    pub fn decode_merged_part(
+        &self,
+        header: gimli::UnitHeader<R<'a>>,
+        keep: &dyn Fn(u16, &[u8]) -> bool,
+    ) -> Result<Option<Cu<'a>>, DecodeError> {
+        self.decode_unit(header, keep, Refs::Section)
+    }
+
+    fn decode_unit(
+        &self,
+        header: gimli::UnitHeader<R<'a>>,
+        keep: &dyn Fn(u16, &[u8]) -> bool,
+        refs: Refs,
+    ) -> Result<Option<Cu<'a>>, DecodeError> {
         let cu_off = header.offset().0 as u64;
         let abbrevs = header.debug_abbrev_offset().0;
         let abbrev_len = self.dwarf.debug_abbrev.reader().len();
@@ -651,6 +771,24 @@ impl<'a, 'd> Decoder<'a, 'd> {
         let mut cu = Cu::new(cu_off, unit.encoding().address_size, unit_end as usize);
         let mut entries = Dies::new(&unit.header, *self.dwarf.debug_abbrev.reader())
             .map_err(|e| self.err(cu_off, None, format!("cannot read DIEs: {e}")))?;
+        // What offsets are relative to, and where references must end.
+        let (base, ref_end) = match refs {
+            Refs::InUnit => (0, unit_end),
+            Refs::Section => {
+                let len = self.dwarf.debug_info.reader().len() as u64;
+                if len >= NONE as u64 {
+                    return Err(self.err(
+                        cu_off,
+                        None,
+                        format!(
+                            "merged-unit mode: .debug_info of {len} bytes is past the 4 GiB that offsets are kept in"
+                        ),
+                    ));
+                }
+                entries.read_cross_unit_refs();
+                (cu_off, len)
+            }
+        };
         // Scratch columns (stack discipline: a frame owns [start..] until it
         // ends), with room for a kernel CU's deepest frames so that they do
         // not grow from empty in every CU (the decoder's pushes made 41 k
@@ -666,15 +804,15 @@ impl<'a, 'd> Decoder<'a, 'd> {
         let uref = |v: &u64| -> Result<u32, u64> {
             match *v {
                 ABSENT | NOT_UNIT => Ok(NONE),
-                o if o >= unit_end => Err(o),
+                o if o >= ref_end => Err(o),
                 o => Ok(o as u32),
             }
         };
 
         loop {
             let depth = entries.next_depth();
-            let uoff = entries.next_offset() as u32;
-            let die = cu_off + uoff as u64;
+            let die = cu_off + entries.next_offset();
+            let uoff = (base + entries.next_offset()) as u32;
             if entries.is_empty() {
                 break;
             }
@@ -702,16 +840,20 @@ impl<'a, 'd> Decoder<'a, 'd> {
             let tag = abbrev.tag;
             if first {
                 first = false;
-                self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
+                self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die, refs, base)?;
                 cu.language = attrs.language.unwrap_or(0);
                 cu.name = nm(attrs.name);
                 match tag {
                     dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
+                    // The merged unit takes every unit's children.
+                    dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit if refs == Refs::Section => {}
                     dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => {
                         cu.kind = UnitKind::Ignored;
                         return Ok(Some(cu));
                     }
-                    _ => return Err(self.err(cu_off, Some(die), format!("unexpected unit DIE {tag}"))),
+                    _ => {
+                        return Err(self.err(cu_off, Some(die), format!("unexpected unit DIE {tag}")));
+                    }
                 }
                 if !keep(cu.language, cu.name) {
                     return Ok(None);
@@ -765,7 +907,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 | Role::Func
                 | Role::Var
                 | Role::Namespace => {
-                    self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die)?;
+                    self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die, refs, base)?;
                     let bad_ref = |o: u64| {
                         self.err(
                             cu_off,
@@ -1037,7 +1179,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
             );
         }
         cu.index.sort_unstable_by_key(|e| e.0);
-        cu.build_buckets();
+        if refs == Refs::InUnit {
+            // (a merged unit's, once its parts are appended)
+            cu.build_buckets();
+        }
         Ok(Some(cu))
     }
 
@@ -1173,6 +1318,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read_attrs(
         &self,
         unit: &gimli::Unit<R<'a>>,
@@ -1181,6 +1327,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
         a: &mut Attrs<'a>,
         cu_off: u64,
         die: u64,
+        refs: Refs,
+        base: u64,
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
         let debug_str = self.dwarf.debug_str.reader().slice();
@@ -1191,6 +1339,8 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 unit,
                 a,
                 debug_str,
+                base,
+                refs,
             },
         );
         match res {
@@ -1221,6 +1371,10 @@ struct AttrSink<'s, 'a> {
     unit: &'s gimli::Unit<R<'a>>,
     a: &'s mut Attrs<'a>,
     debug_str: &'a [u8],
+    /// Added to unit references: 0, or the unit's `.debug_info` offset in
+    /// the merged-unit mode (where DW_FORM_ref_addr is read as it is).
+    base: u64,
+    refs: Refs,
 }
 
 impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
@@ -1233,6 +1387,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
 
     #[inline]
     fn unit_ref(&mut self, field: Field, off: u64) {
+        let off = off + self.base;
         match field {
             Field::Type => self.a.ty = off,
             Field::Origin => self.a.origin = off,
@@ -1258,7 +1413,9 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
 
     #[inline(never)]
     fn value(&mut self, field: Field, v: Value<'a>) {
-        let (a, debug_str, unit) = (&mut *self.a, self.debug_str, self.unit);
+        let (a, debug_str, unit, base) = (&mut *self.a, self.debug_str, self.unit, self.base);
+        let refs = self.refs;
+        let ref_value = |v| ref_value(v, refs, base);
         match field {
             Field::Name => {
                 a.name = match v {
@@ -1299,12 +1456,16 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     }
 }
 
-/// A reference field: a unit offset, or `NOT_UNIT` for any other form.
+/// A reference field: a unit offset plus `base`, or `NOT_UNIT` for any
+/// other form. A `.debug_info` reference (DW_FORM_ref_addr) reaches here
+/// only in the merged-unit mode, where offsets are the section's.
 #[inline]
-fn ref_value(v: Value<'_>) -> u64 {
+fn ref_value(v: Value<'_>, refs: Refs, base: u64) -> u64 {
     match v {
-        Value::UnitRef(o) => o,
-        v => ref_of(v.raw()),
+        Value::UnitRef(o) => o + base,
+        Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => o as u64 + base,
+        Value::Other(AttributeValue::DebugInfoRef(gimli::DebugInfoOffset(o))) if refs == Refs::Section => o as u64,
+        _ => NOT_UNIT,
     }
 }
 

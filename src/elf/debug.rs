@@ -128,9 +128,10 @@ pub struct ElfInfo<'a> {
     /// STT_OBJECT symbols as (name, section index), sorted.
     pub objects: Vec<(&'a [u8], u32)>,
     pub debug: DebugSections<'a>,
-    /// The kernel's "built with LTO" note (type 0x101, owner `Linux`, non-zero
-    /// descriptor): the reference then merges all CUs into one.
-    pub lto_note: bool,
+    /// The kernel's "built with LTO" note (type 0x101, owner `Linux`): the
+    /// first one's descriptor, non-zero or not. Where there is one, it alone
+    /// decides whether the reference merges all units into one.
+    pub lto_note: Option<bool>,
     /// The raw `.symtab` (empty without one): once `funcs` and `objects`
     /// are built from it, only their names (in `.strtab`) are read again,
     /// so a mapped file's pages of it can go ([`ElfInfo::file_mapped`]).
@@ -277,17 +278,14 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
 
     let mut sections: Vec<SectionInfo<'a>> = Vec::new();
     let table = f.elf_section_table();
-    let mut lto_note = false;
-    for sh in table.iter() {
+    let mut lto_note = None;
+    'notes: for sh in table.iter() {
         if let Ok(Some(mut notes)) = sh.notes(e, f.data()) {
             while let Ok(Some(n)) = notes.next() {
                 let desc = n.desc();
-                if n.n_type(e).0 == 0x101
-                    && n.name() == b"Linux"
-                    && desc.len() >= 4
-                    && desc[..4].iter().any(|&b| b != 0)
-                {
-                    lto_note = true;
+                if n.n_type(e).0 == 0x101 && n.name() == b"Linux" && desc.len() >= 4 {
+                    lto_note = Some(desc[..4].iter().any(|&b| b != 0));
+                    break 'notes;
                 }
             }
         }

@@ -153,7 +153,9 @@ impl<'a> Enc<'_, '_, 'a> {
 
     /// Size in bytes of the type with core id `core`, as the reference's `tag__size`.
     fn size_of(&self, core: u32, depth: u32) -> u64 {
-        let Some(s) = self.cu.slot(core) else { return 0 };
+        let Some(s) = self.cu.slot(core) else {
+            return 0;
+        };
         if depth > 64 {
             return 0;
         }
@@ -892,7 +894,9 @@ fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'a>) {
         if name.is_empty() {
             continue;
         }
-        let Some(entry) = table.lookup(name) else { continue };
+        let Some(entry) = table.lookup(name) else {
+            continue;
+        };
         let ret_off = if fun.has_type {
             fun.ty
         } else {
@@ -929,7 +933,9 @@ fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeE
             continue;
         }
         let Some(addr) = v.addr else { continue };
-        let Some(sec) = ctx.elf.section_of(addr) else { continue };
+        let Some(sec) = ctx.elf.section_of(addr) else {
+            continue;
+        };
         let section = &ctx.elf.sections[sec as usize];
         if !f.global_var && section.name != b".data..percpu" {
             continue;
@@ -1105,7 +1111,7 @@ mod tests {
             funcs: FuncTable::default(),
             objects: vec![],
             debug: DebugSections::default(),
-            lto_note: false,
+            lto_note: None,
             symtab_bytes: &[],
             file_mapped: false,
         }

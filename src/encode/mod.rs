@@ -142,6 +142,9 @@ pub struct Summary {
     pub loop_cpu: Option<LoopCpu>,
     /// DIEs the decoder read, in the CUs it kept.
     pub dies: u64,
+    /// Whether the units were encoded as one merged unit (an LTO file, as
+    /// the reference does): its encoding then runs on one thread.
+    pub merged_units: bool,
 }
 
 /// The most types one BTF may have (ids are 31-bit in libbpf, whose
@@ -507,12 +510,6 @@ pub fn encode_elf_with(
             msg: "no DWARF debug info (.debug_info is missing or empty)".into(),
         });
     }
-    if elf.lto_note {
-        return Err(EncodeError::Unsupported {
-            path: path.to_path_buf(),
-            msg: "built with LTO (ELF note Linux 0x101): the reference's merged-CU mode is not implemented".into(),
-        });
-    }
     if !elf.has_symtab {
         return Err(input_err(
             "no .symtab section: cannot build the ELF function table".into(),
@@ -537,14 +534,22 @@ pub fn encode_elf_with(
         endian,
     };
     let lctx_features = opts.features;
+    // The reference reads an LTO file as one unit: the kernel's LTO note
+    // decides where there is one, else any abbreviation in
+    // DW_FORM_ref_addr (units referring into each other).
+    let merged = match elf.lto_note {
+        Some(lto) => lto,
+        None => dwarf::declares_cross_unit_refs(&dw, &headers),
+    };
 
-    // Chunks of CUs, by .debug_info bytes.
+    // Chunks of CUs, by .debug_info bytes; in the merged mode one chunk,
+    // whose units are decoded in parallel and then encoded as one.
     let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     let mut bytes = 0u64;
     for (i, h) in headers.iter().enumerate() {
         bytes += h.length_including_self() as u64;
-        if bytes >= CHUNK_BYTES || i + 1 - start >= chunk_max_cus(opts.jobs) {
+        if !merged && (bytes >= CHUNK_BYTES || i + 1 - start >= chunk_max_cus(opts.jobs)) {
             chunks.push(start..i + 1);
             start = i + 1;
             bytes = 0;
@@ -575,6 +580,7 @@ pub fn encode_elf_with(
         scratch: Vec::new(),
         summary: Summary {
             cus: headers.len(),
+            merged_units: merged,
             ..Default::default()
         },
         funcs: FuncStates::default(),
@@ -591,23 +597,84 @@ pub fn encode_elf_with(
     let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns, dies] = [(); 5].map(|_| AtomicU64::new(0));
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
+    let decode_err = |e: dwarf::DecodeError| match e.kind {
+        dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
+            path: path.to_path_buf(),
+            msg: format!(
+                "warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"
+            ),
+        },
+        dwarf::DecodeErrorKind::MergedMode => EncodeError::Unsupported {
+            path: path.to_path_buf(),
+            msg: format!(".debug_info: {e}"),
+        },
+        dwarf::DecodeErrorKind::Damaged => EncodeError::Input {
+            path: path.to_path_buf(),
+            msg: format!(".debug_info: {e}"),
+        },
+    };
+    let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
+    // The merged mode: every unit decoded (in parallel) as a part of one,
+    // the parts appended in file order, and that one unit encoded.
+    let merged_work = |r: std::ops::Range<usize>| -> Item<'_> {
+        // The merged unit's language is its first unit's, filtered or not.
+        let first_language = AtomicU64::new(0);
+        let decode_part = |i: usize| {
+            let keep = |l: u16, name: &[u8]| {
+                if i == r.start {
+                    first_language.store(l as u64, Ordering::Relaxed);
+                }
+                keep(l, name)
+            };
+            cpu_into(timed, &decode_ns, || decoder.decode_merged_part(headers[i], &keep))
+        };
+        // A window of parts at a time, appended as the next one is decoded:
+        // the decoded parts are larger than what they add to the whole.
+        let window = chunk_max_cus(opts.jobs);
+        let windows: Vec<std::ops::Range<usize>> = (r.start..r.end)
+            .step_by(window)
+            .map(|s| s..(s + window).min(r.end))
+            .collect();
+        let decode_window = |w: std::ops::Range<usize>| -> Vec<_> { w.into_par_iter().map(decode_part).collect() };
+        let mut one: Option<dwarf::Cu<'_>> = None;
+        let mut cur = windows.first().map(|w| decode_window(w.clone())).unwrap_or_default();
+        for i in 0..windows.len() {
+            let next = windows.get(i + 1).cloned();
+            let parts = std::mem::take(&mut cur);
+            let (appended, nxt) = rayon::join(
+                || -> Result<(), EncodeError> {
+                    for part in parts {
+                        let Some(part) = part.map_err(decode_err)? else {
+                            continue;
+                        };
+                        dies.fetch_add(part.dies, Ordering::Relaxed);
+                        match &mut one {
+                            None => one = Some(part),
+                            Some(cu) => cu.append(part),
+                        }
+                    }
+                    Ok(())
+                },
+                || next.map(decode_window),
+            );
+            appended?;
+            cur = nxt.unwrap_or_default();
+        }
+        let Some(mut cu) = one else { return Ok(None) };
+        cu.offset = headers.get(r.start).map_or(0, |h| h.offset().0 as u64);
+        cu.name = b"";
+        cu.language = first_language.load(Ordering::Relaxed) as u16;
+        cu.build_buckets();
+        cpu_into(timed, &cu_encode_ns, || local::encode_cu(&lctx, &cu)).map(Some)
+    };
     let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
+        if merged {
+            return vec![merged_work(r)];
+        }
         headers[r]
             .par_iter()
             .map(|h| {
-                let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
-                let cu = cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep)).map_err(|e| match e.kind {
-                    dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
-                        path: path.to_path_buf(),
-                        msg: format!("warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"),
-                    },
-                    dwarf::DecodeErrorKind::MergedMode => {
-                        EncodeError::Unsupported { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
-                    }
-                    dwarf::DecodeErrorKind::Damaged => {
-                        EncodeError::Input { path: path.to_path_buf(), msg: format!(".debug_info: {e}") }
-                    }
-                })?;
+                let cu = cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep)).map_err(decode_err)?;
                 if let Some(cu) = &cu {
                     dies.fetch_add(cu.dies, Ordering::Relaxed);
                 }
