@@ -17,6 +17,9 @@ pub enum Error {
     Elf { path: PathBuf, msg: String },
     #[error("{path}: {msg}")]
     Input { path: PathBuf, msg: String },
+    /// Valid input that btfkit will not encode (the message says why).
+    #[error("{path}: {msg}")]
+    Unsupported { path: PathBuf, msg: String },
 }
 
 impl Error {
@@ -28,6 +31,12 @@ impl Error {
     }
     pub fn elf(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
         Error::Elf {
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+    pub fn unsupported(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
+        Error::Unsupported {
             path: path.into(),
             msg: msg.into(),
         }

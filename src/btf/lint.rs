@@ -150,7 +150,8 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                 }
             }
             Kind::FuncProto => {
-                for [n, _] in t.pairs() {
+                let nargs = t.vlen() as usize;
+                for (i, [n, ty]) in t.pairs().enumerate() {
                     let p = ident(n);
                     if !p.is_empty() && !is_valid_ident(p) {
                         warn(format!(
@@ -158,6 +159,26 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                             String::from_utf8_lossy(p)
                         ));
                     }
+                    // Type 0 is only `...`: the last parameter, unnamed (the
+                    // kernel's "Invalid arg#N"; the reference writes such
+                    // parameters where a type unit's type was lost).
+                    if ty == 0 && (i + 1 < nargs || !p.is_empty()) {
+                        warn(format!(
+                            "parameter #{} '{}' has type void (void is only the last, unnamed `...`)",
+                            i + 1,
+                            String::from_utf8_lossy(p)
+                        ));
+                    }
+                }
+            }
+            Kind::Array => {
+                // The kernel's "Invalid elem" / "Invalid index".
+                let (elem, index, _) = t.array();
+                if elem.0 == 0 {
+                    warn("element type is void".into());
+                }
+                if index.0 == 0 {
+                    warn("index type is void".into());
                 }
             }
             Kind::Func if t.vlen() > 1 => warn(format!("linkage {} (kernel 6.12 accepts static and global)", t.vlen())),
@@ -226,6 +247,29 @@ mod tests {
             w.iter()
                 .any(|w| w.contains("entry at offset 0 overlaps or is out of order")),
             "{w:?}"
+        );
+    }
+
+    /// What the reference writes where a type unit's type was lost, and the
+    /// kernel refuses ("Invalid arg#2", "Invalid elem").
+    #[test]
+    fn finds_void_parameters_and_elements() {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        b.begin(Kind::FuncProto, b"", int.0, false);
+        b.push_param(b"x", int);
+        b.push_param(b"u", TypeId(0));
+        b.begin(Kind::FuncProto, b"", int.0, false);
+        b.push_param(b"x", int);
+        b.push_param(b"", TypeId(0));
+        b.add_array(TypeId(0), int, 2);
+        let w: Vec<String> = kernel_warnings(&b).iter().map(|w| w.to_string()).collect();
+        assert_eq!(
+            w,
+            [
+                "[2] FUNC_PROTO '': parameter #2 'u' has type void (void is only the last, unnamed `...`)",
+                "[4] ARRAY '': element type is void"
+            ]
         );
     }
 }

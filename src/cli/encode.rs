@@ -101,6 +101,7 @@ pub fn encode_btf(
     dedup: bool,
 ) -> anyhow::Result<(Btf, encode::Summary, u32)> {
     let (enc, _) = encode_overlapped(input, base, opts, dedup, false)?;
+    warn_type_units(input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
@@ -110,6 +111,21 @@ pub fn encode_btf(
         enc.btf
     };
     Ok((out_btf, enc.summary, pre_dedup_types))
+}
+
+/// Says on stderr that types in DWARF type units were lost, as the
+/// reference loses them (its own warnings name some of them, only in
+/// linked files); the bytes are still the reference's.
+fn warn_type_units(input: &Path, s: &encode::Summary) {
+    if s.type_unit_refs > 0 {
+        eprintln!(
+            "btfkit: warning: {}: {} references to types in DWARF type units (-fdebug-types-section: \
+             DW_FORM_ref_sig8, DW_AT_signature) left unresolved, as pahole v1.31 leaves them: those types \
+             are void or empty anonymous structs in this BTF",
+            input.display(),
+            s.type_unit_refs
+        );
+    }
 }
 
 /// Dedup as the reference pipeline does it: the string section stays as the
@@ -210,6 +226,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         })));
     }
     let (enc, early) = encode_overlapped(&plan.input, base, &opts, plan.dedup, early)?;
+    warn_type_units(&plan.input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     // whether dedup's first passes ran during the CU loop to the end
@@ -243,6 +260,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             ("types_after_dedup", out_btf.own_type_count() as u64),
             ("btf_bytes", len as u64),
             ("dedup_during_cu_loop", overlapped as u64),
+            // an LTO file read as one unit: its encoding ran on one thread
+            ("merged_units", s.merged_units as u64),
+            ("type_unit_refs", s.type_unit_refs),
         ];
         let phases = phases.lock().unwrap_or_else(|e| e.into_inner());
         super::stats::report(&phases, s.loop_cpu.as_ref(), &counts, json);

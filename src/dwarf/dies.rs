@@ -40,6 +40,9 @@ pub(super) enum Field {
     ConstValue,
     Location,
     Language,
+    /// DW_AT_signature: a type unit's type, which only counts (see
+    /// `Cu::type_unit_refs`).
+    Signature,
 }
 
 impl Field {
@@ -58,6 +61,7 @@ impl Field {
             dw::DW_AT_upper_bound => Field::UpperBound,
             dw::DW_AT_count => Field::Count,
             dw::DW_AT_data_member_location => Field::MemberLoc,
+            dw::DW_AT_signature => Field::Signature,
             dw::DW_AT_data_bit_offset => Field::DataBitOffset,
             dw::DW_AT_bit_size => Field::BitSize,
             dw::DW_AT_bit_offset => Field::BitOffset,

@@ -45,8 +45,8 @@ pub enum DecodeErrorKind {
     /// The reference stops decoding the file here but keeps what it has
     /// (DW_TAG_imported_unit).
     StopFile,
-    /// Cross-unit references: the reference merges all CUs into one (LTO
-    /// mode), which btfkit does not implement.
+    /// A reference across units in a file the reference does not merge
+    /// (its LTO note says no).
     MergedMode,
 }
 
@@ -217,6 +217,11 @@ pub struct Cu<'a> {
     pub has_nested_unspecified: bool,
     /// DIEs read (null entries not counted).
     pub dies: u64,
+    /// References to types in DWARF type units (DW_FORM_ref_sig8, and the
+    /// DW_AT_signature of gcc's skeleton types). The reference resolves
+    /// none of them: such a reference is void, a skeleton an empty
+    /// anonymous struct. Counted so that the loss can be reported.
+    pub type_unit_refs: u64,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -253,6 +258,7 @@ impl<'a> Cu<'a> {
             buckets: Vec::new(),
             has_nested_unspecified: false,
             dies: 0,
+            type_unit_refs: 0,
         }
     }
 
@@ -313,6 +319,7 @@ impl<'a> Cu<'a> {
         self.buckets.clear();
         self.has_nested_unspecified |= next.has_nested_unspecified;
         self.dies += next.dies;
+        self.type_unit_refs += next.type_unit_refs;
     }
 
     /// Keeps a member's bitfield attributes; the value for `Member::bits`
@@ -639,6 +646,8 @@ struct Attrs<'a> {
     const_value: Option<AttributeValue<R<'a>>>,
     location: Option<AttributeValue<R<'a>>>,
     language: Option<u16>,
+    /// References by type signature (DW_FORM_ref_sig8, DW_AT_signature).
+    type_unit_refs: u8,
 }
 
 const ABSENT: u64 = u64::MAX;
@@ -665,6 +674,7 @@ impl Default for Attrs<'_> {
             const_value: None,
             location: None,
             language: None,
+            type_unit_refs: 0,
         }
     }
 }
@@ -908,6 +918,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 | Role::Var
                 | Role::Namespace => {
                     self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die, refs, base)?;
+                    cu.type_unit_refs += attrs.type_unit_refs as u64;
                     let bad_ref = |o: u64| {
                         self.err(
                             cu_off,
@@ -1350,8 +1361,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     cu_off,
                     Some(die),
                     format!(
-                        "{at} uses DW_FORM_ref_addr (a reference across units, as LTO builds make): \
-                         the reference's merged-CU mode for such files is not implemented"
+                        "{at} uses DW_FORM_ref_addr (a reference across units, as LTO builds make), but the \
+                         file's kernel LTO note says it is not an LTO build: the reference then reads the units \
+                         one by one and cannot resolve such a reference, which btfkit does not imitate"
                     ),
                 );
                 e.kind = DecodeErrorKind::MergedMode;
@@ -1414,6 +1426,11 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     #[inline(never)]
     fn value(&mut self, field: Field, v: Value<'a>) {
         let (a, debug_str, unit, base) = (&mut *self.a, self.debug_str, self.unit, self.base);
+        if matches!(field, Field::Type | Field::Origin | Field::Spec)
+            && matches!(v, Value::Other(AttributeValue::DebugTypesRef(_)))
+        {
+            a.type_unit_refs += 1;
+        }
         let refs = self.refs;
         let ref_value = |v| ref_value(v, refs, base);
         match field {
@@ -1452,6 +1469,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::ConstValue => a.const_value = Some(v.raw()),
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
+            Field::Signature => a.type_unit_refs += 1,
         }
     }
 }

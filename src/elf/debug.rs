@@ -410,7 +410,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     };
 
     let load = |name: &str| -> Result<Cow<'a, [u8]>> {
-        let Some(sec) = f.section_by_name(name) else {
+        let Some(sec) = debug_section(path, f, name)? else {
             return Ok(Cow::Borrowed(&[]));
         };
         let sec_name = sec.name().unwrap_or(name).to_string();
@@ -494,6 +494,17 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     for name in LOADED {
         loaded.push(load(name)?);
     }
+    // DWARF 4 type units outside section groups (a linked executable's):
+    // the reference loads them as a unit of their own and then crashes
+    // (SIGSEGV in v1.31), writing nothing; its behaviour is not something
+    // to reproduce, so the file is refused.
+    if debug_section(path, f, ".debug_types")?.is_some_and(|s| s.size() > 0) {
+        return Err(Error::unsupported(
+            path,
+            ".debug_types: DWARF 4 type units (-fdebug-types-section) in a linked file: the reference \
+             (pahole v1.31) crashes on them and writes no BTF, so btfkit does not encode them either",
+        ));
+    }
     let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
     let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
     Ok(ElfInfo {
@@ -510,6 +521,47 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         symtab_bytes,
         file_mapped: false,
     })
+}
+
+const SHF_GROUP: u64 = 0x200;
+
+/// The debug section named `name` (or its `.zdebug_` form), as the
+/// reference's DWARF reader picks it: sections in a section group (the
+/// COMDAT type units of `-fdebug-types-section` objects) are not part of the
+/// file's own debug info and are passed over. Two such sections outside
+/// groups are an error: which one holds the DWARF cannot be told, and
+/// reading one of them would quietly drop the other.
+fn debug_section<'d, 'f, H: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    f: &'f ElfFile<'d, H, &'d [u8]>,
+    name: &str,
+) -> Result<Option<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>> {
+    let zname = name.strip_prefix(".debug_").map(|rest| format!(".zdebug_{rest}"));
+    let mut found = None;
+    for sec in f.sections() {
+        let Ok(n) = sec.name() else { continue };
+        if n != name && zname.as_deref() != Some(n) {
+            continue;
+        }
+        let flags: u64 = sec.elf_section_header().sh_flags(f.endian()).0;
+        if flags & SHF_GROUP != 0 {
+            continue;
+        }
+        if let Some(first) = &found {
+            let first: &object::read::elf::ElfSection<'d, 'f, H, &'d [u8]> = first;
+            return Err(Error::elf(
+                path,
+                format!(
+                    "sections {} and {} are both named {n} (outside section groups): \
+                     which one holds the file's DWARF cannot be told",
+                    first.index().0,
+                    sec.index().0
+                ),
+            ));
+        }
+        found = Some(sec);
+    }
+    Ok(found)
 }
 
 /// The contents of a possibly compressed section. The header's size is only

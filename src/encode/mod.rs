@@ -142,6 +142,9 @@ pub struct Summary {
     pub loop_cpu: Option<LoopCpu>,
     /// DIEs the decoder read, in the CUs it kept.
     pub dies: u64,
+    /// References to types in DWARF type units, left unresolved as the
+    /// reference leaves them (`dwarf::Cu::type_unit_refs`).
+    pub type_unit_refs: u64,
     /// Whether the units were encoded as one merged unit (an LTO file, as
     /// the reference does): its encoding then runs on one thread.
     pub merged_units: bool,
@@ -594,7 +597,7 @@ pub fn encode_elf_with(
     };
     type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
     let timed = opts.timings;
-    let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns, dies] = [(); 5].map(|_| AtomicU64::new(0));
+    let [decode_ns, cu_encode_ns, merge_ns, on_merged_ns, dies, type_unit_refs] = [(); 6].map(|_| AtomicU64::new(0));
     let lang = &opts.lang;
     let cu_exclude = opts.cu_exclude.as_deref();
     let decode_err = |e: dwarf::DecodeError| match e.kind {
@@ -648,6 +651,7 @@ pub fn encode_elf_with(
                             continue;
                         };
                         dies.fetch_add(part.dies, Ordering::Relaxed);
+                        type_unit_refs.fetch_add(part.type_unit_refs, Ordering::Relaxed);
                         match &mut one {
                             None => one = Some(part),
                             Some(cu) => cu.append(part),
@@ -677,6 +681,7 @@ pub fn encode_elf_with(
                 let cu = cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep)).map_err(decode_err)?;
                 if let Some(cu) = &cu {
                     dies.fetch_add(cu.dies, Ordering::Relaxed);
+                    type_unit_refs.fetch_add(cu.type_unit_refs, Ordering::Relaxed);
                 }
                 match cu {
                     Some(cu) if cu.kind == dwarf::UnitKind::Normal => {
@@ -780,6 +785,7 @@ pub fn encode_elf_with(
         });
     }
     m.summary.dies = dies.load(Ordering::Relaxed);
+    m.summary.type_unit_refs = type_unit_refs.load(Ordering::Relaxed);
     phase_ended("cu_loop");
     if elf.file_mapped {
         // Decoding is over: the function phase reads only `.BTF_ids` again.
