@@ -155,34 +155,113 @@ fn output_is_never_half_written() {
     assert!(!Path::new("/nonexistent-dir/x.btf").exists());
 }
 
-#[test]
-fn cross_unit_references_are_refused_not_misencoded() {
-    let mut data = fixture();
+/// The fixture with its first (DW_AT_type, DW_FORM_ref4) abbreviation
+/// entry turned into (DW_AT_type, DW_FORM_ref_addr): the same size, and for
+/// the first unit (at offset 0) the same value, now a `.debug_info` offset.
+fn with_ref_addr(mut data: Vec<u8>) -> Vec<u8> {
     let (off, size, _) = section_range(&data, ".debug_abbrev");
-    // The first (DW_AT_type, DW_FORM_ref4) becomes (DW_AT_type, DW_FORM_ref_addr): same size.
     let pos = data[off..off + size]
         .windows(2)
         .position(|w| w == [0x49, 0x13])
         .unwrap();
     data[off + pos + 1] = 0x10;
-    expect_failure("ref-addr.o", &data, &["DW_FORM_ref_addr", "not implemented"]);
+    data
 }
 
-#[test]
-fn kernel_lto_note_is_refused_not_misencoded() {
-    let mut data = fixture();
-    // Turn .comment into an SHT_NOTE holding the kernel's LTO note (Linux, 0x101, 1).
+/// The fixture with `.comment` turned into an SHT_NOTE holding the
+/// kernel's LTO note (owner Linux, type 0x101) with descriptor `value`.
+fn with_lto_note(mut data: Vec<u8>, value: u32) -> Vec<u8> {
     let (off, size, idx) = section_range(&data, ".comment");
     let mut note = Vec::new();
     note.extend_from_slice(&6u32.to_le_bytes());
     note.extend_from_slice(&4u32.to_le_bytes());
     note.extend_from_slice(&0x101u32.to_le_bytes());
     note.extend_from_slice(b"Linux\0\0\0");
-    note.extend_from_slice(&1u32.to_le_bytes());
+    note.extend_from_slice(&value.to_le_bytes());
     assert!(size >= note.len());
     data[off..off + note.len()].copy_from_slice(&note);
     let shoff = u64::from_le_bytes(data[0x28..0x30].try_into().unwrap()) as usize;
     let type_at = shoff + idx * 64 + 4;
     data[type_at..type_at + 4].copy_from_slice(&7u32.to_le_bytes());
-    expect_failure("lto-note.o", &data, &["LTO", "not implemented"]);
+    data
+}
+
+/// Encodes `bytes` (written as `name`) with the kernel profile; the output.
+fn encode_ok(name: &str, bytes: &[u8]) -> Vec<u8> {
+    let dir = scratch(&format!("ok-{name}"));
+    let input = dir.join(name);
+    std::fs::write(&input, bytes).unwrap();
+    let out = dir.join("out.btf");
+    let r = run(&[
+        "pahole",
+        "-J",
+        &format!("--btf_encode_detached={}", s(&out)),
+        &s(&input),
+    ]);
+    assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
+    let b = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    b
+}
+
+/// An abbreviation in DW_FORM_ref_addr, or the LTO note, makes the file one
+/// merged unit, as in the reference; a file of one unit then gives the
+/// bytes it gives read as a unit (the merged unit's name and offsets
+/// differ, its types do not).
+#[test]
+fn cross_unit_references_and_the_lto_note_merge_the_units() {
+    let plain = encode_ok("plain.o", &fixture());
+    assert_eq!(encode_ok("ref-addr.o", &with_ref_addr(fixture())), plain);
+    assert_eq!(encode_ok("lto-note.o", &with_lto_note(fixture(), 1)), plain);
+    assert_eq!(
+        encode_ok("lto-note-and-ref-addr.o", &with_ref_addr(with_lto_note(fixture(), 1))),
+        plain
+    );
+}
+
+/// A reference across units in a file whose LTO note says "not LTO": the
+/// reference reads such a file unit by unit and cannot resolve it, which
+/// btfkit does not imitate.
+#[test]
+fn cross_unit_reference_where_the_lto_note_says_no_is_refused() {
+    let data = with_ref_addr(with_lto_note(fixture(), 0));
+    expect_failure("no-lto-ref-addr.o", &data, &["DW_FORM_ref_addr", "LTO note"]);
+}
+
+/// A DW_FORM_ref_addr past the end of `.debug_info`.
+#[test]
+fn cross_unit_reference_outside_the_section() {
+    // The attribute the abbreviation change turns into DW_FORM_ref_addr
+    // (the first unit starts the section: unit and section offsets agree).
+    let (_, attr) = first_cu_layout(&fixture());
+    let mut data = with_ref_addr(fixture());
+    let (off, size, _) = section_range(&data, ".debug_info");
+    data[off + attr..off + attr + 4].copy_from_slice(&(size as u32 + 16).to_le_bytes());
+    expect_failure("ref-addr-outside.o", &data, &["outside"]);
+}
+
+/// Two `.debug_info` sections outside section groups: which one holds the
+/// DWARF cannot be told (reading one would silently drop the other).
+#[test]
+fn two_debug_info_sections_are_refused() {
+    // The type-unit object has 12 `.debug_info` sections, 11 of them in
+    // COMDAT groups (passed over, as the reference does); clearing
+    // SHF_GROUP on them leaves several outside any group.
+    let mut data = std::fs::read(corpus_file("fixtures/bin/structs_unions.gcc-O2-tu.o")).unwrap();
+    use object::{Object, ObjectSection};
+    let obj = object::File::parse(&*data).unwrap();
+    let idx: Vec<usize> = obj
+        .sections()
+        .filter(|s| s.name() == Ok(".debug_info"))
+        .map(|s| s.index().0)
+        .collect();
+    assert_eq!(idx.len(), 12);
+    drop(obj);
+    let shoff = u64::from_le_bytes(data[0x28..0x30].try_into().unwrap()) as usize;
+    for i in idx {
+        let flags_at = shoff + i * 64 + 8;
+        let f = u64::from_le_bytes(data[flags_at..flags_at + 8].try_into().unwrap());
+        data[flags_at..flags_at + 8].copy_from_slice(&(f & !0x200).to_le_bytes());
+    }
+    expect_failure("two-debug-info.o", &data, &["both named .debug_info"]);
 }
