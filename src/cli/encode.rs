@@ -61,6 +61,18 @@ pub struct Args {
     /// With --stats: one JSON object instead of a table.
     #[arg(long, requires = "stats")]
     pub json: bool,
+    /// DWARF type units (-fdebug-types-section): `reference` reads them as
+    /// pahole v1.31 does (their types are lost: void, empty structs);
+    /// `resolve` reads each compile unit with the type units it refers to,
+    /// giving the types the same source has without type units (DWARF 5).
+    #[arg(long, value_enum, default_value = "reference")]
+    pub type_units: TypeUnitsArg,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum TypeUnitsArg {
+    Reference,
+    Resolve,
 }
 
 /// The sample encoded by `btfkit encode` without an input.
@@ -340,6 +352,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         keep_offsets_deferred: false,
         timings: a.stats,
         on_phase: None,
+        type_units: match a.type_units {
+            TypeUnitsArg::Reference => encode::TypeUnitMode::Reference,
+            TypeUnitsArg::Resolve => encode::TypeUnitMode::Resolve,
+        },
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {

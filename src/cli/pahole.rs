@@ -166,6 +166,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             keep_offsets_deferred: false,
             timings: false,
             on_phase: None,
+            type_units: encode::TypeUnitMode::Reference,
         },
         print_summary: false,
         stats: None,

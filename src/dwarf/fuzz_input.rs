@@ -114,6 +114,8 @@ impl<'a> FuzzInput<'a> {
             objects,
             debug,
             lto_note: None,
+            grouped_info: Vec::new(),
+            grouped_types: false,
             symtab_bytes: &[],
             file_mapped: false,
         }

@@ -222,6 +222,12 @@ pub struct Cu<'a> {
     /// none of them: such a reference is void, a skeleton an empty
     /// anonymous struct. Counted so that the loss can be reported.
     pub type_unit_refs: u64,
+    /// `.debug_info` offsets that resolved signature references point to
+    /// (in type units this unit must be decoded with).
+    pub type_unit_pulls: Vec<u64>,
+    /// Skeleton types (offset) standing for a type-unit type (its offset),
+    /// made references by [`Cu::finish_parts`].
+    pub aliases: Vec<(u32, u32)>,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -259,14 +265,16 @@ impl<'a> Cu<'a> {
             has_nested_unspecified: false,
             dies: 0,
             type_unit_refs: 0,
+            type_unit_pulls: Vec::new(),
+            aliases: Vec::new(),
         }
     }
 
-    /// Appends `next`, the following part of a merged unit (both decoded by
-    /// [`Decoder::decode_merged_part`], `next` from a later unit): its core
-    /// ids continue this unit's and its ranges move with the columns, as if
-    /// one unit had been decoded. The lookup buckets are rebuilt by
-    /// [`Cu::build_buckets`] once the last part is in.
+    /// Appends `next`, another part of a merged unit (both decoded by
+    /// [`Decoder::decode_merged_part`]): its core ids continue this unit's
+    /// and its ranges move with the columns, as if one unit had been
+    /// decoded. [`Cu::finish_parts`] makes the whole ready for look-ups once
+    /// the last part is in.
     pub fn append(&mut self, next: Cu<'a>) {
         let shift = |v: u32, by: usize| v + by as u32;
         let cores = self.slots.len();
@@ -320,6 +328,28 @@ impl<'a> Cu<'a> {
         self.has_nested_unspecified |= next.has_nested_unspecified;
         self.dies += next.dies;
         self.type_unit_refs += next.type_unit_refs;
+        self.type_unit_pulls.extend(next.type_unit_pulls);
+        self.aliases.extend(next.aliases);
+    }
+
+    /// Makes the appended parts one unit for look-ups: the reference index
+    /// sorted (parts may come in any order), each skeleton's offset made to
+    /// resolve to the core id of the type it stands for (a skeleton of a
+    /// type that placed nothing stays void), the buckets built.
+    pub fn finish_parts(&mut self) {
+        self.index.sort_unstable_by_key(|e| e.0);
+        self.build_buckets();
+        if self.aliases.is_empty() {
+            return;
+        }
+        let extra: Vec<(u32, u32)> = self
+            .aliases
+            .iter()
+            .filter_map(|&(off, target)| Some((off, Some(self.core(target)).filter(|&c| c != 0)?)))
+            .collect();
+        self.index.extend(extra);
+        self.index.sort_unstable_by_key(|e| e.0);
+        self.build_buckets();
     }
 
     /// Keeps a member's bitfield attributes; the value for `Member::bits`
@@ -646,8 +676,13 @@ struct Attrs<'a> {
     const_value: Option<AttributeValue<R<'a>>>,
     location: Option<AttributeValue<R<'a>>>,
     language: Option<u16>,
-    /// References by type signature (DW_FORM_ref_sig8, DW_AT_signature).
+    /// References by type signature (DW_FORM_ref_sig8, DW_AT_signature)
+    /// left unresolved.
     type_unit_refs: u8,
+    /// The `.debug_info` offsets signature references were resolved to
+    /// (`Decoder::type_units`), and the skeleton's own (DW_AT_signature).
+    pulled: smallvec::SmallVec<[u64; 2]>,
+    signature: Option<u64>,
 }
 
 const ABSENT: u64 = u64::MAX;
@@ -675,6 +710,8 @@ impl Default for Attrs<'_> {
             location: None,
             language: None,
             type_unit_refs: 0,
+            pulled: smallvec::SmallVec::new(),
+            signature: None,
         }
     }
 }
@@ -695,6 +732,66 @@ pub struct Decoder<'a, 'd> {
     pub dwarf: &'d Dwarf<'a>,
     pub opts: DecodeOpts,
     pub endian: RunTimeEndian,
+    /// Type units to resolve signature references to (`--type-units=resolve`,
+    /// in the merged-part decode only); `None`: left unresolved, as the
+    /// reference leaves them.
+    pub type_units: Option<&'d TypeUnits>,
+}
+
+/// Where the type of each type unit is: signature → `.debug_info` offset
+/// of the type's DIE (the unit's offset plus its `type_offset`), and the
+/// offsets of the type units themselves, for finding the unit of a DIE.
+#[derive(Debug, Default)]
+pub struct TypeUnits {
+    by_sig: hashbrown::HashMap<u64, u64>,
+    /// (unit offset, index in the headers), sorted.
+    units: Vec<(u64, usize)>,
+}
+
+impl TypeUnits {
+    /// The type units among `headers` (DW_UT_type, DW_UT_split_type; the
+    /// first unit of a signature wins, as a linker keeps one).
+    pub fn index(headers: &[gimli::UnitHeader<R<'_>>]) -> TypeUnits {
+        let mut t = TypeUnits::default();
+        for (i, h) in headers.iter().enumerate() {
+            let (sig, off) = match h.type_() {
+                gimli::UnitType::Type {
+                    type_signature,
+                    type_offset,
+                }
+                | gimli::UnitType::SplitType {
+                    type_signature,
+                    type_offset,
+                } => (type_signature.0, type_offset.0),
+                _ => continue,
+            };
+            let unit = unit_offset(h);
+            t.by_sig.entry(sig).or_insert(unit + off as u64);
+            t.units.push((unit, i));
+        }
+        t.units.sort_unstable();
+        t
+    }
+
+    /// The `.debug_info` offset of the type with signature `sig`.
+    pub fn get(&self, sig: u64) -> Option<u64> {
+        self.by_sig.get(&sig).copied()
+    }
+
+    /// The header index of the type unit holding `.debug_info` offset `off`.
+    pub fn unit_of(&self, off: u64) -> Option<usize> {
+        let i = self.units.partition_point(|u| u.0 <= off);
+        i.checked_sub(1).map(|i| self.units[i].1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty()
+    }
+}
+
+/// The `.debug_info` offset of `h`'s unit.
+pub fn unit_offset(h: &gimli::UnitHeader<R<'_>>) -> u64 {
+    h.offset().0 as u64
 }
 
 impl<'a, 'd> Decoder<'a, 'd> {
@@ -919,6 +1016,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 | Role::Namespace => {
                     self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die, refs, base)?;
                     cu.type_unit_refs += attrs.type_unit_refs as u64;
+                    cu.type_unit_pulls.extend_from_slice(&attrs.pulled);
                     let bad_ref = |o: u64| {
                         self.err(
                             cu_off,
@@ -928,6 +1026,14 @@ impl<'a, 'd> Decoder<'a, 'd> {
                     };
                     let ty = uref(&attrs.ty).map_err(bad_ref)?;
                     match role {
+                        Role::Type if attrs.signature.is_some() => {
+                            // A skeleton of a type-unit type: references to
+                            // it are references to that type; its children
+                            // (methods, nested types) are read as a
+                            // namespace's.
+                            cu.aliases.push((uoff, attrs.signature.unwrap_or(0) as u32));
+                            ctx = Ctx::Namespace;
+                        }
                         Role::Type => {
                             let mut s = Slot {
                                 tag,
@@ -1426,10 +1532,26 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     #[inline(never)]
     fn value(&mut self, field: Field, v: Value<'a>) {
         let (a, debug_str, unit, base) = (&mut *self.a, self.debug_str, self.unit, self.base);
-        if matches!(field, Field::Type | Field::Origin | Field::Spec)
-            && matches!(v, Value::Other(AttributeValue::DebugTypesRef(_)))
+        if let Value::Other(AttributeValue::DebugTypesRef(sig)) = v
+            && matches!(field, Field::Type | Field::Origin | Field::Spec | Field::Signature)
         {
-            a.type_unit_refs += 1;
+            let at = self
+                .dec
+                .type_units
+                .filter(|_| self.refs == Refs::Section)
+                .and_then(|t| t.get(sig.0));
+            let Some(at) = at else {
+                a.type_unit_refs += 1;
+                return;
+            };
+            a.pulled.push(at);
+            match field {
+                Field::Type => a.ty = at,
+                Field::Origin => a.origin = at,
+                Field::Spec => a.spec = at,
+                _ => a.signature = Some(at),
+            }
+            return;
         }
         let refs = self.refs;
         let ref_value = |v| ref_value(v, refs, base);
@@ -1469,6 +1591,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::ConstValue => a.const_value = Some(v.raw()),
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
+            // (a signature in a form that is not a reference)
             Field::Signature => a.type_unit_refs += 1,
         }
     }
@@ -1754,6 +1877,7 @@ mod tests {
                 regs: crate::funcs::loc::RegParams::for_machine(0),
             },
             endian: RunTimeEndian::Little,
+            type_units: None,
         };
         dec.decode(headers[0], &|_, _| true)
     }

@@ -128,6 +128,12 @@ pub struct ElfInfo<'a> {
     /// STT_OBJECT symbols as (name, section index), sorted.
     pub objects: Vec<(&'a [u8], u32)>,
     pub debug: DebugSections<'a>,
+    /// The `.debug_info` sections inside section groups (type units of a
+    /// relocatable object), relocated, in section order: not part of
+    /// `debug.info`, as they are not in the reference's reading.
+    pub grouped_info: Vec<Cow<'a, [u8]>>,
+    /// Whether the file has DWARF 4 type units (`.debug_types`) in groups.
+    pub grouped_types: bool,
     /// The kernel's "built with LTO" note (type 0x101, owner `Linux`): the
     /// first one's descriptor, non-zero or not. Where there is one, it alone
     /// decides whether the reference merges all units into one.
@@ -409,11 +415,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         v.get(idx).copied().unwrap_or(0)
     };
 
-    let load = |name: &str| -> Result<Cow<'a, [u8]>> {
-        let Some(sec) = debug_section(path, f, name)? else {
-            return Ok(Cow::Borrowed(&[]));
-        };
-        let sec_name = sec.name().unwrap_or(name).to_string();
+    let load_section = |sec: object::read::elf::ElfSection<'a, '_, H, &'a [u8]>| -> Result<Cow<'a, [u8]>> {
+        let sec_name = sec.name().unwrap_or("?").to_string();
         if let Some((off, size)) = sec.file_range() {
             if off.checked_add(size).is_none_or(|end| end > f.data().len() as u64) {
                 return Err(Error::elf(
@@ -490,9 +493,28 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         Ok(Cow::Owned(buf))
     };
 
+    let load = |name: &str| -> Result<Cow<'a, [u8]>> {
+        match debug_section(path, f, name)? {
+            Some(sec) => load_section(sec),
+            None => Ok(Cow::Borrowed(&[])),
+        }
+    };
     let mut loaded = Vec::with_capacity(LOADED.len());
     for name in LOADED {
         loaded.push(load(name)?);
+    }
+    // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
+    // type units in a relocatable object, one per COMDAT group. The
+    // reference passes them over; `--type-units=resolve` reads them.
+    let mut grouped_info = Vec::new();
+    let mut grouped_types = false;
+    for sec in f.sections() {
+        let grouped = sec.elf_section_header().sh_flags(e).0 & SHF_GROUP != 0;
+        match sec.name() {
+            Ok(".debug_info") if grouped => grouped_info.push(load_section(sec)?),
+            Ok(".debug_types") if grouped => grouped_types = true,
+            _ => {}
+        }
     }
     // DWARF 4 type units outside section groups (a linked executable's):
     // the reference loads them as a unit of their own and then crashes
@@ -502,7 +524,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         return Err(Error::unsupported(
             path,
             ".debug_types: DWARF 4 type units (-fdebug-types-section) in a linked file: the reference \
-             (pahole v1.31) crashes on them and writes no BTF, so btfkit does not encode them either",
+             (pahole v1.31) crashes on them and writes no BTF, so btfkit does not encode them either \
+             (--type-units=resolve reads DWARF 5 type units only)",
         ));
     }
     let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
@@ -517,6 +540,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         funcs,
         objects,
         debug,
+        grouped_info,
+        grouped_types,
         lto_note,
         symtab_bytes,
         file_mapped: false,

@@ -1112,6 +1112,8 @@ mod tests {
             objects: vec![],
             debug: DebugSections::default(),
             lto_note: None,
+            grouped_info: Vec::new(),
+            grouped_types: false,
             symtab_bytes: &[],
             file_mapped: false,
         }

@@ -70,6 +70,22 @@ pub struct Options {
     /// `on_phase` (if any) as each phase ends.
     pub timings: bool,
     pub on_phase: Option<PhaseHook>,
+    pub type_units: TypeUnitMode,
+}
+
+/// What to do with DWARF type units (`-fdebug-types-section`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TypeUnitMode {
+    /// As pahole v1.31: type units in section groups are passed over, those
+    /// in `.debug_info` are units of their own, references by signature
+    /// stay unresolved (void; a skeleton is an empty anonymous struct).
+    #[default]
+    Reference,
+    /// Beyond the reference: each compile unit is read together with the
+    /// type units it refers to (transitively), signature references and
+    /// skeletons resolved to the types, so the BTF holds what the same
+    /// source gives without `-fdebug-types-section` (type order aside).
+    Resolve,
 }
 
 /// Called as each phase of an encode run ends, with its name: `"open"`
@@ -127,6 +143,7 @@ impl Default for Options {
             keep_offsets_deferred: false,
             timings: false,
             on_phase: None,
+            type_units: TypeUnitMode::Reference,
         }
     }
 }
@@ -470,6 +487,46 @@ pub fn encode_file_with(
     encode_elf_with(path, &elf, input.bytes(), base, opts, on_merged)
 }
 
+/// `--type-units=resolve`: the compile unit of `h` decoded together with
+/// the type units it refers to, transitively, as parts of one unit, the
+/// skeletons made references to the types; `None` for a type unit itself
+/// (it is read with the units that refer to it).
+fn with_type_units<'a>(
+    decoder: &Decoder<'a, '_>,
+    headers: &[gimli::UnitHeader<dwarf::R<'a>>],
+    h: &gimli::UnitHeader<dwarf::R<'a>>,
+    keep: &dyn Fn(u16, &[u8]) -> bool,
+) -> Result<Option<dwarf::Cu<'a>>, dwarf::DecodeError> {
+    if matches!(
+        h.type_(),
+        gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. }
+    ) {
+        return Ok(None);
+    }
+    let Some(mut cu) = decoder.decode_merged_part(*h, keep)? else {
+        return Ok(None);
+    };
+    let Some(units) = decoder.type_units else {
+        return Ok(Some(cu));
+    };
+    let mut read: Vec<usize> = Vec::new();
+    let mut next = 0;
+    while next < cu.type_unit_pulls.len() {
+        let at = cu.type_unit_pulls[next];
+        next += 1;
+        let Some(i) = units.unit_of(at) else { continue };
+        if read.contains(&i) {
+            continue;
+        }
+        read.push(i);
+        if let Some(part) = decoder.decode_merged_part(headers[i], &|_, _| true)? {
+            cu.append(part);
+        }
+    }
+    cu.finish_parts();
+    Ok(Some(cu))
+}
+
 /// CUs handed to the workers at once: the window of decoded-but-not-merged
 /// CUs is at most two chunks.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -522,7 +579,44 @@ pub fn encode_elf_with(
         btf::Endian::Little => RunTimeEndian::Little,
         btf::Endian::Big => RunTimeEndian::Big,
     };
-    let dw = dwarf::dwarf(&elf.debug, endian);
+    let resolve = opts.type_units == TypeUnitMode::Resolve;
+    if resolve && elf.grouped_types {
+        return Err(EncodeError::Unsupported {
+            path: path.to_path_buf(),
+            msg: ".debug_types: --type-units=resolve reads DWARF 5 type units only; DWARF 4 `.debug_types` \
+                  are not resolved (without the flag they are passed over, as the reference does)"
+                .into(),
+        });
+    }
+    // With --type-units=resolve, the type units of section groups follow the
+    // file's own `.debug_info` in one buffer, so that every unit has its
+    // own `.debug_info` offset.
+    let joined_sections;
+    let sections = if resolve && !elf.grouped_info.is_empty() {
+        let mut info = elf.debug.info.to_vec();
+        elf.grouped_info.iter().for_each(|g| info.extend_from_slice(g));
+        fn b(c: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+            std::borrow::Cow::Borrowed(c)
+        }
+        let d = &elf.debug;
+        joined_sections = crate::elf::debug::DebugSections {
+            info: std::borrow::Cow::Owned(info),
+            abbrev: b(&d.abbrev),
+            str: b(&d.str),
+            line: b(&d.line),
+            line_str: b(&d.line_str),
+            str_offsets: b(&d.str_offsets),
+            addr: b(&d.addr),
+            loc: b(&d.loc),
+            loclists: b(&d.loclists),
+            ranges: b(&d.ranges),
+            rnglists: b(&d.rnglists),
+        };
+        &joined_sections
+    } else {
+        &elf.debug
+    };
+    let dw = dwarf::dwarf(sections, endian);
     let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input {
         path: path.to_path_buf(),
         msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m),
@@ -535,6 +629,16 @@ pub fn encode_elf_with(
             regs: crate::funcs::loc::RegParams::for_machine(elf.machine),
         },
         endian,
+        type_units: None,
+    };
+    let type_units = if resolve {
+        dwarf::TypeUnits::index(&headers)
+    } else {
+        dwarf::TypeUnits::default()
+    };
+    let decoder = Decoder {
+        type_units: resolve.then_some(&type_units),
+        ..decoder
     };
     let lctx_features = opts.features;
     // The reference reads an LTO file as one unit: the kernel's LTO note
@@ -668,7 +772,7 @@ pub fn encode_elf_with(
         cu.offset = headers.get(r.start).map_or(0, |h| h.offset().0 as u64);
         cu.name = b"";
         cu.language = first_language.load(Ordering::Relaxed) as u16;
-        cu.build_buckets();
+        cu.finish_parts();
         cpu_into(timed, &cu_encode_ns, || local::encode_cu(&lctx, &cu)).map(Some)
     };
     let work = |r: std::ops::Range<usize>| -> Vec<Item<'_>> {
@@ -678,7 +782,12 @@ pub fn encode_elf_with(
         headers[r]
             .par_iter()
             .map(|h| {
-                let cu = cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep)).map_err(decode_err)?;
+                let cu = if resolve {
+                    cpu_into(timed, &decode_ns, || with_type_units(&decoder, &headers, h, &keep))
+                } else {
+                    cpu_into(timed, &decode_ns, || decoder.decode(*h, &keep))
+                }
+                .map_err(decode_err)?;
                 if let Some(cu) = &cu {
                     dies.fetch_add(cu.dies, Ordering::Relaxed);
                     type_unit_refs.fetch_add(cu.type_unit_refs, Ordering::Relaxed);
