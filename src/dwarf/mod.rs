@@ -280,11 +280,6 @@ impl<'a> Cu<'a> {
         let cores = self.slots.len();
         let (members, enumerators, params) = (self.members.len(), self.enumerators.len(), self.params.len());
         let (annots, fparams, bits) = (self.annots.len(), self.fparams.len(), self.member_bits.len());
-        debug_assert!(
-            self.index
-                .last()
-                .is_none_or(|l| next.index.first().is_none_or(|f| l.0 < f.0))
-        );
         self.slots.extend(next.slots.into_iter().map(|mut s| {
             match s.tag {
                 dw::DW_TAG_structure_type
