@@ -7,7 +7,9 @@
 #
 #   benches/instructions.sh BTFKIT [CORPUS]
 #
-# BTFKIT: the btfkit binary to measure (e.g. target/release/btfkit).
+# BTFKIT: the btfkit binary to measure, built with symbols so that the
+#         counts can be read per function (`cargo build --profile profiling`:
+#         target/profiling/btfkit; the release build is stripped).
 # CORPUS: the decompressed corpus (default /tmp/corpus: kernel/, expected/,
 #         expected-prededup/). Prints one line per workload:
 #         workload  instructions  [D1 misses  LL misses]

@@ -7,13 +7,8 @@ mod cli;
 static ALLOC: cli::stats::CountingAlloc = cli::stats::CountingAlloc;
 
 fn main() {
-    // Output cut short by a closed pipe (`btfkit dump X | head`) ends the
-    // process quietly, as for any Unix filter; Rust's default (SIGPIPE
-    // ignored) turned it into a panic in println!.
-    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    // SIGPIPE stays ignored (Rust's default): a closed pipe comes back as
+    // EPIPE from the write, and the CLI ends quietly with 0 (`cli::finish`).
     btfkit::heap::return_freed_memory_promptly();
     std::process::exit(cli::run());
 }

@@ -43,6 +43,88 @@ pub fn replace_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_impl(path, &target, Some(meta), |w| w.write_all(bytes))
 }
 
+/// Where a user-named output goes.
+enum Destination {
+    /// `-`: standard output.
+    Stdout,
+    /// A character device or a FIFO: written in place, as a stream.
+    Stream(PathBuf),
+    /// A regular file, or a path that does not exist yet: atomic replace of
+    /// this path (a symbolic link's target, the link kept).
+    File(PathBuf),
+}
+
+fn destination(path: &Path) -> Result<Destination> {
+    use std::os::unix::fs::FileTypeExt;
+    if path.as_os_str() == "-" {
+        // SAFETY: isatty only inspects the descriptor.
+        if unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1 {
+            return Err(Error::Input {
+                path: path.to_path_buf(),
+                msg: "standard output is a terminal: refusing to write binary BTF to it (redirect or pipe it)".into(),
+            });
+        }
+        return Ok(Destination::Stdout);
+    }
+    let refuse = |what: &str| Error::Input {
+        path: path.to_path_buf(),
+        msg: format!("is {what}: btfkit writes BTF to regular files, character devices, FIFOs and `-`"),
+    };
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let t = m.file_type();
+            if t.is_dir() {
+                Err(refuse("a directory"))
+            } else if t.is_char_device() || t.is_fifo() {
+                Ok(Destination::Stream(path.to_path_buf()))
+            } else if t.is_block_device() {
+                Err(refuse("a block device"))
+            } else if t.is_socket() {
+                Err(refuse("a socket"))
+            } else {
+                // A symbolic link is followed: its target is replaced.
+                Ok(Destination::File(
+                    std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?,
+                ))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Destination::File(path.to_path_buf())),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Writes a user-named output: a regular file (or a new one) atomically, as
+/// [`write_atomic_with`] (a symbolic link's target is replaced, the link
+/// stays); a character device or a FIFO directly, as a stream, never
+/// replaced by a file (`-o /dev/null` as root); `-` to standard output,
+/// refused when that is a terminal. Directories, block devices and sockets
+/// are refused.
+pub fn write_output(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let (f, shown) = match destination(path)? {
+        Destination::File(target) => return write_impl(path, &target, None, fill),
+        Destination::Stdout => {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::io(path, e))?;
+            (File::from(fd), Path::new("standard output"))
+        }
+        Destination::Stream(p) => (
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(|e| Error::io(path, e))?,
+            path,
+        ),
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    fill(&mut w).and_then(|_| w.flush()).map_err(|e| Error::io(shown, e))
+}
+
 /// `shown` names the file in errors, `target` is where it goes.
 fn write_impl(
     shown: &Path,

@@ -107,14 +107,10 @@ pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Vec<u8>> {
     if base.is_none() && input.is_btf() && input.bytes()[..2] == btf::BTF_MAGIC.to_ne_bytes() {
         // The bytes go to the kernel as they are, but a structural fault is
         // bad input (exit 2, the reader's precise message), not a verdict.
-        btf::read::parse(input.bytes()).map_err(|source| crate::error::Error::Btf {
-            path: file.into(),
-            source,
-        })?;
+        crate::elf::load_btf_bytes(file, input.bytes(), None)?;
         return Ok(input.bytes().to_vec());
     }
-    drop(input);
-    let mut b = crate::elf::load_btf(file, base)?;
+    let mut b = crate::elf::load_btf_bytes(file, input.bytes(), base)?;
     b.set_endian(btf::Endian::native());
     Ok(if b.base().is_some() {
         btf::write::merged_bytes(&b)

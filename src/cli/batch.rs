@@ -76,6 +76,14 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     super::encode::size_global_pool(b.opts.jobs);
     let t0 = Instant::now();
     let files = collect_inputs(&b.inputs)?;
+    if b.base.is_none() {
+        // Right for ordinary objects; for kernel modules, a forgotten --base
+        // makes each output hold every type it uses (100 times larger).
+        eprintln!(
+            "btfkit: note: no --base given: each output is standalone BTF; for kernel modules, pass \
+             --base with the vmlinux BTF to get split BTF"
+        );
+    }
     if files.is_empty() {
         bail!("no input modules (no files given, or no *.ko under the directories given)");
     }
@@ -114,7 +122,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
         }
         _ => None,
     };
-    let threads = b.opts.jobs.max(1);
+    let threads = btfkit::encode::effective_jobs(b.opts.jobs, files.len());
     let one = Options {
         jobs: 1,
         ..b.opts.clone()
@@ -183,7 +191,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
             }
         }
     }
-    println!(
+    out!(
         "{ok} modules encoded, {failed} failed, {types} types, {bytes} bytes of BTF{}, {threads} threads, {:.3}s",
         match (&b.out_dir, b.in_place) {
             (Some(d), _) => format!(" written to {}", d.display()),

@@ -318,17 +318,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     if a.verbose || failures.len() <= 40 {
         for (k, why) in &failures {
-            println!("FAIL {k}: {why}");
+            out!("FAIL {k}: {why}");
         }
     } else {
         for (k, why) in failures.iter().take(40) {
-            println!("FAIL {k}: {why}");
+            out!("FAIL {k}: {why}");
         }
-        println!("... {} more failing cases (use -v)", failures.len() - 40);
+        out!("... {} more failing cases (use -v)", failures.len() - 40);
     }
-    println!("{:<8} {:<8} {:>10}", "variant", "profile", "identical");
+    out!("{:<8} {:<8} {:>10}", "variant", "profile", "identical");
     for ((v, p), (ok, n)) in &per {
-        println!("{v:<8} {p:<8} {ok:>5} / {n}");
+        out!("{v:<8} {p:<8} {ok:>5} / {n}");
     }
     let total_ok = passing.len();
     let total = rows.len();
@@ -341,12 +341,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             .filter(|k| selected.contains(*k) && !passing.contains(*k))
             .collect();
         for k in &lost {
-            println!("REGRESSION {k}: listed in {} but not byte-identical", floor.display());
+            out!("REGRESSION {k}: listed in {} but not byte-identical", floor.display());
         }
         if !lost.is_empty() {
             code = EXIT_NO;
         }
-        println!(
+        out!(
             "floor: {} listed cases replayed, {} regressed",
             want.iter().filter(|k| selected.contains(*k)).count(),
             lost.len()
@@ -364,9 +364,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             text.push('\n');
         }
         btfkit::output::write_atomic(floor, text.as_bytes())?;
-        println!("floor: {} -> {} cases", before, all.len());
+        out!("floor: {} -> {} cases", before, all.len());
     }
-    println!("conformance: {} passed, {} failed", total_ok, total - total_ok);
+    out!("conformance: {} passed, {} failed", total_ok, total - total_ok);
     Ok(code)
 }
 

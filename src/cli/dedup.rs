@@ -41,6 +41,9 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
+    if a.jobs == Some(0) {
+        anyhow::bail!("bad thread count 0 for -j (give 1 or more)");
+    }
     super::encode::size_global_pool(a.jobs.unwrap_or_else(super::encode::default_jobs));
     let base = load_base(&a.base)?;
     let btf = btfkit::elf::load_btf(&a.input, base)?;
@@ -56,6 +59,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
     let bytes = btfkit::btf::write::to_bytes(&out);
-    btfkit::output::write_atomic(&a.output, &bytes)?;
+    btfkit::output::write_output(&a.output, |w| std::io::Write::write_all(w, &bytes))?;
     Ok(EXIT_OK)
 }

@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// Base BTF (raw or ELF with .BTF): encode split BTF over it.
-    #[arg(long)]
+    #[arg(long, short = 'B')]
     pub base: Option<PathBuf>,
     /// Write the BTF before dedup.
     #[arg(long)]
@@ -50,10 +50,10 @@ pub struct Args {
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
     /// Feature list, as pahole's --btf_features (may be repeated).
-    #[arg(long = "btf-features")]
+    #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
     /// Skip CUs of these languages (pahole names, comma separated).
-    #[arg(long = "lang-exclude")]
+    #[arg(long = "lang-exclude", alias = "lang_exclude")]
     pub lang_exclude: Option<String>,
     /// Print per-phase wall and CPU time, counts, peak RSS and peak heap (on stderr).
     #[arg(long)]
@@ -76,9 +76,10 @@ pub enum TypeUnitsArg {
 }
 
 /// The sample encoded by `btfkit encode` without an input.
-pub fn sample_path() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o"))
-}
+/// The demo input of `btfkit encode` run bare: an 11-CU `ld -r` object,
+/// built into the binary so that an installed btfkit has it.
+pub const SAMPLE: &[u8] = include_bytes!("../../data/multi_types.gcc-O2.ld-r.o");
+pub const SAMPLE_NAME: &str = "multi_types.gcc-O2.ld-r.o (the sample built into btfkit)";
 
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -87,6 +88,8 @@ pub fn default_jobs() -> usize {
 /// One encoding job, as both front ends describe it.
 pub struct Plan {
     pub input: PathBuf,
+    /// The input's bytes when they are not in a file (the built-in sample).
+    pub input_bytes: Option<&'static [u8]>,
     pub output: Option<PathBuf>,
     /// Write `.BTF` (and, with `distilled_base` over a base, `.BTF.base`)
     /// into the input file itself, as `pahole -J` without a detached file.
@@ -112,7 +115,7 @@ pub fn encode_btf(
     opts: &Options,
     dedup: bool,
 ) -> anyhow::Result<(Btf, encode::Summary, u32)> {
-    let (enc, _) = encode_overlapped(input, base, opts, dedup, false)?;
+    let (enc, _) = encode_overlapped(input, None, base, opts, dedup, false)?;
     warn_type_units(input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
@@ -173,11 +176,17 @@ fn dedup_keep(
 /// dedup.
 fn encode_overlapped(
     input: &Path,
+    input_bytes: Option<&[u8]>,
     base: Option<Arc<Btf>>,
     opts: &encode::Options,
     dedup: bool,
     early: bool,
 ) -> anyhow::Result<(encode::Encoded, Option<dedup::Incremental>)> {
+    let encode_with =
+        |base: Option<Arc<Btf>>, opts: &encode::Options, on_merged: &mut encode::OnMerged<'_>| match input_bytes {
+            Some(data) => encode::encode_bytes_with(input, data, base, opts, on_merged),
+            None => encode::encode_file_with(input, base, opts, on_merged),
+        };
     // A standalone BTF's records go to dedup without an offset column: it
     // lays them out itself.
     let standalone = dedup && base.is_none();
@@ -186,10 +195,10 @@ fn encode_overlapped(
         ..opts.clone()
     };
     if !early || !standalone {
-        return Ok((encode::encode_file(input, base, &opts)?, None));
+        return Ok((encode_with(base, &opts, &mut |_| {})?, None));
     }
     let mut inc = dedup::Incremental::new();
-    let mut enc = encode::encode_file_with(input, base.clone(), &opts, &mut |b| inc.feed(b))?;
+    let mut enc = encode_with(base.clone(), &opts, &mut |b| inc.feed(b))?;
     // the function phase's types
     inc.feed(&mut enc.btf);
     if let (Some(why), true) = (inc.gave_up(), inc.stubbed()) {
@@ -200,7 +209,7 @@ fn encode_overlapped(
             input.display()
         );
         drop((inc, enc));
-        return Ok((encode::encode_file(input, base, &opts)?, None));
+        return Ok((encode_with(base, &opts, &mut |_| {})?, None));
     }
     Ok((enc, Some(inc)))
 }
@@ -211,7 +220,8 @@ fn encode_overlapped(
 pub fn size_global_pool(jobs: usize) {
     // Err only if the pool exists already (a second job in this process),
     // which was sized by the first call.
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build_global();
+    let threads = encode::effective_jobs(jobs, usize::MAX);
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
 }
 
 pub fn execute(plan: Plan) -> anyhow::Result<i32> {
@@ -237,7 +247,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             super::stats::mark_shared(&p, name)
         })));
     }
-    let (enc, early) = encode_overlapped(&plan.input, base, &opts, plan.dedup, early)?;
+    let (enc, early) = encode_overlapped(&plan.input, plan.input_bytes, base, &opts, plan.dedup, early)?;
     warn_type_units(&plan.input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
@@ -253,7 +263,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     }
     let len = btf::write::raw_len(&out_btf);
     if let Some(out) = &plan.output {
-        btfkit::output::write_atomic_with(out, |w| btf::write::write_to(&out_btf, w))?;
+        btfkit::output::write_output(out, |w| btf::write::write_to(&out_btf, w))?;
     }
     if plan.in_place {
         write_in_place(&plan.input, &out_btf, plan.opts.features.distilled_base)?;
@@ -280,7 +290,7 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
         super::stats::report(&phases, s.loop_cpu.as_ref(), &counts, json);
     }
     if plan.print_summary {
-        println!(
+        let summary = format!(
             "{}: {} CUs ({} encoded), {} types before dedup, {} after, {} string bytes, {} variables, {} function states recorded, {} bytes of BTF{} in {:.3}s",
             plan.input.display(),
             s.cus,
@@ -292,11 +302,18 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
             s.func_states,
             len,
             match &plan.output {
+                Some(o) if o.as_os_str() == "-" => " written to standard output".into(),
                 Some(o) => format!(" written to {}", o.display()),
                 None => " (not written)".into(),
             },
             t0.elapsed().as_secs_f64()
         );
+        // With `-o -` standard output carries the BTF: the summary goes to stderr.
+        if plan.output.as_deref().is_some_and(|o| o.as_os_str() == "-") {
+            eprintln!("{summary}");
+        } else {
+            out!("{summary}");
+        }
     }
     Ok(EXIT_OK)
 }
@@ -347,7 +364,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         features,
         lang,
         cu_exclude: None,
-        jobs: a.jobs.unwrap_or_else(default_jobs),
+        jobs: match a.jobs {
+            Some(0) => bail!("bad thread count 0 for -j (give 1 or more)"),
+            Some(n) => n,
+            None => default_jobs(),
+        },
         no_funcs: a.no_funcs,
         keep_offsets_deferred: false,
         timings: a.stats,
@@ -380,9 +401,19 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             opts,
         });
     }
-    let input = a.inputs.into_iter().next().unwrap_or_else(sample_path);
+    let (input, input_bytes) = match a.inputs.into_iter().next() {
+        Some(p) => (p, None),
+        // `btfkit encode` alone is the demo; anything more without an input
+        // is a mistake (an empty $VMLINUX in a script), not a request for it.
+        None if std::env::args_os().len() > 2 => bail!(
+            "no input file: give the ELF file to encode (`btfkit encode` with no arguments at all encodes the \
+             built-in sample)"
+        ),
+        None => (PathBuf::from(SAMPLE_NAME), Some(SAMPLE)),
+    };
     execute(Plan {
         input,
+        input_bytes,
         output: a.output.clone(),
         in_place: false,
         base: a.base,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use btfkit::btf::{self, Btf, Kind, cdump, dump};
 use btfkit::verify::{self, Verdict};
 
-use super::{EXIT_ERR, EXIT_NO, EXIT_OK, load_base};
+use super::{EXIT_ERR, EXIT_NO, EXIT_OK, base_for, load_base};
 
 #[derive(clap::ValueEnum, Clone, Copy, Default)]
 pub enum DumpFormat {
@@ -44,7 +44,7 @@ pub struct DumpArgs {
 }
 
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
-    let base = load_base(&a.base)?;
+    let base = load_base(&base_for(&a.file, &a.base))?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
     if (!a.filter.is_empty() || a.enum_sizes) && !matches!(a.format, DumpFormat::C) {
         anyhow::bail!("--filter and --enum-sizes only apply to --format c");
@@ -125,7 +125,7 @@ pub fn compute_stats(b: &Btf) -> Stats {
 }
 
 pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
-    let base = load_base(&a.base)?;
+    let base = load_base(&base_for(&a.file, &a.base))?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
     let s = compute_stats(&b);
     let total = btf::HDR_LEN as u64 + s.type_bytes + s.str_bytes;
@@ -154,9 +154,9 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
         if a.warnings {
             v["warnings"] = warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>().into();
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!(
+        out!(
             "{}: {} types (ids {}..={}), {:?}-endian",
             a.file.display(),
             s.types,
@@ -164,17 +164,17 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
             b.type_count(),
             b.endian()
         );
-        println!("{:<12} {:>10} {:>12}", "kind", "count", "bytes");
+        out!("{:<12} {:>10} {:>12}", "kind", "count", "bytes");
         for (k, n, by) in &s.per_kind {
-            println!("{:<12} {:>10} {:>12}", k.name(), n, by);
+            out!("{:<12} {:>10} {:>12}", k.name(), n, by);
         }
-        println!("{:<12} {:>10} {:>12}", "types", s.types, s.type_bytes);
-        println!("{:<12} {:>10} {:>12}", "strings", "", s.str_bytes);
-        println!("{:<12} {:>10} {:>12}", "total", "", total);
+        out!("{:<12} {:>10} {:>12}", "types", s.types, s.type_bytes);
+        out!("{:<12} {:>10} {:>12}", "strings", "", s.str_bytes);
+        out!("{:<12} {:>10} {:>12}", "total", "", total);
         if a.warnings {
-            println!("{} kernel-rule warnings", warnings.len());
+            out!("{} kernel-rule warnings", warnings.len());
             for w in &warnings {
-                println!("warning: {w}");
+                out!("warning: {w}");
             }
         }
     }
@@ -191,24 +191,24 @@ pub struct VerifyArgs {
 }
 
 pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
-    let base = load_base(&a.base)?;
+    let base = load_base(&base_for(&a.file, &a.base))?;
     let payload = verify::payload(&a.file, base)?;
     match verify::verify_bytes(&payload) {
         Verdict::Accepted => {
-            println!("{}: accepted by the kernel ({} bytes)", a.file.display(), payload.len());
+            out!("{}: accepted by the kernel ({} bytes)", a.file.display(), payload.len());
             Ok(EXIT_OK)
         }
         Verdict::Refused { errno, log } => {
-            println!(
+            out!(
                 "{}: refused by the kernel ({}); verifier log ends:\n{}",
                 a.file.display(),
                 std::io::Error::from_raw_os_error(errno),
                 log
             );
             if log.contains("Member exceeds struct_size") {
-                let base = load_base(&a.base)?;
+                let base = load_base(&base_for(&a.file, &a.base))?;
                 if btfkit::elf::load_btf(&a.file, base).is_ok_and(|b| btf::lint::looks_32bit(&b)) {
-                    println!(
+                    out!(
                         "note: this BTF describes a 32-bit target (its structs fit 4-byte pointers); this 64-bit kernel \
                          measures pointers as 8 bytes, so it refuses every struct holding one. Load it on a 32-bit kernel."
                     );

@@ -1,6 +1,16 @@
 //! Command-line front end: parses flags into a plan, runs it, maps the
 //! outcome to an exit code. Library errors get their context here.
 
+/// `println!` that returns a failed write as an error instead of
+/// panicking: [`StdoutError`], which [`finish`] turns into a quiet exit 0
+/// for a closed pipe and the one-line error (exit 2) otherwise.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*).map_err($crate::cli::StdoutError)?
+    }};
+}
+
 mod batch;
 mod conformance;
 mod dedup;
@@ -67,12 +77,17 @@ pub fn report(e: &anyhow::Error) {
     eprintln!("btfkit: error: {}", one_line(e));
 }
 
-/// True when the program was started under the name `pahole` (a symlink the
-/// kernel build finds on its PATH).
+/// True when the program was started under a name starting with `pahole`
+/// (a symlink the kernel build finds on its PATH, or `make
+/// PAHOLE=pahole-btfkit`).
 fn invoked_as_pahole() -> bool {
     std::env::args_os()
         .next()
-        .and_then(|a0| std::path::Path::new(&a0).file_name().map(|n| n == "pahole"))
+        .and_then(|a0| {
+            std::path::Path::new(&a0)
+                .file_name()
+                .map(|n| n.to_string_lossy().starts_with("pahole"))
+        })
         .unwrap_or(false)
 }
 
@@ -105,14 +120,45 @@ pub fn run() -> i32 {
     finish(res)
 }
 
+/// A write to standard output that failed.
+#[derive(Debug)]
+pub struct StdoutError(pub std::io::Error);
+
+impl std::fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutError {}
+
 fn finish(res: anyhow::Result<i32>) -> i32 {
     match res {
         Ok(code) => code,
+        // Whoever read our output stopped reading (`| head`): not an error,
+        // as for any Unix filter.
+        Err(e)
+            if e.downcast_ref::<StdoutError>()
+                .is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            EXIT_OK
+        }
         Err(e) => {
             report(&e);
             EXIT_ERR
         }
     }
+}
+
+/// The base for `file`: `--base` if given; for a module's BTF in sysfs
+/// (`/sys/kernel/btf/<module>`), the kernel's own `/sys/kernel/btf/vmlinux`,
+/// as bpftool does.
+pub fn base_for(file: &std::path::Path, base: &Option<PathBuf>) -> Option<PathBuf> {
+    if base.is_some() {
+        return base.clone();
+    }
+    let sysfs = std::path::Path::new("/sys/kernel/btf");
+    (file.parent() == Some(sysfs) && file.file_name().is_some_and(|n| n != "vmlinux")).then(|| sysfs.join("vmlinux"))
 }
 
 /// Loads the base BTF named by `--base`, if any.

@@ -85,15 +85,15 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 }
             }
             "--supported_btf_features" => {
-                println!("{}", encode::features::FEATURE_NAMES.join(","));
+                out!("{}", encode::features::FEATURE_NAMES.join(","));
                 return Ok(EXIT_OK);
             }
             "--version" => {
-                println!("v1.31");
+                out!("v1.31");
                 return Ok(EXIT_OK);
             }
             "--numeric_version" => {
-                println!("131");
+                out!("131");
                 return Ok(EXIT_OK);
             }
             "--lang" => lang_only = Some(encode::lang::parse_list(&value()?).map_err(anyhow::Error::msg)?),
@@ -111,6 +111,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "--btf_attributes" => features.attributes = true,
             "--btf_gen_all" => features.gen_all(),
             "-V" | "--verbose" => {}
+            "-h" | "--help" => {
+                out!("{HELP}");
+                return Ok(EXIT_OK);
+            }
             "--no-dedup" => no_dedup = true,
             "--no-funcs" => no_funcs = true,
             "--jobs" => {
@@ -152,6 +156,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     execute(Plan {
         input,
+        input_bytes: None,
         in_place: detached.is_none(),
         output: detached,
         base,
@@ -172,6 +177,32 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         stats: None,
     })
 }
+
+/// What `pahole --help` prints: the subset of pahole's options btfkit takes.
+const HELP: &str = "\
+Usage: pahole [OPTIONS] FILE   (btfkit's pahole-compatible front end: BTF encoding only)
+
+  -J, --btf_encode               encode BTF into FILE's .BTF section (with --btf_base and the
+                                 distilled_base feature, also .BTF.base)
+      --btf_encode_detached=OUT  write raw BTF to OUT instead (implies -J)
+      --btf_base=BASE            encode split BTF over BASE (raw BTF or an ELF with .BTF)
+      --btf_features=LIST        features to encode (`default`, `all`, `+x` adds to the default set)
+      --btf_features_strict=LIST the same, an unknown feature is an error
+      --supported_btf_features   list the features
+      --lang=LIST, --lang_exclude=LIST
+                                 keep only / skip CUs of these languages
+  -X, --cu_exclude=PREFIX        skip CUs whose name starts with PREFIX
+  -j[N], --jobs[=N]              threads (without N: one per core)
+      --skip_encoding_btf_vars, --skip_encoding_btf_decl_tag, --skip_encoding_btf_type_tag,
+      --skip_encoding_btf_enum64, --skip_encoding_btf_inconsistent_proto, --btf_gen_floats,
+      --btf_gen_optimized, --btf_gen_all, --btf_encode_force, --reproducible_build,
+      --btf_attributes           the older spellings of the features
+  -V, --verbose                  accepted
+      --version, --numeric_version
+                                 print v1.31 / 131 (the version btfkit reproduces)
+  -h, --help                     this text
+
+Other pahole options (its type pretty-printer, other formats) are not supported.";
 
 fn parse_jobs(s: &str) -> anyhow::Result<usize> {
     match s.parse::<usize>() {

@@ -19,38 +19,81 @@ use object::{Object, ObjectSection};
 use crate::btf::{self, Btf};
 use crate::error::{Error, Result};
 
-/// A mapped input file.
+/// An input file: mapped, or read into memory where it cannot be mapped.
 pub struct Input {
     pub path: PathBuf,
-    map: Mmap,
+    map: Contents,
+}
+
+enum Contents {
+    Mapped(Mmap),
+    /// Standard input (`-`), pipes, devices, and files the kernel will not
+    /// map (sysfs: `/sys/kernel/btf/vmlinux` refuses mmap even to root).
+    Read(Vec<u8>),
 }
 
 impl Input {
+    /// Opens `path` (`-`: standard input). A regular file is mapped; what
+    /// cannot be mapped is read.
     pub fn open(path: &Path) -> Result<Input> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        use std::io::Read;
+        let read_all = |r: &mut dyn Read| -> Result<Input> {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).map_err(|e| Error::io(path, e))?;
+            Ok(Input {
+                path: path.to_path_buf(),
+                map: Contents::Read(v),
+            })
+        };
+        if path.as_os_str() == "-" {
+            return read_all(&mut std::io::stdin().lock());
+        }
+        let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            return Err(Error::Input {
+                path: path.to_path_buf(),
+                msg: "is a directory, not a file".into(),
+            });
+        }
+        if !meta.is_file() || meta.len() == 0 {
+            return read_all(&mut f);
+        }
         // SAFETY: the mapping is read-only; a file changed under us can at worst
         // give wrong bytes, which every parser here treats as untrusted input.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
-        Ok(Input {
-            path: path.to_path_buf(),
-            map,
-        })
+        match unsafe { Mmap::map(&f) } {
+            Ok(map) => Ok(Input {
+                path: path.to_path_buf(),
+                map: Contents::Mapped(map),
+            }),
+            Err(_) => read_all(&mut f),
+        }
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &self.map
+        match &self.map {
+            Contents::Mapped(m) => m,
+            Contents::Read(v) => v,
+        }
+    }
+
+    /// Whether the bytes are a read-only private mapping of the file (pages
+    /// of it may then be dropped from memory once read).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.map, Contents::Mapped(_))
     }
 
     pub fn is_elf(&self) -> bool {
-        self.map.starts_with(b"\x7fELF")
+        self.bytes().starts_with(b"\x7fELF")
     }
 
     pub fn is_btf(&self) -> bool {
-        self.map.len() >= 2 && matches!([self.map[0], self.map[1]], [0x9f, 0xeb] | [0xeb, 0x9f])
+        let b = self.bytes();
+        b.len() >= 2 && matches!([b[0], b[1]], [0x9f, 0xeb] | [0xeb, 0x9f])
     }
 
     pub fn object(&self) -> Result<object::File<'_>> {
-        object::File::parse(&*self.map).map_err(|e| Error::elf(&self.path, format!("not a readable ELF file: {e}")))
+        object::File::parse(self.bytes()).map_err(|e| Error::elf(&self.path, format!("not a readable ELF file: {e}")))
     }
 }
 
@@ -63,6 +106,40 @@ pub fn section_data<'a>(path: &Path, obj: &object::File<'a>, name: &str) -> Resu
         .uncompressed_data()
         .map_err(|e| Error::elf(path, format!("section {name}: cannot read contents: {e}")))?;
     Ok(Some(data))
+}
+
+/// Raw BTF, split over `base` if given, with the two mistakes of a base said
+/// plainly: split BTF read alone (its string section does not start with
+/// the empty string every standalone BTF starts with), and standalone BTF
+/// given a base (it reads alone, and a base would shift its ids and
+/// strings).
+fn parse_raw(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
+    let btf_err = |source| Error::Btf {
+        path: path.into(),
+        source,
+    };
+    match base {
+        None => btf::read::parse(data).map_err(|e| match e {
+            btf::read::ReadError::StringsNoLeadingNul => Error::Input {
+                path: path.into(),
+                msg: "this looks like split BTF; pass its base with -B BASE (for a module, the vmlinux BTF): its \
+                      string section does not start with the empty string every standalone BTF starts with"
+                    .into(),
+            },
+            e => btf_err(e),
+        }),
+        Some(base) => {
+            if btf::read::parse(data).is_ok() {
+                return Err(Error::Input {
+                    path: path.into(),
+                    msg: "is standalone BTF (it reads without a base): with -B its type ids and strings would be \
+                          shifted past the base's; drop -B"
+                        .into(),
+                });
+            }
+            btf::read::parse_split(data, Some(base)).map_err(btf_err)
+        }
+    }
 }
 
 /// Loads BTF from `path`: raw BTF, or the `.BTF` section of an ELF file. With
@@ -78,10 +155,7 @@ pub fn load_btf(path: &Path, base: Option<Arc<Btf>>) -> Result<Btf> {
 pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
     let is_btf = data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]);
     if is_btf {
-        return btf::read::parse_split(data, base).map_err(|source| Error::Btf {
-            path: path.into(),
-            source,
-        });
+        return parse_raw(path, data, base);
     }
     if !data.starts_with(b"\x7fELF") {
         return Err(Error::Input {
