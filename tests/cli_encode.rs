@@ -9,7 +9,10 @@ fn encode_without_input_summarises_the_sample() {
     let r = run(&["encode"]);
     let out = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    assert!(out.contains("multi_types.gcc-O2.ld-r.o: 11 CUs (11 encoded)"), "{out}");
+    assert!(
+        out.contains("multi_types.gcc-O2.ld-r.o (the sample built into btfkit): 11 CUs (11 encoded)"),
+        "{out}"
+    );
     assert!(out.contains("(not written)"), "{out}");
 }
 
@@ -17,7 +20,8 @@ fn encode_without_input_summarises_the_sample() {
 fn encode_writes_pre_dedup_btf_atomically() {
     let dir = scratch("cli-encode");
     let out = dir.join("sample.btf");
-    let r = run(&["encode", "--no-dedup", "--no-funcs", "-j2", "-o", &s(&out)]);
+    let sample = s(&crate_dir().join("data/multi_types.gcc-O2.ld-r.o"));
+    let r = run(&["encode", &sample, "--no-dedup", "--no-funcs", "-j2", "-o", &s(&out)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let bytes = std::fs::read(&out).unwrap();
     let btf = btfkit::btf::read::parse(&bytes).unwrap();

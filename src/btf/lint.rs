@@ -94,6 +94,69 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
             }
             _ => {}
         }
+        // The kinds' field rules of the kernel's checker (btf_*_check_meta).
+        let vlen = t.vlen();
+        let kflag_allowed = matches!(
+            kind,
+            Kind::Struct | Kind::Union | Kind::Fwd | Kind::Enum | Kind::Enum64 | Kind::DeclTag | Kind::TypeTag
+        );
+        if t.kflag() && !kflag_allowed {
+            warn("kind_flag set on a kind without one (\"Invalid btf_info kind_flag\")".into());
+        }
+        let no_members = matches!(
+            kind,
+            Kind::Int
+                | Kind::Ptr
+                | Kind::Array
+                | Kind::Fwd
+                | Kind::Typedef
+                | Kind::Volatile
+                | Kind::Const
+                | Kind::Restrict
+                | Kind::Var
+                | Kind::Float
+                | Kind::DeclTag
+                | Kind::TypeTag
+        );
+        if no_members && vlen != 0 {
+            warn(format!("vlen {vlen} on a kind without members (\"vlen != 0\")"));
+        }
+        match kind {
+            Kind::Int => {
+                let (enc, off, bits) = (t.int_encoding(), t.int_offset(), t.int_bits());
+                let size = t.size();
+                if !matches!(size, 1 | 2 | 4 | 8 | 16) {
+                    warn(format!("size {size} is not 1, 2, 4, 8 or 16 (\"Unsupported size\")"));
+                }
+                if bits > 128 || off + bits > size.saturating_mul(8) {
+                    warn(format!(
+                        "{bits} bits at bit {off} do not fit in {size} bytes (\"nr_bits exceeds type_size\")"
+                    ));
+                }
+                if enc.count_ones() > 1 || enc & !0x7 != 0 {
+                    warn(format!(
+                        "encoding {enc:#x} is not one of SIGNED, CHAR, BOOL (\"Unsupported encoding\")"
+                    ));
+                }
+            }
+            Kind::Enum if !matches!(t.size(), 1 | 2 | 4 | 8) => {
+                warn(format!("size {} is not 1, 2, 4 or 8 (\"Unexpected size\")", t.size()))
+            }
+            Kind::Float if !matches!(t.size(), 2 | 4 | 8 | 12 | 16) => warn(format!(
+                "size {} is not 2, 4, 8, 12 or 16 (\"Invalid type_size\")",
+                t.size()
+            )),
+            Kind::Func if btf.get(t.type_id()).is_none_or(|p| p.kind() != Kind::FuncProto) => warn(format!(
+                "type {} is not a FUNC_PROTO (\"Invalid type_id\")",
+                t.type_id().0
+            )),
+            Kind::Var if t.extra() > 2 => warn(format!("linkage {} (\"Linkage not supported\")", t.extra())),
+            Kind::DeclTag if (t.extra() as i32) < -1 => warn(format!(
+                "component index {} (\"Invalid component_idx\")",
+                t.extra() as i32
+            )),
+            _ => {}
+        }
         match kind {
             Kind::Struct | Kind::Union => {
                 let mut prev = 0;
@@ -248,6 +311,36 @@ mod tests {
                 .any(|w| w.contains("entry at offset 0 overlaps or is out of order")),
             "{w:?}"
         );
+    }
+
+    /// The kinds' field rules: an INT with members, a bad INT, kind_flag on a
+    /// pointer, a FUNC that is not of a FUNC_PROTO.
+    #[test]
+    fn finds_field_rule_breaks() {
+        let mut b = Btf::new(Endian::Little);
+        let int = b.add_int(b"int", 4, 1);
+        b.push_words(&[0, crate::btf::make_info(Kind::Int, false, 1), 4, 32]);
+        b.push_words(&[0, crate::btf::make_info(Kind::Int, false, 0), 3, 33 | (3 << 24)]);
+        b.push_words(&[0, crate::btf::make_info(Kind::Ptr, true, 0), int.0]);
+        let name = b.add_str(b"f");
+        b.push_words(&[name.0, crate::btf::make_info(Kind::Func, false, 0), int.0]);
+        let w: Vec<String> = kernel_warnings(&b).iter().map(|w| w.to_string()).collect();
+        for want in [
+            "[2] INT '': vlen 1 on a kind without members",
+            "[3] INT '': size 3 is not 1, 2, 4, 8 or 16",
+            "[3] INT '': 33 bits at bit 0 do not fit in 3 bytes",
+            "[3] INT '': encoding 0x3 is not one of SIGNED, CHAR, BOOL",
+            "[4] PTR '': kind_flag set",
+            "[5] FUNC 'f': type 1 is not a FUNC_PROTO",
+        ] {
+            assert!(w.iter().any(|x| x.starts_with(want)), "{want} not in {w:?}");
+        }
+        let good = kernel_warnings(&{
+            let mut g = Btf::new(Endian::Little);
+            g.add_int(b"int", 4, 1);
+            g
+        });
+        assert!(good.is_empty(), "{good:?}");
     }
 
     /// What the reference writes where a type unit's type was lost, and the

@@ -32,12 +32,9 @@ pub struct Args {
     /// Write the BTF before dedup.
     #[arg(long)]
     pub no_dedup: bool,
-    /// Run dedup's primitive and struct passes while later CUs are still
-    /// being decoded, and cut the structs they will not compare again down
-    /// to stubs (standalone BTF). The default from -j2 on: on a vmlinux at
-    /// -j2, 3-13 % less wall time, up to 4 % more CPU time, 40 MiB less
-    /// heap and 10 MiB less RSS; at -j1, where nothing overlaps, the same
-    /// memory saving for 0-9 % more time (5 % more instructions).
+    /// Run dedup's first passes while later CUs are still being decoded,
+    /// cutting the structs they will not compare again down to stubs
+    /// (standalone BTF; the default from -j2 on; figures in PERF.md).
     #[arg(long, conflicts_with_all = ["no_dedup", "no_early_dedup"])]
     pub early_dedup: bool,
     /// Dedup the whole BTF after the last CU, even from -j2 on.
@@ -49,7 +46,13 @@ pub struct Args {
     /// Threads (default: all cores).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
-    /// Feature list, as pahole's --btf_features (may be repeated).
+    /// Feature list, as pahole's --btf_features (may be repeated). Without
+    /// it, pahole's bare set: no floats (FLOAT types come out as INT without
+    /// an encoding), no kfunc tags, inconsistent prototypes kept. The kernel
+    /// build's set: encode_force,var,float,enum64,decl_tag,type_tag,
+    /// optimized_func,consistent_func,decl_tag_kfuncs (its
+    /// scripts/Makefile.btf); `default` is pahole's default set, `+a,b`
+    /// adds to it; `btfkit pahole --supported_btf_features` lists them.
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
     /// Skip CUs of these languages (pahole names, comma separated).

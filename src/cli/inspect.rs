@@ -89,10 +89,14 @@ pub struct StatsArgs {
     /// Print a JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also list what the kernel's stricter rules (names, member layout,
-    /// DATASEC order) would object to; the reader accepts such files.
+    /// Also list what the kernel's stricter rules (names, the kinds' field
+    /// rules, member layout, DATASEC order) would object to; the reader
+    /// accepts such files.
     #[arg(long)]
     pub warnings: bool,
+    /// With --warnings: exit 1 when there is any (a CI gate).
+    #[arg(long, requires = "warnings")]
+    pub deny_warnings: bool,
 }
 
 pub struct Stats {
@@ -178,7 +182,80 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    if a.deny_warnings && !warnings.is_empty() {
+        return Ok(EXIT_NO);
+    }
     Ok(EXIT_OK)
+}
+
+/// The kernel's BTF checker's common refusals (the end of the last log
+/// line), in plain words.
+const REFUSALS: &[(&str, &str)] = &[
+    (
+        "Invalid arg#",
+        "a function prototype has a parameter of type void; void is only allowed as the last, unnamed parameter (`...`). The reference writes such prototypes where a type was lost (DWARF type units)",
+    ),
+    (
+        "Invalid elem",
+        "an array's element type is void or not a type the kernel accepts in an array",
+    ),
+    ("Invalid index", "an array's index type is void or not an integer"),
+    (
+        "Invalid name",
+        "a name is not a valid C identifier (C++ templates and methods, Rust paths, `$`)",
+    ),
+    (
+        "Member exceeds struct_size",
+        "a member reaches past the end of its struct (a 32-bit target's BTF, or a wrong member offset)",
+    ),
+    ("Invalid member bitfield_size", "a bitfield is wider than its type"),
+    (
+        "Invalid btf_info kind_flag",
+        "kind_flag is set on a kind that has none in this kernel (BTF newer than the kernel)",
+    ),
+    (
+        "Invalid kind",
+        "a BTF kind this kernel does not know (BTF newer than the kernel)",
+    ),
+    (
+        "Invalid type_id",
+        "a reference to a type id that does not exist, or to a type of the wrong kind",
+    ),
+    (
+        "Loop detected",
+        "a reference loop: a type that, through typedefs and modifiers, refers to itself",
+    ),
+    ("vlen != 0", "a kind without members has a member count"),
+    (
+        "Invalid offset",
+        "DATASEC entries overlap, are out of order, or lie outside the section",
+    ),
+    (
+        "Invalid linkage",
+        "a FUNC or VAR with a linkage this kernel does not accept",
+    ),
+    ("nr_bits exceeds type_size", "an INT's bits do not fit in its size"),
+    (
+        "Unsupported size",
+        "a type of a size the kernel does not accept for its kind",
+    ),
+    (
+        "size == 0",
+        "a DATASEC or struct of size 0 (a BPF object's sections before libbpf sizes them)",
+    ),
+    ("Invalid magic", "not BTF (wrong magic), or BTF of the other byte order"),
+    (
+        "Total section length too long",
+        "the BTF is larger than this kernel accepts (16 MiB for a split, 4 GiB overall)",
+    ),
+];
+
+/// [`REFUSALS`]' words for a verifier log line, if it is one of them.
+fn explain_refusal(line: &str) -> Option<&'static str> {
+    REFUSALS
+        .iter()
+        .find(|(msg, _)| line.contains(msg))
+        .map(|(_, plain)| *plain)
 }
 
 #[derive(clap::Args)]
@@ -205,6 +282,23 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
                 std::io::Error::from_raw_os_error(errno),
                 log
             );
+            let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+            if let Some(plain) = explain_refusal(last) {
+                out!("in plain words: {plain}");
+            }
+            let base = load_base(&base_for(&a.file, &a.base))?;
+            if btfkit::elf::load_btf(&a.file, base).is_ok_and(|b| {
+                b.own_ids().any(|id| {
+                    let t = b.ty(id);
+                    t.kind() == btf::Kind::Datasec && t.size() == 0
+                })
+            }) {
+                out!(
+                    "note: a DATASEC of size 0: this looks like the BTF of a BPF object as clang writes it; libbpf \
+                     fills in DATASEC sizes and offsets when it loads the object, so such BTF is not meant to be \
+                     loaded as it is"
+                );
+            }
             if log.contains("Member exceeds struct_size") {
                 let base = load_base(&base_for(&a.file, &a.base))?;
                 if btfkit::elf::load_btf(&a.file, base).is_ok_and(|b| btf::lint::looks_32bit(&b)) {

@@ -101,10 +101,19 @@ pub fn run() -> i32 {
     }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_ERR } else { EXIT_OK };
+        // --help and --version: clap's text on stdout.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return code;
+            return EXIT_OK;
+        }
+        // A usage error: the one-line form first, clap's usage after it.
+        Err(e) => {
+            let text = e.render().to_string();
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or_default();
+            eprintln!("btfkit: error: {}", first.strip_prefix("error: ").unwrap_or(first));
+            lines.for_each(|l| eprintln!("{l}"));
+            return EXIT_ERR;
         }
     };
     let res = match cli.cmd {
