@@ -31,6 +31,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VMLINUX_CANDIDATES = [
     "/tmp/corpus/kernel/vmlinux-6.12.117+deb12-cloud-amd64",
+    os.path.join(os.environ.get("BTFKIT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "btfkit"),
+                 "files/kernel/vmlinux-6.12.117+deb12-cloud-amd64"),
     os.path.join(ROOT, "target/corpus-cache/files/kernel/vmlinux-6.12.117+deb12-cloud-amd64"),
 ]
 

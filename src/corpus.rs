@@ -31,18 +31,33 @@ impl Row {
     }
 }
 
-/// The corpus folder: `$BTFKIT_CORPUS`, else `../shared/corpus` beside the crate.
+/// The corpus folder: `$BTFKIT_CORPUS`, else `../shared/corpus` from the
+/// current directory (a project checkout's place for it; nothing here
+/// depends on where btfkit was built).
 pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("BTFKIT_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus")))
+    corpus_dir_and_source().0
 }
 
-/// The cache folder: `$BTFKIT_CACHE`, else `target/corpus-cache` in the crate.
+/// [`corpus_dir`] and where it came from, for saying so.
+pub fn corpus_dir_and_source() -> (PathBuf, &'static str) {
+    match std::env::var_os("BTFKIT_CORPUS") {
+        Some(d) => (PathBuf::from(d), "$BTFKIT_CORPUS"),
+        None => (
+            PathBuf::from("../shared/corpus"),
+            "../shared/corpus from the current directory",
+        ),
+    }
+}
+
+/// The cache folder (decompressed corpus files, replay outputs, the tests'
+/// scratch): `$BTFKIT_CACHE`, else `$XDG_CACHE_HOME/btfkit`, else
+/// `~/.cache/btfkit`, else `btfkit-cache` in the temporary directory.
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("BTFKIT_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/corpus-cache")))
+    let nonempty = |v: &str| std::env::var_os(v).filter(|d| !d.is_empty()).map(PathBuf::from);
+    nonempty("BTFKIT_CACHE")
+        .or_else(|| nonempty("XDG_CACHE_HOME").map(|d| d.join("btfkit")))
+        .or_else(|| nonempty("HOME").map(|h| h.join(".cache/btfkit")))
+        .unwrap_or_else(|| std::env::temp_dir().join("btfkit-cache"))
 }
 
 fn bad(path: &Path, msg: String) -> Error {

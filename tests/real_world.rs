@@ -373,3 +373,75 @@ fn verify_explains_refusals() {
     assert!(text.contains("libbpf fills in DATASEC sizes"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Shell completions and the manual page come from the command definitions.
+#[test]
+fn completions_and_man_page_generate() {
+    for shell in ["bash", "zsh", "fish"] {
+        let r = run(&["completions", shell]);
+        assert!(r.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert!(
+            text.contains("btfkit") && text.contains("encode") && text.contains("type-units"),
+            "{shell}"
+        );
+    }
+    let r = run(&["man"]);
+    assert!(r.status.success());
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains(".TH btfkit 1") && text.contains("conformance"), "{text}");
+    if have_tool("bash", "--version") {
+        let script = String::from_utf8(run(&["completions", "bash"]).stdout).unwrap();
+        let st = Command::new("bash").args(["-n", "-c", &script]).status().unwrap();
+        assert!(st.success(), "the bash completion script does not parse");
+    }
+}
+
+/// `conformance` says which corpus it replays and where that came from; a
+/// folder that is not the corpus is named as such.
+#[test]
+fn conformance_says_which_corpus() {
+    let corpus = corpus_dir();
+    let r = btfkit()
+        .args([
+            "conformance",
+            "--variants",
+            "final",
+            "--filter",
+            "fixture/ints.gcc-O2/bare",
+            "--corpus",
+        ])
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(&format!("corpus {} (from --corpus)", corpus.display())),
+        "{err}"
+    );
+    let r = btfkit()
+        .arg("conformance")
+        .env_remove("BTFKIT_CORPUS")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let line = one_error_line(&r, "no corpus");
+    assert!(
+        line.contains("no manifest.tsv") && line.contains("../shared/corpus from the current directory"),
+        "{line}"
+    );
+}
+
+/// `--quiet` leaves out the summary (and batch mode's note), not errors.
+#[test]
+fn quiet_means_no_summary() {
+    let r = run(&["encode", "-q", &s(&fixture())]);
+    assert!(r.status.success() && r.stdout.is_empty() && r.stderr.is_empty());
+    let dir = scratch("rw-quiet");
+    let r = run(&["encode", "--quiet", "--out-dir", &s(&dir), &s(&fixture())]);
+    assert!(r.status.success() && r.stdout.is_empty() && r.stderr.is_empty());
+    let r = run(&["encode", "-q", "/nonexistent.o"]);
+    one_error_line(&r, "quiet error");
+    let _ = std::fs::remove_dir_all(&dir);
+}

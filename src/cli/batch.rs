@@ -25,6 +25,8 @@ pub struct Batch {
     pub dedup: bool,
     /// `jobs` is the number of modules encoded at once.
     pub opts: Options,
+    /// No note and no summary line.
+    pub quiet: bool,
 }
 
 /// The files to encode: plain paths as given, directories expanded to every
@@ -76,7 +78,7 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     super::encode::size_global_pool(b.opts.jobs);
     let t0 = Instant::now();
     let files = collect_inputs(&b.inputs)?;
-    if b.base.is_none() {
+    if b.base.is_none() && !b.quiet {
         // Right for ordinary objects; for kernel modules, a forgotten --base
         // makes each output hold every type it uses (100 times larger).
         eprintln!(
@@ -191,15 +193,17 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
             }
         }
     }
-    out!(
-        "{ok} modules encoded, {failed} failed, {types} types, {bytes} bytes of BTF{}, {threads} threads, {:.3}s",
-        match (&b.out_dir, b.in_place) {
-            (Some(d), _) => format!(" written to {}", d.display()),
-            (None, true) => " written into the modules".to_string(),
-            (None, false) => " (not written)".to_string(),
-        },
-        t0.elapsed().as_secs_f64()
-    );
+    if !b.quiet {
+        out!(
+            "{ok} modules encoded, {failed} failed, {types} types, {bytes} bytes of BTF{}, {threads} threads, {:.3}s",
+            match (&b.out_dir, b.in_place) {
+                (Some(d), _) => format!(" written to {}", d.display()),
+                (None, true) => " written into the modules".to_string(),
+                (None, false) => " (not written)".to_string(),
+            },
+            t0.elapsed().as_secs_f64()
+        );
+    }
     Ok(if failed > 0 { EXIT_ERR } else { EXIT_OK })
 }
 

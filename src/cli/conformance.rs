@@ -19,10 +19,11 @@ use super::{EXIT_NO, EXIT_OK};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Corpus folder (default: $BTFKIT_CORPUS, else ../shared/corpus).
+    /// Corpus folder (default: $BTFKIT_CORPUS, else ../shared/corpus from the current directory).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// Where decompressed corpus files and outputs go (default: target/corpus-cache).
+    /// Where decompressed corpus files and outputs go (default: $BTFKIT_CACHE, else
+    /// $XDG_CACHE_HOME/btfkit, else ~/.cache/btfkit).
     #[arg(long)]
     pub cache: Option<PathBuf>,
     /// Which manifests/variants to replay: final, full, nofuncs (comma separated).
@@ -258,9 +259,20 @@ fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut cache = Corpus::open_default();
-    if let Some(d) = &a.corpus {
-        cache.dir = d.clone();
+    let from = match &a.corpus {
+        Some(d) => {
+            cache.dir = d.clone();
+            "--corpus"
+        }
+        None => btfkit::corpus::corpus_dir_and_source().1,
+    };
+    if !cache.exists() {
+        anyhow::bail!(
+            "{}: no manifest.tsv: not the conformance corpus (taken from {from}; give --corpus DIR or set BTFKIT_CORPUS)",
+            cache.dir.display()
+        );
     }
+    eprintln!("btfkit: corpus {} (from {from})", cache.dir.display());
     if let Some(d) = &a.cache {
         cache.cache = d.clone();
     }

@@ -64,6 +64,9 @@ pub struct Args {
     /// With --stats: one JSON object instead of a table.
     #[arg(long, requires = "stats")]
     pub json: bool,
+    /// No summary line (errors and warnings are still printed).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// DWARF type units (-fdebug-types-section): `reference` reads them as
     /// pahole v1.31 does (their types are lost: void, empty structs);
     /// `resolve` reads each compile unit with the type units it refers to,
@@ -402,6 +405,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             base: a.base,
             dedup: !a.no_dedup,
             opts,
+            quiet: a.quiet,
         });
     }
     let (input, input_bytes) = match a.inputs.into_iter().next() {
@@ -427,7 +431,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             _ => None,
         },
         opts,
-        print_summary: true,
+        print_summary: !a.quiet,
         stats: a.stats.then_some(a.json),
     })
 }

@@ -56,6 +56,10 @@ enum Cmd {
     Diff(diff::Args),
     /// Deduplicate a BTF file exactly as libbpf's btf__dedup does.
     Dedup(dedup::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff), e.g. `btfkit man > btfkit.1`.
+    Man,
 }
 
 /// An error and its causes on one line (causes already quoted by the
@@ -125,8 +129,33 @@ pub fn run() -> i32 {
         Cmd::Encode(a) => encode::run(a),
         Cmd::Pahole(a) => pahole::run(a),
         Cmd::Dedup(a) => dedup::run(a),
+        Cmd::Completions { shell } => completions(shell),
+        Cmd::Man => man(),
     };
     finish(res)
+}
+
+/// The completion script for `shell`, generated from the command definitions.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
+    use clap::CommandFactory;
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "btfkit", &mut buf);
+    write_stdout(&buf)
+}
+
+/// The manual page, generated from the command definitions.
+fn man() -> anyhow::Result<i32> {
+    use clap::CommandFactory;
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+    write_stdout(&buf)
+}
+
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes).and_then(|_| out.flush()).map_err(StdoutError)?;
+    Ok(EXIT_OK)
 }
 
 /// A write to standard output that failed.

@@ -1,5 +1,5 @@
 //! Shared helpers for integration tests: corpus files by their decompressed
-//! names, through the library's corpus cache (`target/corpus-cache/files`).
+//! names, through the library's corpus cache (`btfkit::corpus::cache_dir()`, `files/`).
 
 #![allow(dead_code)]
 
