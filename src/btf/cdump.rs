@@ -56,11 +56,53 @@ pub enum CDumpError {
     BadKind { id: u32, kind: &'static str },
     #[error("root type [{id}] does not exist")]
     BadRoot { id: u32 },
-    #[error("no struct, union, enum, typedef or base type named '{name}'")]
-    NoSuchName { name: String },
+    #[error("no struct, union, enum, typedef or base type named '{name}'{}", did_you_mean(.near))]
+    NoSuchName { name: String, near: Vec<String> },
 }
 
 type Result<T> = std::result::Result<T, CDumpError>;
+
+fn did_you_mean(near: &[String]) -> String {
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", near.join(", "))
+    }
+}
+
+/// Up to five names of `btf`'s named types closest to `name` (by edit
+/// distance, at most a third of the name's length, or sharing its start).
+fn closest_names(btf: &Btf, name: &str) -> Vec<String> {
+    let mut scored: Vec<(usize, String)> = Vec::new();
+    for id in 1..=btf.type_count() {
+        let t = btf.ty(TypeId(id));
+        if t.name_off().0 == 0
+            || !matches!(
+                t.kind(),
+                Kind::Struct
+                    | Kind::Union
+                    | Kind::Enum
+                    | Kind::Enum64
+                    | Kind::Typedef
+                    | Kind::Int
+                    | Kind::Float
+                    | Kind::Fwd
+            )
+        {
+            continue;
+        }
+        let Some(n) = btf.str_at(t.name_off()).and_then(|n| std::str::from_utf8(n).ok()) else {
+            continue;
+        };
+        let d = strsim::levenshtein(name, n);
+        if d <= (name.len() / 3).max(1) || (name.len() >= 4 && n.starts_with(name)) {
+            scored.push((d, n.to_string()));
+        }
+    }
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(5).map(|(_, n)| n).collect()
+}
 
 /// Choices beyond the reference's output. The default reproduces bpftool
 /// 7.1.0 byte for byte.
@@ -156,7 +198,11 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
     }
     let ids = if defs.is_empty() { fwds } else { defs };
     if ids.is_empty() {
-        return Err(CDumpError::NoSuchName { name: name.to_string() });
+        let bare = String::from_utf8_lossy(bare).into_owned();
+        return Err(CDumpError::NoSuchName {
+            name: name.to_string(),
+            near: closest_names(btf, &bare),
+        });
     }
     Ok(ids)
 }
@@ -1195,7 +1241,8 @@ mod tests {
         assert_eq!(
             ids_named(&b, "union node"),
             Err(CDumpError::NoSuchName {
-                name: "union node".into()
+                name: "union node".into(),
+                near: vec!["node".into()]
             })
         );
     }

@@ -1,9 +1,8 @@
-//! Text renderings of a BTF: `raw` (the same lines as `bpftool btf dump file
-//! X format raw`, so diffs against bpftool output are empty) and `json`.
+//! Text renderings of a BTF as bpftool 7.1.0 writes them: `raw` (`bpftool
+//! btf dump file X format raw`) and JSON (the same with `-j`), so that
+//! diffs against bpftool's output are empty.
 
 use std::io::{self, Write};
-
-use serde_json::{Value, json};
 
 use super::{Btf, Kind, StrOff, Type, TypeId};
 
@@ -161,129 +160,177 @@ pub fn raw_string(btf: &Btf) -> String {
     String::from_utf8(v).expect("dump is UTF-8")
 }
 
-fn s(btf: &Btf, off: u32) -> Value {
-    Value::String(btf.name(StrOff(off)).into_owned())
+/// A JSON string as bpftool's JSON writer writes it: tab, newline, CR,
+/// form feed, backspace and `"` escaped, other bytes as they are. Two
+/// deliberate differences keep the text JSON: bpftool 7.1.0 writes a
+/// backslash as `\n` and a `'` as `\'`; here they are `\\` and `'` (no
+/// C name has either).
+fn json_str(out: &mut impl Write, s: &[u8]) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    let mut from = 0;
+    for (i, &c) in s.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            0x0c => b"\\f",
+            0x08 => b"\\b",
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            _ => continue,
+        };
+        out.write_all(&s[from..i])?;
+        out.write_all(esc)?;
+        from = i + 1;
+    }
+    out.write_all(&s[from..])?;
+    out.write_all(b"\"")
 }
 
-/// One type as a JSON object (field names follow the format's own terms).
-pub fn type_json(btf: &Btf, id: TypeId, t: Type<'_>) -> Value {
+/// A type's name as bpftool shows it (`(anon)`, `(invalid)`), JSON-quoted.
+fn json_name(out: &mut impl Write, btf: &Btf, off: u32) -> io::Result<()> {
+    match off {
+        0 => json_str(out, b"(anon)"),
+        _ => json_str(out, btf.str_at(StrOff(off)).unwrap_or(b"(invalid)")),
+    }
+}
+
+/// One type as bpftool's `btf dump file X -j` writes it: an object with
+/// `id`, `kind`, `name`, then the kind's fields in bpftool's order (the raw
+/// format's, as numbers and strings; member, value, parameter and variable
+/// lists as arrays of objects).
+pub fn write_json_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) -> io::Result<()> {
     let kind = t.kind();
-    let mut o = json!({ "id": id.0, "kind": kind.name(), "name": s(btf, t.name_off().0) });
-    let m = o.as_object_mut().expect("object");
+    write!(out, "{{\"id\":{},\"kind\":\"{}\",\"name\":", id.0, kind.name())?;
+    json_name(out, btf, t.name_off().0)?;
     match kind {
-        Kind::Int => {
-            m.insert("size".into(), t.size().into());
-            m.insert("bits_offset".into(), t.int_offset().into());
-            m.insert("nr_bits".into(), t.int_bits().into());
-            m.insert("encoding".into(), int_enc(t.int_encoding()).into());
-        }
+        Kind::Int => write!(
+            out,
+            ",\"size\":{},\"bits_offset\":{},\"nr_bits\":{},\"encoding\":\"{}\"",
+            t.size(),
+            t.int_offset(),
+            t.int_bits(),
+            int_enc(t.int_encoding())
+        )?,
         Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::Typedef | Kind::TypeTag => {
-            m.insert("type_id".into(), t.type_id().0.into());
-            if kind == Kind::TypeTag {
-                m.insert("kind_flag".into(), (t.kflag() as u32).into());
-            }
+            write!(out, ",\"type_id\":{}", t.type_id().0)?
         }
         Kind::Array => {
             let (e, i, n) = t.array();
-            m.insert("type_id".into(), e.0.into());
-            m.insert("index_type_id".into(), i.0.into());
-            m.insert("nr_elems".into(), n.into());
+            write!(out, ",\"type_id\":{},\"index_type_id\":{},\"nr_elems\":{}", e.0, i.0, n)?
         }
         Kind::Struct | Kind::Union => {
-            m.insert("size".into(), t.size().into());
-            m.insert("kind_flag".into(), (t.kflag() as u32).into());
-            let members: Vec<Value> = t
-                .triples()
-                .map(|[n, ty, off]| {
-                    let (bo, bs) = if t.kflag() {
-                        (off & 0xff_ffff, off >> 24)
-                    } else {
-                        (off, 0)
-                    };
-                    json!({"name": s(btf, n), "type_id": ty, "bits_offset": bo, "bitfield_size": bs})
-                })
-                .collect();
-            m.insert("members".into(), members.into());
+            write!(out, ",\"size\":{},\"vlen\":{},\"members\":[", t.size(), t.vlen())?;
+            for (i, [n, ty, off]) in t.triples().enumerate() {
+                let (bit_off, bit_sz) = if t.kflag() {
+                    (off & 0xff_ffff, off >> 24)
+                } else {
+                    (off, 0)
+                };
+                out.write_all(if i == 0 { b"{\"name\":" } else { b",{\"name\":" })?;
+                json_name(out, btf, n)?;
+                write!(out, ",\"type_id\":{ty},\"bits_offset\":{bit_off}")?;
+                if bit_sz != 0 {
+                    write!(out, ",\"bitfield_size\":{bit_sz}")?;
+                }
+                out.write_all(b"}")?;
+            }
+            out.write_all(b"]")?;
         }
-        Kind::Enum => {
-            m.insert("size".into(), t.size().into());
-            m.insert("signed".into(), t.kflag().into());
-            let vals: Vec<Value> = t
-                .pairs()
-                .map(|[n, v]| {
-                    let v: i64 = if t.kflag() { v as i32 as i64 } else { v as i64 };
-                    json!({"name": s(btf, n), "val": v})
-                })
-                .collect();
-            m.insert("values".into(), vals.into());
+        Kind::Enum | Kind::Enum64 => {
+            let signed = t.kflag();
+            write!(
+                out,
+                ",\"encoding\":\"{}\",\"size\":{},\"vlen\":{},\"values\":[",
+                if signed { "SIGNED" } else { "UNSIGNED" },
+                t.size(),
+                t.vlen()
+            )?;
+            let values: Vec<(u32, u64)> = if kind == Kind::Enum {
+                t.pairs().map(|[n, v]| (n, v as u64)).collect()
+            } else {
+                t.triples()
+                    .map(|[n, lo, hi]| (n, ((hi as u64) << 32) | lo as u64))
+                    .collect()
+            };
+            for (i, (n, v)) in values.into_iter().enumerate() {
+                out.write_all(if i == 0 { b"{\"name\":" } else { b",{\"name\":" })?;
+                json_name(out, btf, n)?;
+                // Plain integers, as bpftool writes them (past 2^53 too). A
+                // 32-bit value is a signed field there, widened with its sign
+                // even for an unsigned enum: 4294967295 is written as
+                // 18446744073709551615.
+                match (signed, kind) {
+                    (true, Kind::Enum) => write!(out, ",\"val\":{}}}", v as u32 as i32)?,
+                    (false, Kind::Enum) => write!(out, ",\"val\":{}}}", v as u32 as i32 as i64 as u64)?,
+                    (true, _) => write!(out, ",\"val\":{}}}", v as i64)?,
+                    (false, _) => write!(out, ",\"val\":{v}}}")?,
+                }
+            }
+            out.write_all(b"]")?;
         }
-        Kind::Enum64 => {
-            m.insert("size".into(), t.size().into());
-            m.insert("signed".into(), t.kflag().into());
-            let vals: Vec<Value> = t
-                .triples()
-                .map(|[n, lo, hi]| {
-                    let v = ((hi as u64) << 32) | lo as u64;
-                    if t.kflag() {
-                        json!({"name": s(btf, n), "val": v as i64})
-                    } else {
-                        json!({"name": s(btf, n), "val": v})
-                    }
-                })
-                .collect();
-            m.insert("values".into(), vals.into());
-        }
-        Kind::Fwd => {
-            m.insert("fwd_kind".into(), (if t.kflag() { "union" } else { "struct" }).into());
-        }
-        Kind::Func => {
-            m.insert("type_id".into(), t.type_id().0.into());
-            m.insert("linkage".into(), func_linkage(t.vlen()).into());
-        }
+        Kind::Fwd => write!(out, ",\"fwd_kind\":\"{}\"", if t.kflag() { "union" } else { "struct" })?,
+        Kind::Func => write!(
+            out,
+            ",\"type_id\":{},\"linkage\":\"{}\"",
+            t.type_id().0,
+            func_linkage(t.vlen())
+        )?,
         Kind::FuncProto => {
-            m.insert("ret_type_id".into(), t.type_id().0.into());
-            let ps: Vec<Value> = t
-                .pairs()
-                .map(|[n, ty]| json!({"name": s(btf, n), "type_id": ty}))
-                .collect();
-            m.insert("params".into(), ps.into());
+            write!(
+                out,
+                ",\"ret_type_id\":{},\"vlen\":{},\"params\":[",
+                t.type_id().0,
+                t.vlen()
+            )?;
+            for (i, [n, ty]) in t.pairs().enumerate() {
+                out.write_all(if i == 0 { b"{\"name\":" } else { b",{\"name\":" })?;
+                json_name(out, btf, n)?;
+                write!(out, ",\"type_id\":{ty}}}")?;
+            }
+            out.write_all(b"]")?;
         }
-        Kind::Var => {
-            m.insert("type_id".into(), t.type_id().0.into());
-            m.insert("linkage".into(), var_linkage(t.extra()).into());
-        }
+        Kind::Var => write!(
+            out,
+            ",\"type_id\":{},\"linkage\":\"{}\"",
+            t.type_id().0,
+            var_linkage(t.extra())
+        )?,
         Kind::Datasec => {
-            m.insert("size".into(), t.size().into());
-            let vs: Vec<Value> = t
-                .triples()
-                .map(|[ty, off, sz]| json!({"type_id": ty, "offset": off, "size": sz}))
-                .collect();
-            m.insert("vars".into(), vs.into());
+            write!(out, ",\"size\":{},\"vlen\":{},\"vars\":[", t.size(), t.vlen())?;
+            for (i, [ty, off, sz]) in t.triples().enumerate() {
+                let sep = if i == 0 { "" } else { "," };
+                write!(out, "{sep}{{\"type_id\":{ty},\"offset\":{off},\"size\":{sz}}}")?;
+            }
+            out.write_all(b"]")?;
         }
-        Kind::Float => {
-            m.insert("size".into(), t.size().into());
-        }
-        Kind::DeclTag => {
-            m.insert("type_id".into(), t.type_id().0.into());
-            m.insert("component_idx".into(), (t.extra() as i32).into());
-            m.insert("kind_flag".into(), (t.kflag() as u32).into());
-        }
+        Kind::Float => write!(out, ",\"size\":{}", t.size())?,
+        Kind::DeclTag => write!(
+            out,
+            ",\"type_id\":{},\"component_idx\":{}",
+            t.type_id().0,
+            t.extra() as i32
+        )?,
         Kind::Unkn => {}
     }
-    o
+    out.write_all(b"}")
 }
 
-/// `{"types": [...]}` with every own type, streamed one type per line.
+/// `bpftool btf dump file X -j` of every own type: `{"types":[...]}` on one
+/// line (ids in order), then a newline.
 pub fn write_json(out: &mut impl Write, btf: &Btf) -> io::Result<()> {
-    out.write_all(b"{\"types\": [\n")?;
-    let mut first = true;
-    for id in btf.own_ids() {
-        if !first {
-            out.write_all(b",\n")?;
+    write_json_ids(out, btf, btf.own_ids())
+}
+
+/// [`write_json`] of the types `ids`, in that order.
+pub fn write_json_ids(out: &mut impl Write, btf: &Btf, ids: impl IntoIterator<Item = TypeId>) -> io::Result<()> {
+    out.write_all(b"{\"types\":[")?;
+    for (i, id) in ids.into_iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
         }
-        first = false;
-        serde_json::to_writer(&mut *out, &type_json(btf, id, btf.ty(id)))?;
+        write_json_type(out, btf, id, btf.ty(id))?;
     }
-    out.write_all(b"\n]}\n")?;
+    out.write_all(b"]}\n")?;
     Ok(())
 }

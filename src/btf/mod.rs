@@ -1114,3 +1114,41 @@ mod append_tests {
         assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
     }
 }
+
+/// The types `roots` refer to, directly or through others, with `roots`
+/// themselves, in id order (void left out).
+pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack: Vec<TypeId> = roots.to_vec();
+    while let Some(id) = stack.pop() {
+        if id.0 == 0 || !seen.insert(id) {
+            continue;
+        }
+        let Some(t) = btf.get(id) else { continue };
+        let mut refs: Vec<u32> = Vec::new();
+        match t.kind() {
+            Kind::Ptr
+            | Kind::Const
+            | Kind::Volatile
+            | Kind::Restrict
+            | Kind::Typedef
+            | Kind::TypeTag
+            | Kind::Func
+            | Kind::Var
+            | Kind::DeclTag => refs.push(t.type_id().0),
+            Kind::Array => {
+                let (e, i, _) = t.array();
+                refs.extend([e.0, i.0]);
+            }
+            Kind::Struct | Kind::Union => refs.extend(t.triples().map(|[_, ty, _]| ty)),
+            Kind::FuncProto => {
+                refs.push(t.type_id().0);
+                refs.extend(t.pairs().map(|[_, ty]| ty));
+            }
+            Kind::Datasec => refs.extend(t.triples().map(|[ty, _, _]| ty)),
+            _ => {}
+        }
+        stack.extend(refs.into_iter().map(TypeId));
+    }
+    seen.into_iter().collect()
+}

@@ -32,8 +32,9 @@ pub struct DumpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: DumpFormat,
-    /// With --format c: only these types and what they need (repeatable or
-    /// comma separated; `struct X`, `union X`, `enum X` pick the kind).
+    /// Only these types and what they need, in any format (repeatable or
+    /// comma separated; `struct X`, `union X`, `enum X` pick the kind). An
+    /// unknown name is an error that suggests the closest ones.
     #[arg(long, value_delimiter = ',')]
     pub filter: Vec<String>,
     /// With --format c: add mode(byte)/mode(word) to 1- and 8-byte enums so
@@ -46,14 +47,36 @@ pub struct DumpArgs {
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
     let base = load_base(&base_for(&a.file, &a.base))?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
-    if (!a.filter.is_empty() || a.enum_sizes) && !matches!(a.format, DumpFormat::C) {
-        anyhow::bail!("--filter and --enum-sizes only apply to --format c");
+    if a.enum_sizes && !matches!(a.format, DumpFormat::C) {
+        anyhow::bail!("--enum-sizes only applies to --format c");
     }
+    // --filter for raw and json: the named types and every type they need, in id order.
+    let roots = |b: &btf::Btf| -> anyhow::Result<Vec<btf::TypeId>> {
+        let mut roots = Vec::new();
+        for name in &a.filter {
+            roots.extend(cdump::ids_named(b, name).with_context(|| a.file.display().to_string())?);
+        }
+        Ok(roots)
+    };
+    let needed = if a.filter.is_empty() || matches!(a.format, DumpFormat::C) {
+        None
+    } else {
+        Some(btf::needed_by(&b, &roots(&b)?))
+    };
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let r = match a.format {
-        DumpFormat::Raw => dump::write_raw(&mut out, &b),
-        DumpFormat::Json => dump::write_json(&mut out, &b),
+        DumpFormat::Raw => match &needed {
+            None => dump::write_raw(&mut out, &b),
+            Some(ids) => ids.iter().try_for_each(|&id| {
+                dump::write_raw_type(&mut out, &b, id, b.ty(id))?;
+                out.write_all(b"\n")
+            }),
+        },
+        DumpFormat::Json => match &needed {
+            None => dump::write_json(&mut out, &b),
+            Some(ids) => dump::write_json_ids(&mut out, &b, ids.iter().copied()),
+        },
         DumpFormat::C => {
             let opts = cdump::Options {
                 enum_sizes: a.enum_sizes,
