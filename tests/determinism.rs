@@ -122,3 +122,86 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pahole -jN` runs N encoding threads besides the main thread, as the
+/// reference does (dwarves' tests/reproducible_build.sh counts them with
+/// `ps -L` while the vmlinux is encoded).
+#[test]
+fn pahole_jn_runs_n_threads_besides_the_main_one() {
+    let input = corpus_file(&vmlinux_row().0);
+    for n in [1usize, 2] {
+        let dir = scratch(&format!("threads-{n}"));
+        let mut child = btfkit()
+            .args(["pahole", &format!("-j{n}"), "--btf_features=default"])
+            .arg(format!("--btf_encode_detached={}", s(&dir.join("out.btf"))))
+            .arg(&input)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let threads = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap().count();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(
+            threads,
+            n + 1,
+            "-j{n}: {threads} threads (the main one and {n} expected)"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// `pahole --verbose` says which functions are left out and why, as the
+/// reference prints it: on the corpus vmlinux with pahole's default
+/// features, the same 326 lines in the same order (checked here by their
+/// sha256, taken from pahole v1.31's output, and by a few of them); none of
+/// the functions named is in the BTF.
+#[test]
+fn verbose_lists_the_functions_left_out_as_the_reference() {
+    let input = corpus_file(&vmlinux_row().0);
+    let dir = scratch("verbose-skips");
+    let out = dir.join("out.btf");
+    let r = btfkit()
+        .args([
+            "pahole",
+            "-j2",
+            "--btf_features=default",
+            "--lang_exclude=rust",
+            "--verbose",
+        ])
+        .arg(format!("--btf_encode_detached={}", s(&out)))
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let text = String::from_utf8(r.stdout).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("skipping BTF encoding of function"))
+        .collect();
+    assert_eq!(lines.len(), 326);
+    assert_eq!(
+        lines[0],
+        "NF_HOOK : skipping BTF encoding of function due to param type mismatch for param#1 pf != net"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.ends_with("due to return type mismatch"))
+            .count()
+            == 9
+    );
+    let mut joined = lines.join("\n");
+    joined.push('\n');
+    use sha2::Digest;
+    let sha: String = sha2::Sha256::digest(joined.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(sha, REFERENCE_SKIPS_SHA256);
+    let dump = String::from_utf8(run(&["dump", &s(&out)]).stdout).unwrap();
+    for l in &lines {
+        let name = l.split(" : ").next().unwrap();
+        assert!(!dump.contains(&format!("] FUNC '{name}' ")), "{name} is in the BTF");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+const REFERENCE_SKIPS_SHA256: &str = "0767ba026d9ba2f03dad585eb7476354f388397724fbda8c8c53554fc974c84f";

@@ -127,6 +127,8 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     let threads = btfkit::encode::effective_jobs(b.opts.jobs, files.len());
     let one = Options {
         jobs: 1,
+        // a pool per module encode (of one thread): the modules run side by side
+        global_pool: false,
         ..b.opts.clone()
     };
     let progress = std::io::stderr().is_terminal();

@@ -67,6 +67,11 @@ pub struct Args {
     /// No summary line (errors and warnings are still printed).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Say which functions are left out of BTF and why, one line each on
+    /// stdout, as `pahole --verbose` does (`NAME : skipping BTF encoding of
+    /// function due to REASON`).
+    #[arg(long, short = 'V')]
+    pub verbose: bool,
     /// DWARF type units (-fdebug-types-section): `reference` reads them as
     /// pahole v1.31 does (their types are lost: void, empty structs);
     /// `resolve` reads each compile unit with the type units it refers to,
@@ -255,6 +260,9 @@ pub fn execute(plan: Plan) -> anyhow::Result<i32> {
     }
     let (enc, early) = encode_overlapped(&plan.input, plan.input_bytes, base, &opts, plan.dedup, early)?;
     warn_type_units(&plan.input, &enc.summary);
+    for line in &enc.summary.func_skips {
+        out!("{line}");
+    }
     let pre_dedup_types = enc.btf.own_type_count();
     let s = enc.summary;
     // whether dedup's first passes ran during the CU loop to the end
@@ -383,6 +391,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             TypeUnitsArg::Reference => encode::TypeUnitMode::Reference,
             TypeUnitsArg::Resolve => encode::TypeUnitMode::Resolve,
         },
+        verbose: a.verbose,
+        global_pool: true,
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {

@@ -35,6 +35,7 @@ const WITH_VALUE: &[&str] = &[
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut features = Features::default();
     let mut jobs = 1usize;
+    let mut verbose = false;
     let mut encode_btf = false;
     let mut detached: Option<PathBuf> = None;
     let mut base: Option<PathBuf> = None;
@@ -110,7 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "--reproducible_build" => features.reproducible_build = true,
             "--btf_attributes" => features.attributes = true,
             "--btf_gen_all" => features.gen_all(),
-            "-V" | "--verbose" => {}
+            "-V" | "--verbose" => verbose = true,
             "-h" | "--help" => {
                 out!("{HELP}");
                 return Ok(EXIT_OK);
@@ -172,6 +173,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             timings: false,
             on_phase: None,
             type_units: encode::TypeUnitMode::Reference,
+            verbose,
+            global_pool: true,
         },
         print_summary: false,
         stats: None,
@@ -197,7 +200,7 @@ Usage: pahole [OPTIONS] FILE   (btfkit's pahole-compatible front end: BTF encodi
       --skip_encoding_btf_enum64, --skip_encoding_btf_inconsistent_proto, --btf_gen_floats,
       --btf_gen_optimized, --btf_gen_all, --btf_encode_force, --reproducible_build,
       --btf_attributes           the older spellings of the features
-  -V, --verbose                  accepted
+  -V, --verbose                  say which functions are left out of BTF and why (stdout)
       --version, --numeric_version
                                  print v1.31 / 131 (the version btfkit reproduces)
   -h, --help                     this text

@@ -71,6 +71,14 @@ pub struct Options {
     pub timings: bool,
     pub on_phase: Option<PhaseHook>,
     pub type_units: TypeUnitMode,
+    /// Keep the reference's `--verbose` lines about functions left out
+    /// ([`Summary::func_skips`]).
+    pub verbose: bool,
+    /// Run on rayon's global pool, which the caller sized, instead of a pool
+    /// of the encoder's own: the process then has the main thread (waiting)
+    /// and the pool's, as many as `-j` says (the reference's count, which its
+    /// tests check).
+    pub global_pool: bool,
 }
 
 /// What to do with DWARF type units (`-fdebug-types-section`).
@@ -144,6 +152,8 @@ impl Default for Options {
             timings: false,
             on_phase: None,
             type_units: TypeUnitMode::Reference,
+            verbose: false,
+            global_pool: false,
         }
     }
 }
@@ -162,6 +172,9 @@ pub struct Summary {
     /// References to types in DWARF type units, left unresolved as the
     /// reference leaves them (`dwarf::Cu::type_unit_refs`).
     pub type_unit_refs: u64,
+    /// With [`Options::verbose`]: `NAME : skipping BTF encoding of function
+    /// due to REASON` lines, as the reference prints them on stdout.
+    pub func_skips: Vec<String>,
     /// Whether the units were encoded as one merged unit (an LTO file, as
     /// the reference does): its encoding then runs on one thread.
     pub merged_units: bool,
@@ -385,7 +398,13 @@ impl Merger {
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
     /// tags), before the DATASECs, as in the reference.
-    fn emit_funcs(&mut self, elf: &ElfInfo<'_>, data: &[u8], f: &Features) -> Result<(), crate::funcs::FuncsError> {
+    fn emit_funcs(
+        &mut self,
+        elf: &ElfInfo<'_>,
+        data: &[u8],
+        f: &Features,
+        verbose: bool,
+    ) -> Result<(), crate::funcs::FuncsError> {
         let marks = if f.decl_tag_kfuncs {
             crate::funcs::KfuncMarks::from_elf(data, &elf.funcs)?
         } else {
@@ -397,7 +416,8 @@ impl Merger {
             decl_tag_kfuncs: f.decl_tag_kfuncs,
             attributes: f.attributes,
         };
-        crate::funcs::emit_funcs(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo)?;
+        let log = verbose.then_some(&mut self.summary.func_skips);
+        crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;
         // The states are spent; their memory is not needed for the DATASECs or dedup.
         self.funcs = FuncStates::default();
         Ok(())
@@ -823,10 +843,23 @@ pub fn encode_elf_with(
             })
             .collect()
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(effective_jobs(opts.jobs, headers.len()))
-        .build()
-        .map_err(|e| input_err(format!("cannot start threads: {e}")))?;
+    let pool = if opts.global_pool {
+        None
+    } else {
+        Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(effective_jobs(opts.jobs, headers.len()))
+                .build()
+                .map_err(|e| input_err(format!("cannot start threads: {e}")))?,
+        )
+    };
+    // In the encoder's own pool, or (outside any pool) in the global one.
+    fn in_pool<R: Send>(pool: &Option<rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
+        match pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
     if elf.file_mapped {
         // read once, into `funcs` and `objects` (a vmlinux's is 4.3 MB)
         release_pages(elf.symtab_bytes);
@@ -862,7 +895,7 @@ pub fn encode_elf_with(
         }
     };
     phase_ended("open");
-    let result: Result<(), EncodeError> = pool.install(|| {
+    let result: Result<(), EncodeError> = in_pool(&pool, || {
         let mut cur = chunks.first().map(|r| work(r.clone())).unwrap_or_default();
         let mut stopped = false;
         for i in 0..chunks.len() {
@@ -936,7 +969,7 @@ pub fn encode_elf_with(
         });
     }
     if !opts.no_funcs {
-        m.emit_funcs(elf, data, &opts.features)
+        m.emit_funcs(elf, data, &opts.features, opts.verbose)
             .map_err(|e| input_err(e.to_string()))?;
     }
     m.finish_datasecs(elf).map_err(|msg| EncodeError::Unsupported {
@@ -949,7 +982,7 @@ pub fn encode_elf_with(
         msg,
     })?;
     if let Some(cu) = m.shifted_cu {
-        pool.install(|| m.btf.build_offsets());
+        in_pool(&pool, || m.btf.build_offsets());
         m.check_refs_in_range(cu).map_err(|msg| EncodeError::Unsupported {
             path: path.to_path_buf(),
             msg,
@@ -957,7 +990,7 @@ pub fn encode_elf_with(
     }
     if !opts.keep_offsets_deferred {
         // in parallel, in the run's thread pool
-        pool.install(|| m.btf.build_offsets());
+        in_pool(&pool, || m.btf.build_offsets());
     }
     m.btf.shrink_to_fit();
     phase_ended("functions");

@@ -136,13 +136,26 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
     }
 }
 
-/// Same parameter count (varargs slot included), return type and parameter
-/// types; names are not compared.
-fn funcs_match(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> bool {
+/// Why two states of a function disagree, in the reference's words (its
+/// `--verbose` line), or `None` when they have the same parameter count
+/// (varargs slot included), return type and parameter types; names are not
+/// compared.
+fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> Option<String> {
     let (pa, pb) = (st.params(a), st.params(b));
-    pa.len() == pb.len()
-        && types_match(btf, st.ret(a), st.ret(b))
-        && pa.iter().zip(pb).all(|(p, q)| types_match(btf, p.ty, q.ty))
+    if pa.len() != pb.len() {
+        return Some(format!(
+            "param count mismatch; {} params != {} params",
+            pa.len(),
+            pb.len()
+        ));
+    }
+    if !types_match(btf, st.ret(a), st.ret(b)) {
+        return Some("return type mismatch".into());
+    }
+    let name = |p: &super::Param| String::from_utf8_lossy(btf.str_at(p.name).unwrap_or(b"")).into_owned();
+    (pa.iter().zip(pb).enumerate())
+        .find(|(_, (p, q))| !types_match(btf, p.ty, q.ty))
+        .map(|(i, (p, q))| format!("param type mismatch for param#{} {} != {}", i + 1, name(p), name(q)))
 }
 
 /// State ids ordered by ELF entry, stable (counting sort: O(states +
@@ -230,6 +243,23 @@ pub fn emit_funcs(
     kfuncs: &KfuncMarks,
     opts: &EmitOptions,
 ) -> Result<EmitSummary, FuncsError> {
+    emit_funcs_logged(btf, states, table, kfuncs, opts, None)
+}
+
+/// [`emit_funcs`], with the reference's `--verbose` lines about functions
+/// added to `skips` (without its trailing newline): `NAME : skipping BTF
+/// encoding of function due to REASON`, for each disagreement found while
+/// combining a function's states and for an uncertain parameter location,
+/// in the order the reference prints them (whether or not the function is
+/// then left out: that depends on `consistent_func`, as there).
+pub fn emit_funcs_logged(
+    btf: &mut Btf,
+    states: &mut FuncStates,
+    table: &FuncTable<'_>,
+    kfuncs: &KfuncMarks,
+    opts: &EmitOptions,
+    mut skips: Option<&mut Vec<String>>,
+) -> Result<EmitSummary, FuncsError> {
     let mut sum = EmitSummary {
         states: states.len(),
         ..Default::default()
@@ -249,16 +279,30 @@ pub fn emit_funcs(
         let Some((&a, rest)) = group.split_first() else {
             continue;
         };
+        let e = &table.entries[entry];
+        let mut skip = |why: &str| {
+            if let Some(log) = skips.as_deref_mut() {
+                log.push(format!(
+                    "{} : skipping BTF encoding of function due to {why}",
+                    String::from_utf8_lossy(e.key)
+                ));
+            }
+        };
         let mut fl = states.flags(a);
         for &b in rest {
             fl |= states.flags(b);
-            if fl & (flags::UNEXPECTED_REG | flags::INCONSISTENT) == 0 && !funcs_match(btf, states, a, b) {
+            if fl & (flags::UNEXPECTED_REG | flags::INCONSISTENT) == 0
+                && let Some(why) = funcs_mismatch(btf, states, a, b)
+            {
+                skip(&why);
                 fl |= flags::INCONSISTENT;
             }
         }
+        if fl & flags::UNCERTAIN_PARM_LOC != 0 {
+            skip("uncertain parameter location");
+        }
         states.add_flags(a, fl);
         sum.groups += 1;
-        let e = &table.entries[entry];
         if opts.consistent_func {
             let reason = if fl & flags::UNEXPECTED_REG != 0 {
                 Some(&mut sum.dropped_unexpected_reg)
