@@ -445,3 +445,31 @@ fn quiet_means_no_summary() {
     one_error_line(&r, "quiet error");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An unsupported construct is named with the source it comes from: the
+/// DIE's own name and declaration, or those of what uses it.
+#[test]
+fn unsupported_dwarf_names_its_source() {
+    for (bin, says) in [
+        (
+            "atomic.gcc-O2.o",
+            "unsupported DW_TAG_atomic_type: BTF has no kind for it at DIE 0x4a (CU 0x0): used by `g_atomic_int` (atomic.c:2)",
+        ),
+        ("cxx_refs.g++-O2.o", "used by `g_member_ptr` (cxx_refs.cc:4)"),
+        ("complex_float.gcc-O2.o", "at DIE 0x43 (CU 0x0): `complex double`"),
+    ] {
+        let input = corpus_file(&format!("fixtures/bin/{bin}"));
+        let r = run(&[
+            "pahole",
+            "-J",
+            "--btf_features=default",
+            "--btf_encode_detached=/dev/null",
+            &s(&input),
+        ]);
+        assert!(
+            one_error_line(&r, bin).contains(says),
+            "{bin}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+}

@@ -573,6 +573,92 @@ pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_
     seen.into_iter().any(|at| table_has_ref_addr(at).unwrap_or(false))
 }
 
+/// Where DIE `die` (a `.debug_info` offset) comes from in the source, for
+/// error messages: its name and declaration place (`DW_AT_name`,
+/// `DW_AT_decl_file`:`DW_AT_decl_line`), or, for a DIE without them (an
+/// anonymous type), those of the first DIE that refers to it by
+/// `DW_AT_type`, or of the nearest named DIE around that one. Read with
+/// gimli's own reader (the line-number program included), on the error path
+/// only; `None` if nothing names it.
+pub fn die_context(d: &Dwarf<'_>, die: u64) -> Option<String> {
+    use gimli::AttributeValue as V;
+    let mut units = d.units();
+    let header = loop {
+        let h = units.next().ok()??;
+        let start = h.offset().0 as u64;
+        if start <= die && die < start + h.length_including_self() as u64 {
+            break h;
+        }
+    };
+    let start = header.offset().0 as u64;
+    let unit = d.unit(header).ok()?;
+    let target = UnitOffset((die - start) as usize);
+    // (name, file, line) of a DIE, each where it has one
+    let describe = |e: &gimli::DebuggingInformationEntry<R<'_>>| -> (Option<String>, Option<String>, Option<u64>) {
+        let name = e
+            .attr_value(dw::DW_AT_name)
+            .and_then(|v| d.attr_string(&unit, v).ok())
+            .map(|r| String::from_utf8_lossy(r.slice()).into_owned());
+        let file = match e.attr_value(dw::DW_AT_decl_file) {
+            Some(V::FileIndex(i)) | Some(V::Udata(i)) => Some(i),
+            Some(V::Data1(i)) => Some(i as u64),
+            Some(V::Data2(i)) => Some(i as u64),
+            Some(V::Data4(i)) => Some(i as u64),
+            _ => None,
+        }
+        .and_then(|i| {
+            let lp = unit.line_program.as_ref()?;
+            let f = lp.header().file(i)?;
+            let n = d.attr_string(&unit, f.path_name()).ok()?;
+            Some(String::from_utf8_lossy(n.slice()).into_owned())
+        });
+        let line = e.attr_value(dw::DW_AT_decl_line).and_then(|v| v.udata_value());
+        (name, file, line)
+    };
+    let render = |(name, file, line): (Option<String>, Option<String>, Option<u64>)| -> Option<String> {
+        let place = match (file, line) {
+            (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+            (Some(f), None) => Some(f),
+            _ => None,
+        };
+        match (name, place) {
+            (Some(n), Some(p)) => Some(format!("`{n}` ({p})")),
+            (Some(n), None) => Some(format!("`{n}`")),
+            (None, Some(p)) => Some(p),
+            (None, None) => None,
+        }
+    };
+    let mut cursor = unit.entries();
+    // the named DIEs around the current one: (depth, description)
+    let mut named: Vec<(isize, String)> = Vec::new();
+    let mut referrer: Option<String> = None;
+    while let Ok(Some(e)) = cursor.next_dfs() {
+        let depth = e.depth();
+        while named.last().is_some_and(|n| n.0 >= depth) {
+            named.pop();
+        }
+        let own = render(describe(e));
+        if e.offset() == target {
+            if let Some(o) = own {
+                return Some(o);
+            }
+            continue;
+        }
+        if referrer.is_none() && matches!(e.attr_value(dw::DW_AT_type), Some(V::UnitRef(t)) if t == target) {
+            referrer = match (&own, named.last()) {
+                (Some(o), Some((_, outer))) if !o.starts_with('`') => Some(format!("{outer}, at {o}")),
+                (Some(o), _) => Some(o.clone()),
+                (None, Some((_, outer))) => Some(outer.clone()),
+                (None, None) => None,
+            };
+        }
+        if let Some(o) = own.filter(|o| o.starts_with('`')) {
+            named.push((depth, o));
+        }
+    }
+    referrer.map(|r| format!("used by {r}"))
+}
+
 /// What is wrong with the length field of the unit header at `at`, when
 /// that is what gimli's "unexpected end of input" means.
 fn unit_length_fault(r: &R<'_>, at: u64) -> Option<String> {

@@ -131,9 +131,18 @@ struct Enc<'c, 'e, 'a> {
 
 impl<'a> Enc<'_, '_, 'a> {
     fn unsupported(&self, die: u64, msg: String) -> EncodeError {
+        // The source place, read again from the DWARF on this error path.
+        let elf = self.ctx.elf;
+        let endian = match elf.endian {
+            btf::Endian::Little => gimli::RunTimeEndian::Little,
+            btf::Endian::Big => gimli::RunTimeEndian::Big,
+        };
+        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), die)
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
         EncodeError::Unsupported {
             path: self.path(),
-            msg: format!("{msg} at DIE {die:#x} (CU {:#x})", self.cu.offset),
+            msg: format!("{msg} at DIE {die:#x} (CU {:#x}){context}", self.cu.offset),
         }
     }
     fn path(&self) -> PathBuf {
