@@ -188,13 +188,39 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
         .collect();
     assert!(per_phase.iter().all(|&h| h > 0), "{per_phase:?}");
     assert_eq!(per_phase.iter().max(), v["peak_heap_bytes"].as_u64().as_ref());
-    // Batch mode has its own summary.
-    let out = btfkit(&["encode", "--stats", "--out-dir", "/tmp", "a.ko", "b.ko"]);
+    // Batch mode: per-module figures and totals (here two failures, exit 2).
+    let out = btfkit(&["encode", "--stats", "--json", "--out-dir", "/tmp", "a.ko", "b.ko"]);
     assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let json = &err[err.find("{\n").expect("a JSON object on stderr")..];
+    let json = &json[..=json.rfind('}').unwrap()];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["totals"]["failed"], 2);
+    assert_eq!(v["modules"][0]["ok"], false);
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o");
+    let dir = std::env::temp_dir().join(format!("btfkit-batch-stats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = btfkit(&[
+        "encode",
+        "--stats",
+        "--json",
+        "-q",
+        "--out-dir",
+        dir.to_str().unwrap(),
+        sample,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(
+        (v["totals"]["encoded"].as_u64(), v["modules"][0]["types"].as_u64()),
+        (Some(1), Some(257))
+    );
+    assert!(v["modules"][0]["cpu_s"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A reader that stops early (`btfkit dump X | head -1`) ends btfkit
-/// quietly by SIGPIPE, as for any Unix filter, not with a panic.
+/// quietly with 0, as for any Unix filter, not with a panic.
 #[test]
 fn closed_pipe_is_not_a_panic() {
     use std::io::{BufRead, BufReader};

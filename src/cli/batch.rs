@@ -27,6 +27,8 @@ pub struct Batch {
     pub opts: Options,
     /// No note and no summary line.
     pub quiet: bool,
+    /// `--stats`: None, or Some(json): totals and per-module figures on stderr.
+    pub stats: Option<bool>,
 }
 
 /// The files to encode: plain paths as given, directories expanded to every
@@ -72,6 +74,10 @@ fn out_name(input: &Path) -> PathBuf {
 struct Done {
     types: u64,
     bytes: u64,
+    /// Wall time of this module's encode, dedup and write.
+    wall: std::time::Duration,
+    /// CPU time of its decode and per-CU encode (summed over its threads).
+    cpu: std::time::Duration,
 }
 
 pub fn run(b: Batch) -> anyhow::Result<i32> {
@@ -195,6 +201,9 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
             }
         }
     }
+    if let Some(json) = b.stats {
+        report_stats(&files, &results, threads, t0.elapsed(), json);
+    }
     if !b.quiet {
         out!(
             "{ok} modules encoded, {failed} failed, {types} types, {bytes} bytes of BTF{}, {threads} threads, {:.3}s",
@@ -209,6 +218,68 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
     Ok(if failed > 0 { EXIT_ERR } else { EXIT_OK })
 }
 
+/// `--stats` of a batch, on stderr: per module (path, outcome, types, bytes,
+/// wall and decode+encode CPU seconds), then the totals with the process's
+/// CPU time and peak RSS; a table, or one JSON object.
+fn report_stats(
+    files: &[PathBuf],
+    results: &[anyhow::Result<Done>],
+    threads: usize,
+    wall: std::time::Duration,
+    json: bool,
+) {
+    let (cpu, rss) = super::stats::process_cpu_and_peak_rss();
+    let ok: Vec<&Done> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let (types, bytes): (u64, u64) = (ok.iter().map(|d| d.types).sum(), ok.iter().map(|d| d.bytes).sum());
+    if json {
+        let modules: Vec<serde_json::Value> = files
+            .iter()
+            .zip(results)
+            .map(|(f, r)| match r {
+                Ok(d) => serde_json::json!({
+                    "path": f.display().to_string(), "ok": true, "types": d.types, "bytes": d.bytes,
+                    "wall_s": d.wall.as_secs_f64(), "cpu_s": d.cpu.as_secs_f64(),
+                }),
+                Err(e) => {
+                    serde_json::json!({"path": f.display().to_string(), "ok": false, "error": super::one_line(e)})
+                }
+            })
+            .collect();
+        let v = serde_json::json!({
+            "modules": modules,
+            "totals": {
+                "modules": files.len(), "encoded": ok.len(), "failed": files.len() - ok.len(),
+                "types": types, "bytes": bytes, "threads": threads,
+                "wall_s": wall.as_secs_f64(), "cpu_s": cpu.as_secs_f64(), "peak_rss_bytes": rss,
+            },
+        });
+        eprintln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return;
+    }
+    eprintln!("{:>9} {:>9} {:>8} {:>10}  module", "wall s", "cpu s", "types", "bytes");
+    for (f, r) in files.iter().zip(results) {
+        match r {
+            Ok(d) => eprintln!(
+                "{:>9.3} {:>9.3} {:>8} {:>10}  {}",
+                d.wall.as_secs_f64(),
+                d.cpu.as_secs_f64(),
+                d.types,
+                d.bytes,
+                f.display()
+            ),
+            Err(_) => eprintln!("{:>9} {:>9} {:>8} {:>10}  {} (failed)", "-", "-", "-", "-", f.display()),
+        }
+    }
+    eprintln!(
+        "total: {} modules ({} failed), {types} types, {bytes} bytes, {threads} threads, {:.3} s wall, {:.3} s CPU, peak RSS {:.1} MiB",
+        files.len(),
+        files.len() - ok.len(),
+        wall.as_secs_f64(),
+        cpu.as_secs_f64(),
+        rss as f64 / (1 << 20) as f64
+    );
+}
+
 fn encode_one(
     f: &Path,
     b: &Batch,
@@ -216,7 +287,16 @@ fn encode_one(
     base_index: Option<&Arc<btfkit::dedup::BaseIndex>>,
     opts: &Options,
 ) -> anyhow::Result<Done> {
-    let (out, _, _) = encode_btf(f, base, base_index, opts, b.dedup)?;
+    let t0 = Instant::now();
+    let opts = Options {
+        timings: b.stats.is_some(),
+        ..opts.clone()
+    };
+    let (out, summary, _) = encode_btf(f, base, base_index, &opts, b.dedup)?;
+    let cpu = summary
+        .loop_cpu
+        .map(|c| c.decode + c.cu_encode + c.merge)
+        .unwrap_or_default();
     if let Some(dir) = &b.out_dir {
         btfkit::output::write_atomic_with(&dir.join(out_name(f)), |w| btf::write::write_to(&out, w))?;
     }
@@ -226,6 +306,8 @@ fn encode_one(
     Ok(Done {
         types: out.own_type_count() as u64,
         bytes: btf::write::raw_len(&out) as u64,
+        wall: t0.elapsed(),
+        cpu,
     })
 }
 

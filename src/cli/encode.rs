@@ -396,9 +396,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {
-        if a.stats {
-            bail!("--stats reports on one input; batch mode prints its own summary");
-        }
         if a.early_dedup {
             bail!("--early-dedup applies to one standalone input; batch mode encodes split BTF");
         }
@@ -416,6 +413,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             dedup: !a.no_dedup,
             opts,
             quiet: a.quiet,
+            stats: a.stats.then_some(a.json),
         });
     }
     let (input, input_bytes) = match a.inputs.into_iter().next() {

@@ -59,6 +59,11 @@ fn take_peak_heap() -> usize {
     peak
 }
 
+/// The process's CPU time so far and its peak RSS in bytes.
+pub fn process_cpu_and_peak_rss() -> (Duration, usize) {
+    rusage()
+}
+
 fn rusage() -> (Duration, usize) {
     // SAFETY: getrusage fills the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
