@@ -473,3 +473,19 @@ fn unsupported_dwarf_names_its_source() {
         );
     }
 }
+
+/// A symbolic link at `-o` is followed: its target gets the bytes, the
+/// link stays a link.
+#[test]
+fn symlink_output_is_followed() {
+    let dir = scratch("rw-symlink");
+    let target = dir.join("target.btf");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.join("link.btf");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let r = run(&["encode", &s(&fixture()), "-o", &s(&link)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read(&target).unwrap(), expected_bare());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -206,3 +206,19 @@ pub fn load_base(base: &Option<PathBuf>) -> anyhow::Result<Option<std::sync::Arc
         None => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::base_for;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn sysfs_module_btf_takes_the_kernels_vmlinux_as_base() {
+        let vmlinux = Some(PathBuf::from("/sys/kernel/btf/vmlinux"));
+        assert_eq!(base_for(Path::new("/sys/kernel/btf/nf_conntrack"), &None), vmlinux);
+        assert_eq!(base_for(Path::new("/sys/kernel/btf/vmlinux"), &None), None);
+        assert_eq!(base_for(Path::new("/tmp/nf_conntrack.btf"), &None), None);
+        let given = Some(PathBuf::from("/x/vmlinux.btf"));
+        assert_eq!(base_for(Path::new("/sys/kernel/btf/fou"), &given), given);
+    }
+}
