@@ -93,7 +93,18 @@ fn fixture_headers_match_bpftool() {
     let files = corpus_list("expected/fixtures", ".btf");
     assert!(files.len() > 100, "only {} fixture BTFs found", files.len());
     for f in files {
-        check_against_bpftool(&format!("expected/fixtures/{f}"), None);
+        let rel = format!("expected/fixtures/{f}");
+        let t = load(&rel, None);
+        if t.own_ids().any(|id| {
+            let ty = t.ty(id);
+            ty.kind() == btfkit::btf::Kind::Array && ty.array().0.0 == 0
+        }) {
+            // bpftool crashes on an array of void (SIGFPE): btfkit refuses it.
+            let e = cdump::to_c(&t).unwrap_err().to_string();
+            assert!(e.contains("array of void elements"), "{rel}: {e}");
+            continue;
+        }
+        check_against_bpftool(&rel, None);
     }
 }
 
@@ -250,8 +261,10 @@ fn filter_on_a_missing_name_is_an_error() {
         err.contains("no struct, union, enum, typedef or base type named 'no_such_type'"),
         "{err}"
     );
-    let out = btfkit(&["dump", vmlinux.to_str().unwrap(), "--filter", "task_struct"]);
-    assert_eq!(out.status.code(), Some(2), "--filter without --format c");
+    // --filter works in every format, and suggests the closest names
+    let out = btfkit(&["dump", vmlinux.to_str().unwrap(), "--filter", "task_struc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean task_struct"));
 }
 
 /// `_Static_assert`s that every uniquely named struct/union of `btf` has its

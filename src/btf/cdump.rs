@@ -56,6 +56,11 @@ pub enum CDumpError {
     BadKind { id: u32, kind: &'static str },
     #[error("root type [{id}] does not exist")]
     BadRoot { id: u32 },
+    #[error(
+        "type [{id}]: an array of void elements has no C rendering (such BTF comes from DWARF type units read \
+         as the reference reads them; bpftool 7.1.0 crashes on it)"
+    )]
+    VoidElements { id: u32 },
     #[error("no struct, union, enum, typedef or base type named '{name}'{}", did_you_mean(.near))]
     NoSuchName { name: String, near: Vec<String> },
 }
@@ -129,6 +134,12 @@ pub fn to_c_roots(btf: &Btf, roots: &[TypeId]) -> Result<Vec<u8>> {
 
 /// Renders `roots` (every type when None) and what they need.
 pub fn render(btf: &Btf, roots: Option<&[TypeId]>, opts: Options) -> Result<Vec<u8>> {
+    if let Some(id) = (1..=btf.type_count()).find(|&id| {
+        let t = btf.ty(TypeId(id));
+        t.kind() == Kind::Array && t.array().0.0 == 0
+    }) {
+        return Err(CDumpError::VoidElements { id });
+    }
     let mut d = Dumper::new(btf, opts)?;
     d.out.extend_from_slice(HEADER);
     match roots {
