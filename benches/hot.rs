@@ -60,6 +60,7 @@ fn dwarf_decode(c: &mut Criterion) {
             regs: btfkit::funcs::loc::RegParams::for_machine(elf.machine),
         },
         endian,
+        type_units: None,
     };
     let keep = |_: u16, _: &[u8]| true;
     let mut g = c.benchmark_group("dwarf_decode");

@@ -171,8 +171,6 @@ fn shdr(d: &[u8], idx: usize) -> usize {
     rd64(d, E_SHOFF) as usize + idx * 64
 }
 
-/// (file offset, size, index) of the section called `name`.
-
 // ---------------------------------------------------------------- truncation
 
 /// The file cut at every section boundary and at a stride through it: the
@@ -222,7 +220,7 @@ fn truncated_contents_with_headers_kept() {
     cuts.dedup();
     for cut in cuts {
         let mut d = data[..cut].to_vec();
-        while d.len() % 8 != 0 {
+        while !d.len().is_multiple_of(8) {
             d.push(0);
         }
         let new_shoff = d.len();
@@ -336,7 +334,7 @@ fn with_compressed(name: &str, ch_type: u32, claimed: impl Fn(u64) -> u64) -> Ve
         ELFCOMPRESS_ZSTD => zstd::encode_all(&plain[..], 3).unwrap(),
         _ => zlib(&plain),
     };
-    while d.len() % 8 != 0 {
+    while !d.len().is_multiple_of(8) {
         d.push(0);
     }
     let at = d.len();
@@ -383,7 +381,8 @@ fn compressed_sections_with_honest_headers_encode() {
 /// data, up to sizes that must not be allocated (the run is limited to 1 GiB).
 #[test]
 fn compressed_sections_that_lie_about_their_size() {
-    let lies: [(&str, fn(u64) -> u64); 8] = [
+    type Lie = (&'static str, fn(u64) -> u64);
+    let lies: [Lie; 8] = [
         ("minus1", |n| n - 1),
         ("half", |n| n / 2),
         ("zero", |_| 0),
@@ -910,7 +909,6 @@ fn btf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     case("member-name-past-strings", vec!["[1]", "string offset"], &|d| {
         wr32(d, t0 + 12, 0xffff_fff0)
     });
-    drop(case);
     v
 }
 

@@ -106,12 +106,9 @@ fn split_dedup_snapshots_match_pinned_libbpf() {
         }
         pairs += 1;
         let what = format!("{} snapshot {}", a["subtest"].as_str().unwrap(), a["snapshot_seq"]);
-        let base = match a["base"].as_object() {
-            Some(bb) => Some(Arc::new(
-                read::parse(&common::unhex(bb["raw_hex_pinned"].as_str().unwrap())).unwrap(),
-            )),
-            None => None,
-        };
+        let base = a["base"]
+            .as_object()
+            .map(|bb| Arc::new(read::parse(&common::unhex(bb["raw_hex_pinned"].as_str().unwrap())).unwrap()));
         let input = common::unhex(a["btf"]["raw_hex_pinned"].as_str().unwrap());
         let btf = read::parse_split(&input, base).unwrap_or_else(|e| panic!("{what}: {e}"));
         // the selftests build their BTF with the add API

@@ -439,6 +439,7 @@ impl Btf {
     /// [`Btf::into_parts_deferred`], with where stretches of records start
     /// as (id, word index), about every 65,536 types after the first: the
     /// places a walk can be split at.
+    #[allow(clippy::type_complexity)] // the model's parts, handed over once
     pub(crate) fn into_parts_with_marks(self) -> (Vec<u32>, Vec<(u32, usize)>, StrTab, Endian, Option<Arc<Btf>>) {
         assert!(self.offs.is_empty(), "only the deferred types are handed over");
         let start = self.start_id();
@@ -859,7 +860,7 @@ impl Btf {
     pub fn push_member(&mut self, name: &[u8], ty: TypeId, bit_off: u32, bitfield_size: u32) {
         let n = self.add_str(name);
         let s = self.bump_vlen();
-        if bitfield_size != 0 || bit_off % 8 != 0 {
+        if bitfield_size != 0 || !bit_off.is_multiple_of(8) {
             self.words[s + 1] |= 1 << 31;
         }
         extend_words(&mut self.words, &[n.0, ty.0, bit_off | (bitfield_size << 24)]);
@@ -977,6 +978,44 @@ impl Btf {
     pub fn for_each_str_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
         Btf::str_ref_positions(words[1], |p| f(&mut words[p]));
     }
+}
+
+/// The types `roots` refer to, directly or through others, with `roots`
+/// themselves, in id order (void left out).
+pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack: Vec<TypeId> = roots.to_vec();
+    while let Some(id) = stack.pop() {
+        if id.0 == 0 || !seen.insert(id) {
+            continue;
+        }
+        let Some(t) = btf.get(id) else { continue };
+        let mut refs: Vec<u32> = Vec::new();
+        match t.kind() {
+            Kind::Ptr
+            | Kind::Const
+            | Kind::Volatile
+            | Kind::Restrict
+            | Kind::Typedef
+            | Kind::TypeTag
+            | Kind::Func
+            | Kind::Var
+            | Kind::DeclTag => refs.push(t.type_id().0),
+            Kind::Array => {
+                let (e, i, _) = t.array();
+                refs.extend([e.0, i.0]);
+            }
+            Kind::Struct | Kind::Union => refs.extend(t.triples().map(|[_, ty, _]| ty)),
+            Kind::FuncProto => {
+                refs.push(t.type_id().0);
+                refs.extend(t.pairs().map(|[_, ty]| ty));
+            }
+            Kind::Datasec => refs.extend(t.triples().map(|[ty, _, _]| ty)),
+            _ => {}
+        }
+        stack.extend(refs.into_iter().map(TypeId));
+    }
+    seen.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -1113,42 +1152,4 @@ mod append_tests {
         assert_eq!(b.ty(TypeId(2)).kind(), Kind::Ptr);
         assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
     }
-}
-
-/// The types `roots` refer to, directly or through others, with `roots`
-/// themselves, in id order (void left out).
-pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut stack: Vec<TypeId> = roots.to_vec();
-    while let Some(id) = stack.pop() {
-        if id.0 == 0 || !seen.insert(id) {
-            continue;
-        }
-        let Some(t) = btf.get(id) else { continue };
-        let mut refs: Vec<u32> = Vec::new();
-        match t.kind() {
-            Kind::Ptr
-            | Kind::Const
-            | Kind::Volatile
-            | Kind::Restrict
-            | Kind::Typedef
-            | Kind::TypeTag
-            | Kind::Func
-            | Kind::Var
-            | Kind::DeclTag => refs.push(t.type_id().0),
-            Kind::Array => {
-                let (e, i, _) = t.array();
-                refs.extend([e.0, i.0]);
-            }
-            Kind::Struct | Kind::Union => refs.extend(t.triples().map(|[_, ty, _]| ty)),
-            Kind::FuncProto => {
-                refs.push(t.type_id().0);
-                refs.extend(t.pairs().map(|[_, ty]| ty));
-            }
-            Kind::Datasec => refs.extend(t.triples().map(|[ty, _, _]| ty)),
-            _ => {}
-        }
-        stack.extend(refs.into_iter().map(TypeId));
-    }
-    seen.into_iter().collect()
 }

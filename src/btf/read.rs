@@ -166,19 +166,17 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
     if h.type_off as u64 + h.type_len as u64 > h.str_off as u64 {
         return Err(ReadError::Overlap);
     }
-    if let Some(b) = &base {
-        if b.endian() != h.endian {
-            return Err(ReadError::EndianMismatch {
-                split: h.endian,
-                base: b.endian(),
-            });
-        }
+    if let Some(b) = &base
+        && b.endian() != h.endian
+    {
+        return Err(ReadError::EndianMismatch {
+            split: h.endian,
+            base: b.endian(),
+        });
     }
     let strs = &data[s0 as usize..(s0 + h.str_len as u64) as usize];
-    if base.is_none() {
-        if strs.first() != Some(&0) {
-            return Err(ReadError::StringsNoLeadingNul);
-        }
+    if base.is_none() && strs.first() != Some(&0) {
+        return Err(ReadError::StringsNoLeadingNul);
     }
     if !strs.is_empty() && strs.last() != Some(&0) {
         return Err(ReadError::StringsNoTrailingNul);

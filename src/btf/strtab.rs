@@ -132,20 +132,20 @@ impl StrTab {
 
     /// Offset of `s` in the base (split only) or in this table, if present.
     pub fn find(&self, s: &[u8]) -> Option<u32> {
-        if let Some(b) = &self.base {
-            if let Some(o) = b.strtab().find(s) {
-                return Some(o);
-            }
+        if let Some(b) = &self.base
+            && let Some(o) = b.strtab().find(s)
+        {
+            return Some(o);
         }
         self.find_own(s)
     }
 
     /// libbpf's `btf__add_str`: base first (split), then own table, else append.
     pub fn intern(&mut self, s: &[u8]) -> u32 {
-        if let Some(b) = &self.base {
-            if let Some(o) = b.strtab().find(s) {
-                return o;
-            }
+        if let Some(b) = &self.base
+            && let Some(o) = b.strtab().find(s)
+        {
+            return o;
         }
         let h = self.hasher.hash_one(s);
         self.index();

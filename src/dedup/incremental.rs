@@ -182,10 +182,10 @@ impl Incremental {
         if !ok {
             return self.stop(why);
         }
-        if btf.offsets_deferred() {
-            if let Err(why) = self.stub_unreachable(btf, from, new_end) {
-                self.stop(why);
-            }
+        if btf.offsets_deferred()
+            && let Err(why) = self.stub_unreachable(btf, from, new_end)
+        {
+            self.stop(why);
         }
     }
 

@@ -790,7 +790,8 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
     // fix-ups (id and offset of ids in a block begun before their stretch)
     // and VAR/DATASEC ids; None if a record does not fit or the stretch
     // does not end where the next begins
-    let out: Vec<Option<(Vec<(u32, u32)>, Vec<u32>)>> = jobs
+    type Stretch = Option<(Vec<(u32, u32)>, Vec<u32>)>;
+    let out: Vec<Stretch> = jobs
         .into_par_iter()
         .zip(
             starts
@@ -2143,7 +2144,7 @@ mod tests {
                 ids_checked,
                 ..Options::default()
             };
-            let e = dedup(&b, &o).err().expect("refused");
+            let e = dedup(&b, &o).expect_err("refused");
             assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
         }
     }
@@ -2184,7 +2185,7 @@ mod tests {
         // a reference past the last type is refused, not followed
         let mut bad = deferred_copy(&b);
         bad.push_words(&[0, crate::btf::make_info(Kind::Ptr, false, 0), 999]);
-        let e = dedup_owned(bad, &Options::default()).err().expect("refused");
+        let e = dedup_owned(bad, &Options::default()).expect_err("refused");
         assert!(matches!(e, DedupError::Invalid { .. }), "{e}");
         // the lowest malformed id is the one reported: a bad reference
         // before a record that runs past the end

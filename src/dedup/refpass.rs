@@ -651,7 +651,7 @@ mod tests {
             let p = b.type_count() + 1;
             b.begin(Kind::FuncProto, b"", p + 1, false);
             b.push_param(b"y", TypeId(p + 2));
-            b.add_ref(Kind::Const, refs[(refs.len() - 1 - rnd(4) as usize).max(0)]);
+            b.add_ref(Kind::Const, refs[refs.len() - 1 - rnd(4) as usize]);
             b.add_ref(Kind::Ptr, refs[rnd(refs.len() as u32) as usize]);
         }
         b

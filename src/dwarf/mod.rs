@@ -1314,9 +1314,9 @@ impl<'a, 'd> Decoder<'a, 'd> {
                             }
                             continue;
                         }
-                        Role::Var => {
+                        Role::Var
                             // Only CU-level DW_TAG_variable can become a VAR.
-                            if parent == Ctx::Root && tag == dw::DW_TAG_variable {
+                            if parent == Ctx::Root && tag == dw::DW_TAG_variable => {
                                 let addr = match &attrs.location {
                                     Some(AttributeValue::Exprloc(e)) => self.first_addr(&unit, e.0.slice()),
                                     Some(AttributeValue::Block(b)) => self.first_addr(&unit, b.slice()),
@@ -1354,7 +1354,6 @@ impl<'a, 'd> Decoder<'a, 'd> {
                                 }
                                 continue;
                             }
-                        }
                         Role::Namespace => ctx = Ctx::Namespace,
                         _ => {}
                     }
@@ -1399,46 +1398,40 @@ impl<'a, 'd> Decoder<'a, 'd> {
     ) {
         let value = || self.string(unit, &attrs.const_value);
         match parent {
-            Ctx::Pointer => {
-                if self.opts.type_tag && name == b"btf_type_tag" {
-                    let f = stack.last_mut().unwrap();
-                    let s = Slot {
-                        tag: DW_TAG_LLVM_ANNOTATION,
-                        die,
-                        uoff,
-                        name: value(),
-                        spec: NONE,
-                        ty: f.last_tag,
-                        size: 0,
-                        encoding: 0,
-                        declaration: false,
-                        varargs: false,
-                        nelems: 0,
-                        kids: 0,
-                        nkids: 0,
-                        annots: 0,
-                        nannots: 0,
-                    };
-                    f.last_tag = uoff;
-                    place(cu, s);
-                }
+            Ctx::Pointer if self.opts.type_tag && name == b"btf_type_tag" => {
+                let f = stack.last_mut().unwrap();
+                let s = Slot {
+                    tag: DW_TAG_LLVM_ANNOTATION,
+                    die,
+                    uoff,
+                    name: value(),
+                    spec: NONE,
+                    ty: f.last_tag,
+                    size: 0,
+                    encoding: 0,
+                    declaration: false,
+                    varargs: false,
+                    nelems: 0,
+                    kids: 0,
+                    nkids: 0,
+                    annots: 0,
+                    nannots: 0,
+                };
+                f.last_tag = uoff;
+                place(cu, s);
             }
-            Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var => {
-                if self.opts.decl_tag && name == b"btf_decl_tag" {
-                    s_annots.push(Annot {
-                        value: value(),
-                        component: -1,
-                    });
-                }
+            Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var if self.opts.decl_tag && name == b"btf_decl_tag" => {
+                s_annots.push(Annot {
+                    value: value(),
+                    component: -1,
+                });
             }
-            Ctx::Member | Ctx::FParam => {
-                if self.opts.decl_tag && name == b"btf_decl_tag" {
-                    let comp = stack.last().unwrap().component;
-                    s_annots.push(Annot {
-                        value: value(),
-                        component: comp,
-                    });
-                }
+            Ctx::Member | Ctx::FParam if self.opts.decl_tag && name == b"btf_decl_tag" => {
+                let comp = stack.last().unwrap().component;
+                s_annots.push(Annot {
+                    value: value(),
+                    component: comp,
+                });
             }
             _ => {}
         }

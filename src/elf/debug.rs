@@ -417,16 +417,16 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
 
     let load_section = |sec: object::read::elf::ElfSection<'a, '_, H, &'a [u8]>| -> Result<Cow<'a, [u8]>> {
         let sec_name = sec.name().unwrap_or("?").to_string();
-        if let Some((off, size)) = sec.file_range() {
-            if off.checked_add(size).is_none_or(|end| end > f.data().len() as u64) {
-                return Err(Error::elf(
-                    path,
-                    format!(
-                        "section {sec_name}: contents [{off:#x}, +{size:#x}) reach past the end of the file ({} bytes)",
-                        f.data().len()
-                    ),
-                ));
-            }
+        if let Some((off, size)) = sec.file_range()
+            && off.checked_add(size).is_none_or(|end| end > f.data().len() as u64)
+        {
+            return Err(Error::elf(
+                path,
+                format!(
+                    "section {sec_name}: contents [{off:#x}, +{size:#x}) reach past the end of the file ({} bytes)",
+                    f.data().len()
+                ),
+            ));
         }
         let packed = sec.compressed_data().map_err(|err| {
             Error::elf(

@@ -150,7 +150,7 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     if shstrndx == SHN_XINDEX {
         shstrndx = l.get(sec0, "link");
     }
-    let table_len = shnum.checked_mul(es).unwrap_or(usize::MAX);
+    let table_len = shnum.saturating_mul(es);
     if shnum == 0 || shoff.checked_add(table_len).is_none_or(|e| e > data.len()) {
         return Err(ElfWriteError::ShdrsOutOfFile {
             off: shoff as u64,

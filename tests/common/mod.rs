@@ -98,7 +98,7 @@ pub fn read_manifest(path: &Path) -> Vec<std::collections::HashMap<String, Strin
 }
 
 pub fn unhex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd hex length");
+    assert!(s.len().is_multiple_of(2), "odd hex length");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))
