@@ -760,9 +760,11 @@ struct Attrs<'a> {
     /// References by type signature (DW_FORM_ref_sig8, DW_AT_signature)
     /// left unresolved.
     type_unit_refs: u8,
-    /// The `.debug_info` offsets signature references were resolved to
-    /// (`Decoder::type_units`), and the skeleton's own (DW_AT_signature).
-    pulled: smallvec::SmallVec<[u64; 2]>,
+    /// Which of `ty`, `origin`, `spec`, `signature` (bits 0-3) were resolved
+    /// from a type signature (`Decoder::type_units`): the offsets to read
+    /// the type units at.
+    resolved: u8,
+    /// The skeleton's type (DW_AT_signature), resolved.
     signature: Option<u64>,
 }
 
@@ -791,7 +793,7 @@ impl Default for Attrs<'_> {
             location: None,
             language: None,
             type_unit_refs: 0,
-            pulled: smallvec::SmallVec::new(),
+            resolved: 0,
             signature: None,
         }
     }
@@ -1097,7 +1099,14 @@ impl<'a, 'd> Decoder<'a, 'd> {
                 | Role::Namespace => {
                     self.read_attrs(&unit, &mut entries, abbrev, &mut attrs, cu_off, die, refs, base)?;
                     cu.type_unit_refs += attrs.type_unit_refs as u64;
-                    cu.type_unit_pulls.extend_from_slice(&attrs.pulled);
+                    if attrs.resolved != 0 {
+                        let fields = [attrs.ty, attrs.origin, attrs.spec, attrs.signature.unwrap_or(ABSENT)];
+                        let resolved = fields
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| attrs.resolved & (1 << i) != 0);
+                        cu.type_unit_pulls.extend(resolved.map(|(_, &at)| at));
+                    }
                     let bad_ref = |o: u64| {
                         self.err(
                             cu_off,
@@ -1618,13 +1627,25 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
                 a.type_unit_refs += 1;
                 return;
             };
-            a.pulled.push(at);
-            match field {
-                Field::Type => a.ty = at,
-                Field::Origin => a.origin = at,
-                Field::Spec => a.spec = at,
-                _ => a.signature = Some(at),
-            }
+            let bit = match field {
+                Field::Type => {
+                    a.ty = at;
+                    0
+                }
+                Field::Origin => {
+                    a.origin = at;
+                    1
+                }
+                Field::Spec => {
+                    a.spec = at;
+                    2
+                }
+                _ => {
+                    a.signature = Some(at);
+                    3
+                }
+            };
+            a.resolved |= 1 << bit;
             return;
         }
         let refs = self.refs;
