@@ -67,6 +67,14 @@ pub enum CDumpError {
 
 type Result<T> = std::result::Result<T, CDumpError>;
 
+/// The kinds `--filter` finds by name.
+fn is_named_kind(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 | Kind::Typedef | Kind::Int | Kind::Float | Kind::Fwd
+    )
+}
+
 fn did_you_mean(near: &[String]) -> String {
     if near.is_empty() {
         String::new()
@@ -81,19 +89,7 @@ fn closest_names(btf: &Btf, name: &str) -> Vec<String> {
     let mut scored: Vec<(usize, String)> = Vec::new();
     for id in 1..=btf.type_count() {
         let t = btf.ty(TypeId(id));
-        if t.name_off().0 == 0
-            || !matches!(
-                t.kind(),
-                Kind::Struct
-                    | Kind::Union
-                    | Kind::Enum
-                    | Kind::Enum64
-                    | Kind::Typedef
-                    | Kind::Int
-                    | Kind::Float
-                    | Kind::Fwd
-            )
-        {
+        if t.name_off().0 == 0 || !is_named_kind(t.kind()) {
             continue;
         }
         let Some(n) = btf.str_at(t.name_off()).and_then(|n| std::str::from_utf8(n).ok()) else {
@@ -185,18 +181,7 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
     for id in 1..=btf.type_count() {
         let t = btf.ty(TypeId(id));
         let k = t.kind();
-        let named_kind = matches!(
-            k,
-            Kind::Struct
-                | Kind::Union
-                | Kind::Enum
-                | Kind::Enum64
-                | Kind::Typedef
-                | Kind::Int
-                | Kind::Float
-                | Kind::Fwd
-        );
-        if !named_kind || t.name_off().0 == 0 || !kind_ok(k, &t) {
+        if !is_named_kind(k) || t.name_off().0 == 0 || !kind_ok(k, &t) {
             continue;
         }
         if btf.str_at(t.name_off()) == Some(bare) {

@@ -76,6 +76,13 @@ impl<'a> DebugSections<'a> {
         ]
     }
 
+    /// These sections, borrowed, with `info` as `.debug_info`.
+    pub fn with_info(&self, info: Vec<u8>) -> DebugSections<'_> {
+        let mut secs = self.in_order().map(|c| Cow::Borrowed(&c[..]));
+        secs[0] = Cow::Owned(info);
+        DebugSections::from_order(secs)
+    }
+
     /// The sections from their contents in [`LOADED`] order.
     pub fn from_order(secs: [Cow<'a, [u8]>; 11]) -> DebugSections<'a> {
         let [

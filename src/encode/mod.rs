@@ -637,23 +637,7 @@ pub fn encode_elf_with(
     let sections = if resolve && !elf.grouped_info.is_empty() {
         let mut info = elf.debug.info.to_vec();
         elf.grouped_info.iter().for_each(|g| info.extend_from_slice(g));
-        fn b(c: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-            std::borrow::Cow::Borrowed(c)
-        }
-        let d = &elf.debug;
-        joined_sections = crate::elf::debug::DebugSections {
-            info: std::borrow::Cow::Owned(info),
-            abbrev: b(&d.abbrev),
-            str: b(&d.str),
-            line: b(&d.line),
-            line_str: b(&d.line_str),
-            str_offsets: b(&d.str_offsets),
-            addr: b(&d.addr),
-            loc: b(&d.loc),
-            loclists: b(&d.loclists),
-            ranges: b(&d.ranges),
-            rnglists: b(&d.rnglists),
-        };
+        joined_sections = elf.debug.with_info(info);
         &joined_sections
     } else {
         &elf.debug
