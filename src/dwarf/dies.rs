@@ -493,7 +493,7 @@ impl<'a> Dies<'a> {
     }
 
     /// Skips all attributes of a DIE.
-    #[inline]
+    #[inline(always)]
     pub(super) fn skip(&mut self, a: Abbrev) -> Res<()> {
         let mut i = a.skip as usize;
         loop {
@@ -796,7 +796,7 @@ impl<'a> Dies<'a> {
         Ok(EndianSlice::new(s, self.endian))
     }
 
-    #[inline]
+    #[inline(always)]
     fn uleb(&mut self) -> Res<u64> {
         let Some(&b) = self.data.get(self.pos) else {
             return Err(self.eof());
