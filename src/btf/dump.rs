@@ -6,14 +6,17 @@ use std::io::{self, Write};
 
 use super::{Btf, Kind, StrOff, Type, TypeId};
 
+/// A name as bpftool shows it: `(anon)` for none, `(invalid)` for an
+/// offset outside the string section.
+fn name_bytes(btf: &Btf, off: StrOff) -> &[u8] {
+    match off.0 {
+        0 => b"(anon)",
+        _ => btf.str_at(off).unwrap_or(b"(invalid)"),
+    }
+}
+
 fn name_or_anon(btf: &Btf, off: StrOff) -> String {
-    if off.0 == 0 {
-        return "(anon)".to_string();
-    }
-    match btf.str_at(off) {
-        Some(s) => String::from_utf8_lossy(s).into_owned(),
-        None => "(invalid)".to_string(),
-    }
+    String::from_utf8_lossy(name_bytes(btf, off)).into_owned()
 }
 
 fn int_enc(e: u32) -> &'static str {
@@ -189,10 +192,7 @@ fn json_str(out: &mut impl Write, s: &[u8]) -> io::Result<()> {
 
 /// A type's name as bpftool shows it (`(anon)`, `(invalid)`), JSON-quoted.
 fn json_name(out: &mut impl Write, btf: &Btf, off: u32) -> io::Result<()> {
-    match off {
-        0 => json_str(out, b"(anon)"),
-        _ => json_str(out, btf.str_at(StrOff(off)).unwrap_or(b"(invalid)")),
-    }
+    json_str(out, name_bytes(btf, StrOff(off)))
 }
 
 /// One type as bpftool's `btf dump file X -j` writes it: an object with

@@ -989,31 +989,9 @@ pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
         if id.0 == 0 || !seen.insert(id) {
             continue;
         }
-        let Some(t) = btf.get(id) else { continue };
-        let mut refs: Vec<u32> = Vec::new();
-        match t.kind() {
-            Kind::Ptr
-            | Kind::Const
-            | Kind::Volatile
-            | Kind::Restrict
-            | Kind::Typedef
-            | Kind::TypeTag
-            | Kind::Func
-            | Kind::Var
-            | Kind::DeclTag => refs.push(t.type_id().0),
-            Kind::Array => {
-                let (e, i, _) = t.array();
-                refs.extend([e.0, i.0]);
-            }
-            Kind::Struct | Kind::Union => refs.extend(t.triples().map(|[_, ty, _]| ty)),
-            Kind::FuncProto => {
-                refs.push(t.type_id().0);
-                refs.extend(t.pairs().map(|[_, ty]| ty));
-            }
-            Kind::Datasec => refs.extend(t.triples().map(|[ty, _, _]| ty)),
-            _ => {}
+        if let Some(t) = btf.get(id) {
+            Btf::for_each_type_ref(t.words, |r| stack.push(TypeId(r)));
         }
-        stack.extend(refs.into_iter().map(TypeId));
     }
     seen.into_iter().collect()
 }

@@ -217,6 +217,23 @@ fn read_abbrev(r: &mut R<'_>, specs: &mut Vec<Spec>) -> Res<Option<(u64, DwTag, 
     Ok(Some((code, tag, has_children)))
 }
 
+/// Whether the abbreviation table at `at` in `debug_abbrev` declares an
+/// attribute in `form` (whether or not a DIE uses it); a table that cannot
+/// be read counts as not declaring it.
+pub(super) fn table_declares_form(debug_abbrev: R<'_>, at: usize, form: DwForm) -> bool {
+    let mut r = debug_abbrev;
+    if gimli::Reader::skip(&mut r, at).is_err() {
+        return false;
+    }
+    let mut specs = Vec::new();
+    while let Ok(Some(_)) = read_abbrev(&mut r, &mut specs) {
+        if specs.iter().any(|s| s.1 == form) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether the abbreviation of `header`'s root DIE has an attribute that
 /// sets one of the bases gimli's `Unit` keeps (string offsets, addresses,
 /// location and range lists, the DWO id). Reads the table only up to that

@@ -542,35 +542,13 @@ pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHea
 /// the abbreviation). A table that cannot be read counts as having none;
 /// decoding reports the damage.
 pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>]) -> bool {
-    use gimli::Reader;
+    let mut tables: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
+    tables.sort_unstable();
+    tables.dedup();
     let section = *d.debug_abbrev.reader();
-    let mut seen: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    let table_has_ref_addr = |at: usize| -> gimli::Result<bool> {
-        let mut r = section;
-        r.skip(at)?;
-        loop {
-            if r.is_empty() || r.read_uleb128()? == 0 {
-                return Ok(false);
-            }
-            r.read_uleb128()?; // tag
-            r.read_u8()?; // children
-            loop {
-                let (name, form) = (r.read_uleb128()?, r.read_uleb128()?);
-                if name == 0 && form == 0 {
-                    break;
-                }
-                if form == dw::DW_FORM_implicit_const.0 as u64 {
-                    r.read_sleb128()?;
-                }
-                if form == dw::DW_FORM_ref_addr.0 as u64 {
-                    return Ok(true);
-                }
-            }
-        }
-    };
-    seen.into_iter().any(|at| table_has_ref_addr(at).unwrap_or(false))
+    tables
+        .into_iter()
+        .any(|at| dies::table_declares_form(section, at, dw::DW_FORM_ref_addr))
 }
 
 /// Where DIE `die` (a `.debug_info` offset) comes from in the source, for
@@ -848,7 +826,7 @@ impl TypeUnits {
                 } => (type_signature.0, type_offset.0),
                 _ => continue,
             };
-            let unit = unit_offset(h);
+            let unit = h.offset().0 as u64;
             t.by_sig.entry(sig).or_insert(unit + off as u64);
             t.units.push((unit, i));
         }
@@ -866,15 +844,6 @@ impl TypeUnits {
         let i = self.units.partition_point(|u| u.0 <= off);
         i.checked_sub(1).map(|i| self.units[i].1)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.units.is_empty()
-    }
-}
-
-/// The `.debug_info` offset of `h`'s unit.
-pub fn unit_offset(h: &gimli::UnitHeader<R<'_>>) -> u64 {
-    h.offset().0 as u64
 }
 
 impl<'a, 'd> Decoder<'a, 'd> {

@@ -500,34 +500,12 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         Ok(Cow::Owned(buf))
     };
 
-    let load = |name: &str| -> Result<Cow<'a, [u8]>> {
-        match debug_section(path, f, name)? {
-            Some(sec) => load_section(sec),
-            None => Ok(Cow::Borrowed(&[])),
-        }
-    };
-    let mut loaded = Vec::with_capacity(LOADED.len());
-    for name in LOADED {
-        loaded.push(load(name)?);
-    }
-    // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
-    // type units in a relocatable object, one per COMDAT group. The
-    // reference passes them over; `--type-units=resolve` reads them.
-    let mut grouped_info = Vec::new();
-    let mut grouped_types = false;
-    for sec in f.sections() {
-        let grouped = sec.elf_section_header().sh_flags(e).0 & SHF_GROUP != 0;
-        match sec.name() {
-            Ok(".debug_info") if grouped => grouped_info.push(load_section(sec)?),
-            Ok(".debug_types") if grouped => grouped_types = true,
-            _ => {}
-        }
-    }
+    let found = find_debug_sections(path, f)?;
     // DWARF 4 type units outside section groups (a linked executable's):
     // the reference loads them as a unit of their own and then crashes
     // (SIGSEGV in v1.31), writing nothing; its behaviour is not something
     // to reproduce, so the file is refused.
-    if debug_section(path, f, ".debug_types")?.is_some_and(|s| s.size() > 0) {
+    if found.types.as_ref().is_some_and(|s| s.size() > 0) {
         return Err(Error::unsupported(
             path,
             ".debug_types: DWARF 4 type units (-fdebug-types-section) in a linked file: the reference \
@@ -535,6 +513,22 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
              (--type-units=resolve reads DWARF 5 type units only)",
         ));
     }
+    let mut loaded = Vec::with_capacity(LOADED.len());
+    for sec in found.loaded {
+        loaded.push(match sec {
+            Some(sec) => load_section(sec)?,
+            None => Cow::Borrowed(&[][..]),
+        });
+    }
+    // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
+    // type units in a relocatable object, one per COMDAT group. The
+    // reference passes them over; `--type-units=resolve` reads them.
+    let grouped_info = found
+        .grouped_info
+        .into_iter()
+        .map(load_section)
+        .collect::<Result<Vec<_>>>()?;
+    let grouped_types = found.grouped_types;
     let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
     let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
     Ok(ElfInfo {
@@ -557,30 +551,54 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
 
 const SHF_GROUP: u64 = 0x200;
 
-/// The debug section named `name` (or its `.zdebug_` form), as the
+/// A file's debug sections as the reference's DWARF reader picks them, in
+/// one pass over the section table.
+struct FoundSections<'d, 'f, H: FileHeader<Endian = object::Endianness>> {
+    /// Those of [`LOADED`], in that order.
+    loaded: Vec<Option<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>>,
+    /// `.debug_types` outside section groups.
+    types: Option<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>,
+    /// `.debug_info` sections inside section groups, in section order.
+    grouped_info: Vec<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>,
+    grouped_types: bool,
+}
+
+/// Each debug section by its name (or its `.zdebug_` form), as the
 /// reference's DWARF reader picks it: sections in a section group (the
 /// COMDAT type units of `-fdebug-types-section` objects) are not part of the
-/// file's own debug info and are passed over. Two such sections outside
-/// groups are an error: which one holds the DWARF cannot be told, and
-/// reading one of them would quietly drop the other.
-fn debug_section<'d, 'f, H: FileHeader<Endian = object::Endianness>>(
+/// file's own debug info and are passed over (and kept apart for
+/// `--type-units=resolve`). Two sections of one name outside groups are an
+/// error: which one holds the DWARF cannot be told, and reading one of them
+/// would quietly drop the other.
+fn find_debug_sections<'d, 'f, H: FileHeader<Endian = object::Endianness>>(
     path: &Path,
     f: &'f ElfFile<'d, H, &'d [u8]>,
-    name: &str,
-) -> Result<Option<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>> {
-    let zname = name.strip_prefix(".debug_").map(|rest| format!(".zdebug_{rest}"));
-    let mut found = None;
+) -> Result<FoundSections<'d, 'f, H>> {
+    const TYPES: usize = LOADED.len();
+    let mut own: Vec<Option<object::read::elf::ElfSection<'d, 'f, H, &'d [u8]>>> = (0..=TYPES).map(|_| None).collect();
+    let (mut grouped_info, mut grouped_types) = (Vec::new(), false);
     for sec in f.sections() {
         let Ok(n) = sec.name() else { continue };
-        if n != name && zname.as_deref() != Some(n) {
+        let plain = match n.strip_prefix(".zdebug_") {
+            Some(rest) => format!(".debug_{rest}"),
+            None => n.to_string(),
+        };
+        let Some(slot) = LOADED
+            .iter()
+            .position(|l| *l == plain)
+            .or((plain == ".debug_types").then_some(TYPES))
+        else {
+            continue;
+        };
+        if sec.elf_section_header().sh_flags(f.endian()).0 & SHF_GROUP != 0 {
+            match slot {
+                0 => grouped_info.push(sec),
+                TYPES => grouped_types = true,
+                _ => {}
+            }
             continue;
         }
-        let flags: u64 = sec.elf_section_header().sh_flags(f.endian()).0;
-        if flags & SHF_GROUP != 0 {
-            continue;
-        }
-        if let Some(first) = &found {
-            let first: &object::read::elf::ElfSection<'d, 'f, H, &'d [u8]> = first;
+        if let Some(first) = &own[slot] {
             return Err(Error::elf(
                 path,
                 format!(
@@ -591,9 +609,15 @@ fn debug_section<'d, 'f, H: FileHeader<Endian = object::Endianness>>(
                 ),
             ));
         }
-        found = Some(sec);
+        own[slot] = Some(sec);
     }
-    Ok(found)
+    let types = own.pop().flatten();
+    Ok(FoundSections {
+        loaded: own,
+        types,
+        grouped_info,
+        grouped_types,
+    })
 }
 
 /// The contents of a possibly compressed section. The header's size is only

@@ -647,6 +647,7 @@ pub fn encode_elf_with(
         path: path.to_path_buf(),
         msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m),
     })?;
+    let type_units = resolve.then(|| dwarf::TypeUnits::index(&headers));
     let decoder = Decoder {
         dwarf: &dw,
         opts: dwarf::DecodeOpts {
@@ -655,16 +656,7 @@ pub fn encode_elf_with(
             regs: crate::funcs::loc::RegParams::for_machine(elf.machine),
         },
         endian,
-        type_units: None,
-    };
-    let type_units = if resolve {
-        dwarf::TypeUnits::index(&headers)
-    } else {
-        dwarf::TypeUnits::default()
-    };
-    let decoder = Decoder {
-        type_units: resolve.then_some(&type_units),
-        ..decoder
+        type_units: type_units.as_ref(),
     };
     let lctx_features = opts.features;
     // The reference reads an LTO file as one unit: the kernel's LTO note
@@ -747,6 +739,11 @@ pub fn encode_elf_with(
         },
     };
     let keep = |l: u16, name: &[u8]| lang.keeps(l) && !cu_exclude.is_some_and(|p| name.starts_with(p));
+    // what a decoded unit adds to the run's counts
+    let count = |cu: &dwarf::Cu<'_>| {
+        dies.fetch_add(cu.dies, Ordering::Relaxed);
+        type_unit_refs.fetch_add(cu.type_unit_refs, Ordering::Relaxed);
+    };
     // The merged mode: every unit decoded (in parallel) as a part of one,
     // the parts appended in file order, and that one unit encoded.
     let merged_work = |r: std::ops::Range<usize>| -> Item<'_> {
@@ -780,8 +777,7 @@ pub fn encode_elf_with(
                         let Some(part) = part.map_err(decode_err)? else {
                             continue;
                         };
-                        dies.fetch_add(part.dies, Ordering::Relaxed);
-                        type_unit_refs.fetch_add(part.type_unit_refs, Ordering::Relaxed);
+                        count(&part);
                         match &mut one {
                             None => one = Some(part),
                             Some(cu) => cu.append(part),
@@ -815,8 +811,7 @@ pub fn encode_elf_with(
                 }
                 .map_err(decode_err)?;
                 if let Some(cu) = &cu {
-                    dies.fetch_add(cu.dies, Ordering::Relaxed);
-                    type_unit_refs.fetch_add(cu.type_unit_refs, Ordering::Relaxed);
+                    count(cu);
                 }
                 match cu {
                     Some(cu) if cu.kind == dwarf::UnitKind::Normal => {
