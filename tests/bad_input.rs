@@ -15,9 +15,11 @@ fn fixture() -> Vec<u8> {
     std::fs::read(corpus_file(FIXTURE)).unwrap()
 }
 
-/// Encodes `bytes` (written as `name`) and checks the failure shape.
-fn expect_failure(name: &str, bytes: &[u8], must_mention: &[&str]) {
-    let dir = scratch(&format!("bad-{name}"));
+/// Writes `bytes` as `name` in a fresh scratch folder (`tag`-`name`) and
+/// runs `btfkit pahole -J` on it with a detached output there: the run,
+/// the folder, the input and the output paths.
+fn pahole_on(tag: &str, name: &str, bytes: &[u8]) -> (std::process::Output, PathBuf, PathBuf, PathBuf) {
+    let dir = scratch(&format!("{tag}-{name}"));
     let input = dir.join(name);
     std::fs::write(&input, bytes).unwrap();
     let out = dir.join("out.btf");
@@ -27,6 +29,12 @@ fn expect_failure(name: &str, bytes: &[u8], must_mention: &[&str]) {
         &format!("--btf_encode_detached={}", s(&out)),
         &s(&input),
     ]);
+    (r, dir, input, out)
+}
+
+/// Encodes `bytes` (written as `name`) and checks the failure shape.
+fn expect_failure(name: &str, bytes: &[u8], must_mention: &[&str]) {
+    let (r, dir, input, out) = pahole_on("bad", name, bytes);
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(
         r.status.code(),
@@ -186,18 +194,9 @@ fn with_lto_note(mut data: Vec<u8>, value: u32) -> Vec<u8> {
     data
 }
 
-/// Encodes `bytes` (written as `name`) with the kernel profile; the output.
+/// Encodes `bytes` (written as `name`) with pahole's default features; the output.
 fn encode_ok(name: &str, bytes: &[u8]) -> Vec<u8> {
-    let dir = scratch(&format!("ok-{name}"));
-    let input = dir.join(name);
-    std::fs::write(&input, bytes).unwrap();
-    let out = dir.join("out.btf");
-    let r = run(&[
-        "pahole",
-        "-J",
-        &format!("--btf_encode_detached={}", s(&out)),
-        &s(&input),
-    ]);
+    let (r, dir, _, out) = pahole_on("ok", name, bytes);
     assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
     let b = std::fs::read(&out).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
