@@ -34,7 +34,7 @@ pub struct Args {
     pub no_dedup: bool,
     /// Run dedup's first passes while later CUs are still being decoded,
     /// cutting the structs they will not compare again down to stubs
-    /// (standalone BTF; the default from -j2 on; figures in PERF.md).
+    /// (standalone BTF; the default from -j2 on; figures in docs/perf-history.md).
     #[arg(long, conflicts_with_all = ["no_dedup", "no_early_dedup"])]
     pub early_dedup: bool,
     /// Dedup the whole BTF after the last CU, even from -j2 on.
