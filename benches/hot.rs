@@ -57,7 +57,7 @@ fn dwarf_decode(c: &mut Criterion) {
         opts: DecodeOpts {
             type_tag: true,
             decl_tag: true,
-            regs: btfkit::funcs::loc::RegParams::for_machine(elf.machine),
+            regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine),
         },
         endian,
         type_units: None,

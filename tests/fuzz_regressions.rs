@@ -55,8 +55,8 @@ fn btf_read_regressions() {
 /// fixture's own (variables and functions need the real ELF, so they are off).
 #[test]
 fn dwarf_cu_input_encodes_like_its_fixture() {
-    use btfkit::dwarf::fuzz_input;
     use btfkit::elf::debug::ElfInfo;
+    use btfkit::encode::fuzz_input;
     use btfkit::encode::{Options, encode_elf};
     let mut opts = Options::default();
     opts.features.var = false;
@@ -88,7 +88,7 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
 
 #[test]
 fn dwarf_cu_regressions() {
-    replay("dwarf_cu", |_, data| btfkit::dwarf::fuzz_input::check(data));
+    replay("dwarf_cu", |_, data| btfkit::encode::fuzz_input::check(data));
 }
 
 #[test]

@@ -18,7 +18,7 @@ use gimli::{AttributeValue, DwTag, EndianSlice, RunTimeEndian, Section, UnitOffs
 use crate::elf::debug::DebugSections;
 
 mod dies;
-pub mod fuzz_input;
+pub mod loc;
 
 use dies::{Dies, Field, ReadError, Value};
 
@@ -132,7 +132,7 @@ pub struct FParam<'a> {
     pub ty: u32,
     pub has_type: bool,
     pub origin: u32,
-    /// Location facts (`funcs::record::param_facts`), for register parameters.
+    /// Location facts (`loc::param_facts`), for register parameters.
     pub facts: u8,
 }
 
@@ -421,7 +421,7 @@ pub struct DecodeOpts {
     pub type_tag: bool,
     pub decl_tag: bool,
     /// The ABI's register parameters (location analysis of parameters).
-    pub regs: crate::funcs::loc::RegParams,
+    pub regs: loc::RegParams,
 }
 
 /// Builds the gimli view of the sections.
@@ -879,10 +879,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
     fn param_facts(&self, unit: &gimli::Unit<R<'a>>, index: usize, attrs: &Attrs<'a>) -> u8 {
         let expected = self.opts.regs.expected(index);
         let actual = match (expected, &attrs.location) {
-            (Some(e), Some(v)) => Some(crate::funcs::loc::loc_reg_in_unit(self.dwarf, unit, v, e)),
+            (Some(e), Some(v)) => Some(loc::loc_reg_in_unit(self.dwarf, unit, v, e)),
             _ => None,
         };
-        crate::funcs::record::param_facts(expected, actual, attrs.const_value.is_some())
+        loc::param_facts(expected, actual, attrs.const_value.is_some())
     }
 
     /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.
@@ -1938,7 +1938,7 @@ mod tests {
             opts: DecodeOpts {
                 type_tag: true,
                 decl_tag: true,
-                regs: crate::funcs::loc::RegParams::for_machine(0),
+                regs: loc::RegParams::for_machine(0),
             },
             endian: RunTimeEndian::Little,
             type_units: None,

@@ -17,6 +17,7 @@ use crate::elf::debug::ElfInfo;
 use crate::funcs::FuncStates;
 
 mod funcflags;
+pub use funcflags::function_flags;
 
 pub struct Ctx<'e, 'a> {
     pub features: Features,
@@ -1594,8 +1595,8 @@ mod tests {
     /// function from the register rule; no location means optimized.
     #[test]
     fn recording_time_flags() {
+        use crate::dwarf::loc::fact::{HAS_LOC, UNEXPECTED_REG as F_UNEXPECTED};
         use crate::funcs::flags::{OPTIMIZED_PARMS, UNEXPECTED_REG};
-        use crate::funcs::record::fact::{HAS_LOC, UNEXPECTED_REG as F_UNEXPECTED};
         let mut c = cu();
         int(&mut c, 0x5, b"int", 4, 5);
         add(&mut c, slot(gimli::DW_TAG_structure_type, 0x6, b"S", NONE, 8));

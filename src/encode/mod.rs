@@ -11,6 +11,8 @@
 //! sees CUs in `.debug_info` order, so the bytes never depend on `-j`.
 
 pub mod features;
+pub mod fuzz_input;
+pub use local::function_flags;
 pub mod lang;
 mod local;
 mod offmap;
@@ -653,7 +655,7 @@ pub fn encode_elf_with(
         opts: dwarf::DecodeOpts {
             type_tag: opts.features.type_tag,
             decl_tag: opts.features.decl_tag,
-            regs: crate::funcs::loc::RegParams::for_machine(elf.machine),
+            regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
         },
         endian,
         type_units: type_units.as_ref(),

@@ -4,19 +4,13 @@
 //!
 //! * [`FuncStates`]: the saved-state arena. One per CU while recording (on any
 //!   thread), appended to the run-wide one in CU order.
-//! * [`loc`]: the parameter location ("register") analysis over DWARF
-//!   location expressions and lists, and the per-`e_machine` register table.
 //! * [`packed`]: packed-struct inference for `uncertain_parm_loc`.
 //! * [`combine`]: sort, combine, decide and emit.
 //! * [`kfuncs`]: kfunc marks from `.BTF_ids`.
-//! * [`record`]: per-parameter location facts, their propagation to abstract
-//!   origins, and a function's recording-time flags.
 
 pub mod combine;
 pub mod kfuncs;
-pub mod loc;
 pub mod packed;
-pub mod record;
 
 use thiserror::Error;
 

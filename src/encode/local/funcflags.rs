@@ -6,10 +6,10 @@ use gimli::constants as dw;
 
 use super::Enc;
 use crate::btf;
+use crate::dwarf::loc::{RegParams, fact};
 use crate::dwarf::{Func, NONE};
-use crate::funcs::loc::RegParams;
 use crate::funcs::packed::{Align, Layouts, MemberLayout, PackedCache, RawMember};
-use crate::funcs::{flags, packed, record};
+use crate::funcs::{flags, packed};
 
 fn is_agg(t: gimli::DwTag) -> bool {
     matches!(
@@ -53,7 +53,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
                     && p.origin != NONE
                     && let Ok(j) = by_off.binary_search_by_key(&p.origin, |e| e.0)
                 {
-                    record::propagate(&mut facts, i, by_off[j].1 as usize);
+                    crate::dwarf::loc::propagate(&mut facts, i, by_off[j].1 as usize);
                 }
             }
         }
@@ -84,7 +84,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             false
         };
         let range = fun.params as usize..(fun.params + fun.nparams) as usize;
-        let mut out = record::function_flags(range.map(|i| self.facts[i]), || {
+        let mut out = function_flags(range.map(|i| self.facts[i]), || {
             params.iter().any(|&(_, ty)| is_struct(ty))
         });
         let named_struct = |ty: u32| {
@@ -170,4 +170,56 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
         l.push(is_struct_tag(sl.tag), sl.size as u32, &ms);
     }
     (l, agg_of)
+}
+
+/// `OPTIMIZED_PARMS` if some parameter is optimized or has no location;
+/// `UNEXPECTED_REG` if some parameter has an unexpected register and no
+/// parameter's type is a struct (`DW_TAG_structure_type` behind `const` and
+/// typedefs; asked lazily through `has_struct_param`).
+pub fn function_flags(params: impl IntoIterator<Item = u8>, has_struct_param: impl FnOnce() -> bool) -> u8 {
+    let mut out = 0;
+    let mut unexpected = false;
+    for f in params {
+        if f & fact::OPTIMIZED != 0 || f & fact::HAS_LOC == 0 {
+            out |= flags::OPTIMIZED_PARMS;
+        }
+        unexpected |= f & fact::UNEXPECTED_REG != 0;
+    }
+    if unexpected && !has_struct_param() {
+        out |= flags::UNEXPECTED_REG;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_level_flags() {
+        let ok = fact::HAS_LOC;
+        let unexp = fact::HAS_LOC | fact::UNEXPECTED_REG;
+        assert_eq!(
+            function_flags([ok, ok], || unreachable!("only asked with an unexpected register")),
+            0
+        );
+        assert_eq!(function_flags([ok, unexp], || false), flags::UNEXPECTED_REG);
+        // A struct parameter anywhere exempts the function.
+        assert_eq!(function_flags([ok, unexp], || true), 0);
+        // A parameter with no location (e.g. the 7th on x86-64) → optimized.
+        assert_eq!(function_flags([ok, 0], || false), flags::OPTIMIZED_PARMS);
+        assert_eq!(
+            function_flags([fact::OPTIMIZED | fact::HAS_LOC, unexp], || false),
+            flags::OPTIMIZED_PARMS | flags::UNEXPECTED_REG
+        );
+        // No parameters: nothing.
+        assert_eq!(function_flags([], || false), 0);
+    }
+
+    #[test]
+    fn a_parameter_without_location_counts_as_optimized() {
+        // Without propagation the abstract instance would count as optimized.
+        assert_eq!(function_flags([0u8, 0], || false), flags::OPTIMIZED_PARMS);
+        assert_eq!(function_flags([fact::HAS_LOC], || false), 0);
+    }
 }

@@ -307,6 +307,78 @@ pub fn loc_reg_in_unit<R: Reader>(
     loc_reg(value, &dwarf.locations, unit.encoding(), unit.loclists_base, expected)
 }
 
+// Per-parameter facts (encoding-funcs-vars.md §3.3 "Propagation"): what
+// the recording rules read of a parameter's location.
+
+/// Location facts of one parameter DIE.
+pub mod fact {
+    pub const HAS_LOC: u8 = 1;
+    pub const OPTIMIZED: u8 = 2;
+    pub const UNEXPECTED_REG: u8 = 4;
+}
+
+/// Facts of a parameter: `expected` is `RegParams::expected(index)` (`None`
+/// past the register parameters: nothing is analysed, so no location is
+/// recorded either), `location` the [`loc_reg`] of its
+/// `DW_AT_location` if it has one.
+pub fn param_facts(expected: Option<i32>, location: Option<i32>, has_const_value: bool) -> u8 {
+    let Some(expected) = expected else { return 0 };
+    let p = ParamLoc::classify(location, has_const_value, expected);
+    (if p.has_loc { fact::HAS_LOC } else { 0 })
+        | (if p.optimized { fact::OPTIMIZED } else { 0 })
+        | (if p.unexpected_reg { fact::UNEXPECTED_REG } else { 0 })
+}
+
+/// A parameter resolved through its abstract origin shares what it knows:
+/// each fact set on it is set on the origin (never cleared).
+pub fn propagate(facts: &mut [u8], param: usize, origin: usize) {
+    let f = facts[param];
+    facts[origin] |= f;
+}
+
+#[cfg(test)]
+mod fact_tests {
+    use super::*;
+
+    #[test]
+    fn facts_per_parameter() {
+        let x86 = RegParams::for_machine(62);
+        // rdi where rdi is expected.
+        assert_eq!(param_facts(x86.expected(0), Some(0x55), false), fact::HAS_LOC);
+        // b arriving in rdi (clang drop_first): unexpected.
+        assert_eq!(
+            param_facts(x86.expected(1), Some(0x55), false),
+            fact::HAS_LOC | fact::UNEXPECTED_REG
+        );
+        // On the stack: optimized.
+        assert_eq!(
+            param_facts(x86.expected(2), Some(NO_REG), false),
+            fact::HAS_LOC | fact::OPTIMIZED
+        );
+        // Constant value, no location: optimized.
+        assert_eq!(param_facts(x86.expected(0), None, true), fact::OPTIMIZED);
+        // Past the register parameters: nothing recorded, even with a location.
+        assert_eq!(param_facts(x86.expected(6), Some(0x55), true), 0);
+        // i386: nothing analysed at all.
+        assert_eq!(param_facts(RegParams::for_machine(3).expected(0), Some(0x50), false), 0);
+    }
+
+    #[test]
+    fn abstract_instance_inherits_from_concrete() {
+        // Param 0, 1 of the abstract instance (no location), param 2, 3 of
+        // the concrete one pointing at them.
+        let mut facts = vec![0, 0, fact::HAS_LOC, fact::HAS_LOC | fact::UNEXPECTED_REG];
+        propagate(&mut facts, 2, 0);
+        propagate(&mut facts, 3, 1);
+        assert_eq!(facts[0], fact::HAS_LOC);
+        assert_eq!(facts[1], fact::HAS_LOC | fact::UNEXPECTED_REG);
+        // Never cleared.
+        let mut facts = vec![fact::HAS_LOC | fact::OPTIMIZED, 0];
+        propagate(&mut facts, 1, 0);
+        assert_eq!(facts[0], fact::HAS_LOC | fact::OPTIMIZED);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,11 +13,11 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use super::{Options, encode_elf, features::FEATURE_NAMES};
 use crate::btf::{self, Endian};
 use crate::elf::debug::{DebugSections, LOADED};
 use crate::elf::debug::{ElfInfo, SHT_PROGBITS, SectionInfo};
 use crate::elf::functab::{FuncTable, func_key};
-use crate::encode::{Options, encode_elf, features::FEATURE_NAMES};
 
 /// Sections of the header: the debug sections in `elf::debug::LOADED`
 /// order, then the symbol names.
