@@ -1,0 +1,353 @@
+//! The decoded unit: flat columns of plain records, references as unit
+//! offsets until the encoder resolves them to core ids.
+
+use gimli::{DwTag, constants as dw};
+
+use super::NONE;
+
+/// One placed type (core id = index + 1).
+#[derive(Clone, Debug)]
+pub struct Slot<'a> {
+    pub tag: DwTag,
+    /// Section offset of the DIE (for messages).
+    pub die: u64,
+    /// Unit offset of the DIE (for reference resolution).
+    pub uoff: u32,
+    pub name: &'a [u8],
+    pub spec: u32,
+    pub ty: u32,
+    pub size: u64,
+    pub encoding: u8,
+    pub declaration: bool,
+    pub varargs: bool,
+    pub nelems: u32,
+    /// Members, enumerators or params: range in the matching column.
+    pub kids: u32,
+    pub nkids: u32,
+    /// Decl-tag annotations: range in `annots`.
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Member<'a> {
+    pub name: &'a [u8],
+    pub ty: u32,
+    /// Index + 1 of the member's bitfield attributes in `Cu::member_bits`
+    /// (0: it has none; see [`Cu::bits`]).
+    pub bits: u32,
+    pub die: u64,
+    /// DW_AT_data_member_location in bytes (`None` if absent).
+    pub loc: Option<u64>,
+}
+
+/// The attributes only bitfield members carry, kept apart from [`Member`]:
+/// members are two fifths of a kernel's DIEs and each is copied twice while
+/// decoding, and these four would make a member 112 bytes instead of 48.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemberBits {
+    pub data_bit_offset: Option<u64>,
+    pub bit_size: Option<u64>,
+    pub byte_size: Option<u64>,
+    pub bit_offset: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Enumerator<'a> {
+    pub name: &'a [u8],
+    pub value: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Param<'a> {
+    pub name: &'a [u8],
+    pub ty: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Annot<'a> {
+    pub value: &'a [u8],
+    pub component: i32,
+}
+
+/// A formal parameter of a subprogram.
+#[derive(Clone, Debug)]
+pub struct FParam<'a> {
+    pub uoff: u32,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub has_type: bool,
+    pub origin: u32,
+    /// Location facts (`loc::param_facts`), for register parameters.
+    pub facts: u8,
+}
+
+/// A DW_TAG_subprogram, in the reference's functions-table order (nested
+/// subprograms before their parent).
+#[derive(Clone, Debug)]
+pub struct Func<'a> {
+    pub uoff: u32,
+    pub die: u64,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub has_type: bool,
+    pub origin: u32,
+    pub spec: u32,
+    pub declaration: bool,
+    pub varargs: bool,
+    pub params: u32,
+    pub nparams: u32,
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// A CU-level DW_TAG_variable.
+#[derive(Clone, Debug)]
+pub struct Var<'a> {
+    pub uoff: u32,
+    pub die: u64,
+    pub name: &'a [u8],
+    pub ty: u32,
+    pub spec: u32,
+    pub declaration: bool,
+    pub external: bool,
+    pub artificial: bool,
+    pub addr: Option<u64>,
+    pub annots: u32,
+    pub nannots: u32,
+}
+
+/// What the reference does with a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitKind {
+    Normal,
+    /// Partial or skeleton unit: contributes nothing.
+    Ignored,
+}
+
+/// One decoded CU.
+#[derive(Debug)]
+pub struct Cu<'a> {
+    pub offset: u64,
+    pub language: u16,
+    pub name: &'a [u8],
+    pub kind: UnitKind,
+    pub address_size: u8,
+    pub slots: Vec<Slot<'a>>,
+    pub members: Vec<Member<'a>>,
+    /// Bitfield attributes of members (`Member::bits`).
+    pub member_bits: Vec<MemberBits>,
+    pub enumerators: Vec<Enumerator<'a>>,
+    pub params: Vec<Param<'a>>,
+    pub annots: Vec<Annot<'a>>,
+    pub funcs: Vec<Func<'a>>,
+    pub fparams: Vec<FParam<'a>>,
+    pub vars: Vec<Var<'a>>,
+    /// (unit offset, core id), sorted by offset: reference resolution.
+    pub index: Vec<(u32, u32)>,
+    /// Per 2^BUCKET_SHIFT bytes of unit offset, the first `index` position at
+    /// or past it (built with [`Cu::build_buckets`]; empty = binary search).
+    /// Type references resolve in a step or two instead of a 13-step binary
+    /// search with a cache miss per step, which was 4 % of an encode.
+    pub buckets: Vec<u32>,
+    /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
+    pub has_nested_unspecified: bool,
+    /// DIEs read (null entries not counted).
+    pub dies: u64,
+    /// References to types in DWARF type units (DW_FORM_ref_sig8, and the
+    /// DW_AT_signature of gcc's skeleton types). The reference resolves
+    /// none of them: such a reference is void, a skeleton an empty
+    /// anonymous struct. Counted so that the loss can be reported.
+    pub type_unit_refs: u64,
+    /// `.debug_info` offsets that resolved signature references point to
+    /// (in type units this unit must be decoded with).
+    pub type_unit_pulls: Vec<u64>,
+    /// Skeleton types (offset) standing for a type-unit type (its offset),
+    /// made references by [`Cu::finish_parts`].
+    pub aliases: Vec<(u32, u32)>,
+}
+
+/// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
+/// in memory, a few index entries per bucket at most.
+const BUCKET_SHIFT: u32 = 5;
+
+impl<'a> Cu<'a> {
+    /// An empty unit at section offset `offset`, its columns sized for a
+    /// unit of `unit_len` bytes.
+    pub fn new(offset: u64, address_size: u8, unit_len: usize) -> Cu<'a> {
+        Cu {
+            offset,
+            language: 0,
+            name: b"",
+            kind: UnitKind::Normal,
+            address_size,
+            // Sized from the unit length so that the columns rarely grow:
+            // on the 6.12 vmlinux nine CUs in ten have at least one slot per
+            // 36 bytes of unit, a member per 21, an enumerator per 127, a
+            // parameter per 109, a function per 228, a function parameter
+            // per 166, a variable per 123 and bitfield attributes per 433
+            // (the members' sizing at a 28th made most CUs copy the column
+            // once: 0.3 G instructions).
+            slots: Vec::with_capacity(unit_len / 34),
+            members: Vec::with_capacity(unit_len / 19),
+            member_bits: Vec::with_capacity(unit_len / 400),
+            enumerators: Vec::with_capacity(unit_len / 120),
+            params: Vec::with_capacity(unit_len / 100),
+            annots: Vec::new(),
+            funcs: Vec::with_capacity(unit_len / 200),
+            fparams: Vec::with_capacity(unit_len / 150),
+            vars: Vec::with_capacity(unit_len / 120),
+            index: Vec::with_capacity(unit_len / 34),
+            buckets: Vec::new(),
+            has_nested_unspecified: false,
+            dies: 0,
+            type_unit_refs: 0,
+            type_unit_pulls: Vec::new(),
+            aliases: Vec::new(),
+        }
+    }
+
+    /// Appends `next`, another part of a merged unit (both decoded by
+    /// [`Decoder::decode_merged_part`]): its core ids continue this unit's
+    /// and its ranges move with the columns, as if one unit had been
+    /// decoded. [`Cu::finish_parts`] makes the whole ready for look-ups once
+    /// the last part is in.
+    pub fn append(&mut self, next: Cu<'a>) {
+        let shift = |v: u32, by: usize| v + by as u32;
+        let cores = self.slots.len();
+        let (members, enumerators, params) = (self.members.len(), self.enumerators.len(), self.params.len());
+        let (annots, fparams, bits) = (self.annots.len(), self.fparams.len(), self.member_bits.len());
+        self.slots.extend(next.slots.into_iter().map(|mut s| {
+            match s.tag {
+                dw::DW_TAG_structure_type
+                | dw::DW_TAG_class_type
+                | dw::DW_TAG_union_type
+                | dw::DW_TAG_interface_type => {
+                    s.kids = shift(s.kids, members);
+                    s.annots = shift(s.annots, annots);
+                }
+                dw::DW_TAG_enumeration_type => s.kids = shift(s.kids, enumerators),
+                dw::DW_TAG_subroutine_type => s.kids = shift(s.kids, params),
+                dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => s.annots = shift(s.annots, annots),
+                // arrays count their dimensions in `nkids`; other kinds have no ranges
+                _ => {}
+            }
+            s
+        }));
+        self.members.extend(next.members.into_iter().map(|mut m| {
+            if m.bits != 0 {
+                m.bits = shift(m.bits, bits);
+            }
+            m
+        }));
+        self.member_bits.extend(next.member_bits);
+        self.enumerators.extend(next.enumerators);
+        self.params.extend(next.params);
+        self.annots.extend(next.annots);
+        self.funcs.extend(next.funcs.into_iter().map(|mut f| {
+            f.params = shift(f.params, fparams);
+            f.annots = shift(f.annots, annots);
+            f
+        }));
+        self.fparams.extend(next.fparams);
+        self.vars.extend(next.vars.into_iter().map(|mut v| {
+            v.annots = shift(v.annots, annots);
+            v
+        }));
+        self.index
+            .extend(next.index.into_iter().map(|(off, core)| (off, shift(core, cores))));
+        self.buckets.clear();
+        self.has_nested_unspecified |= next.has_nested_unspecified;
+        self.dies += next.dies;
+        self.type_unit_refs += next.type_unit_refs;
+        self.type_unit_pulls.extend(next.type_unit_pulls);
+        self.aliases.extend(next.aliases);
+    }
+
+    /// Makes the appended parts one unit for look-ups: the reference index
+    /// sorted (parts may come in any order), each skeleton's offset made to
+    /// resolve to the core id of the type it stands for (a skeleton of a
+    /// type that placed nothing stays void), the buckets built.
+    pub fn finish_parts(&mut self) {
+        self.index.sort_unstable_by_key(|e| e.0);
+        self.build_buckets();
+        if self.aliases.is_empty() {
+            return;
+        }
+        let extra: Vec<(u32, u32)> = self
+            .aliases
+            .iter()
+            .filter_map(|&(off, target)| Some((off, Some(self.core(target)).filter(|&c| c != 0)?)))
+            .collect();
+        self.index.extend(extra);
+        self.index.sort_unstable_by_key(|e| e.0);
+        self.build_buckets();
+    }
+
+    /// Keeps a member's bitfield attributes; the value for `Member::bits`
+    /// (0 when it has none, as most members).
+    pub fn add_member_bits(&mut self, b: MemberBits) -> u32 {
+        if b.data_bit_offset.is_none() && b.bit_size.is_none() && b.byte_size.is_none() && b.bit_offset.is_none() {
+            return 0;
+        }
+        self.member_bits.push(b);
+        self.member_bits.len() as u32
+    }
+
+    /// Core id of the type at unit offset `off` (0 = void / not placed).
+    #[inline]
+    pub fn core(&self, off: u32) -> u32 {
+        if off == NONE {
+            return 0;
+        }
+        let Some(&first) = self.buckets.get((off >> BUCKET_SHIFT) as usize) else {
+            return self.core_searched(off);
+        };
+        for &(o, core) in &self.index[first as usize..] {
+            if o >= off {
+                return if o == off { core } else { 0 };
+            }
+        }
+        0
+    }
+
+    pub(super) fn core_searched(&self, off: u32) -> u32 {
+        match self.index.binary_search_by_key(&off, |e| e.0) {
+            Ok(i) => self.index[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Fills `buckets` from the sorted `index`.
+    pub fn build_buckets(&mut self) {
+        let n = self.index.last().map_or(0, |e| (e.0 >> BUCKET_SHIFT) as usize + 1);
+        self.buckets.clear();
+        self.buckets.reserve_exact(n);
+        let mut i = 0;
+        for b in 0..n {
+            let lo = (b as u32) << BUCKET_SHIFT;
+            // stops at the last entry at the latest: its offset is >= lo
+            while self.index[i].0 < lo {
+                i += 1;
+            }
+            self.buckets.push(i as u32);
+        }
+    }
+    /// The bitfield attributes of `m` (all `None` for most members).
+    #[inline]
+    pub fn bits(&self, m: &Member<'_>) -> MemberBits {
+        match m.bits {
+            0 => MemberBits::default(),
+            i => self.member_bits[i as usize - 1],
+        }
+    }
+
+    #[inline]
+    pub fn slot(&self, core: u32) -> Option<&Slot<'a>> {
+        if core == 0 {
+            None
+        } else {
+            self.slots.get(core as usize - 1)
+        }
+    }
+}
