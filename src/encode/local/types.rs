@@ -89,59 +89,11 @@ impl<'a> Enc<'_, '_, 'a> {
         core
     }
 
+    /// The record of the type in slot `core` (none for an unspecified type).
     pub(super) fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
-        let f = &self.ctx.features;
-        let cu = self.cu;
-        let r = |off: u32| cu.core(off);
+        let r = |off: u32| self.cu.core(off);
         match s.tag {
-            dw::DW_TAG_base_type => {
-                let enc = s.encoding;
-                let signed = enc == ATE_SIGNED || enc == ATE_SIGNED_CHAR;
-                let boolean = enc == ATE_BOOLEAN;
-                let mut encoding = 0;
-                if signed {
-                    encoding = btf::INT_SIGNED;
-                } else if boolean {
-                    encoding = btf::INT_BOOL;
-                } else if f.float && enc == ATE_FLOAT {
-                    if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
-                        return Err(self.unsupported(
-                            s.die,
-                            format!(
-                                "DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size",
-                                String::from_utf8_lossy(nm(s.name)),
-                                s.size
-                            ),
-                        ));
-                    }
-                    let n = o.s(s.name);
-                    o.rec(&[n, make_info(Kind::Float, false, 0), s.size as u32]);
-                    return Ok(());
-                } else if f.float && (enc == ATE_COMPLEX_FLOAT || enc == ATE_IMAGINARY_FLOAT) {
-                    return Err(self.unsupported(
-                        s.die,
-                        "DW_TAG_base_type: complex, interval and imaginary float types are not supported (BTF has no kind for them)".into(),
-                    ));
-                }
-                let size = s.size;
-                if size == 0 || !size.is_power_of_two() || size > 16 {
-                    let n = o.s(b"__SANITIZED_FAKE_INT__");
-                    o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
-                } else {
-                    if name_empty(s.name) {
-                        return Err(
-                            self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into())
-                        );
-                    }
-                    let n = o.s(s.name);
-                    o.rec(&[
-                        n,
-                        make_info(Kind::Int, false, 0),
-                        size as u32,
-                        (encoding << 24) | (size as u32 * 8),
-                    ]);
-                }
-            }
+            dw::DW_TAG_base_type => return self.base_type(o, s),
             dw::DW_TAG_pointer_type => o.rec(&[0, make_info(Kind::Ptr, false, 0), r(s.ty)]),
             dw::DW_TAG_const_type => o.rec(&[0, make_info(Kind::Const, false, 0), r(s.ty)]),
             dw::DW_TAG_volatile_type => o.rec(&[0, make_info(Kind::Volatile, false, 0), r(s.ty)]),
@@ -155,128 +107,14 @@ impl<'a> Enc<'_, '_, 'a> {
                 o.rec(&[n, make_info(Kind::Typedef, false, 0), r(s.ty)]);
             }
             dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type => {
-                let union = s.tag == dw::DW_TAG_union_type;
-                let name = self.type_name(s);
-                if s.declaration {
-                    if name_empty(name) {
-                        return Err(self.unsupported(
-                            s.die,
-                            format!("{} declaration without a name: BTF FWD needs one", s.tag),
-                        ));
-                    }
-                    let n = o.s(name);
-                    o.rec(&[n, make_info(Kind::Fwd, union, 0), 0]);
-                    return Ok(());
-                }
-                let n = o.s(name);
-                let kind = if union { Kind::Union } else { Kind::Struct };
-                o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
-                let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
-                // Rust CUs: members in offset order, as the reference sorts them
-                let order: Option<smallvec::SmallVec<[u32; 32]>> = (cu.language == DW_LANG_RUST).then(|| {
-                    let mut order: smallvec::SmallVec<[u32; 32]> = (0..members.len() as u32).collect();
-                    order.sort_by_key(|&i| {
-                        let m = &members[i as usize];
-                        match cu.bits(m).data_bit_offset {
-                            Some(_) => self.member_bit_offset(m).0 / 8,
-                            None => m.loc.unwrap_or(0) as u32,
-                        }
-                    });
-                    order
-                });
-                let placed = match &order {
-                    None => self.emit_members(o, members.iter(), union),
-                    Some(order) => self.emit_members(o, order.iter().map(|&i| &members[i as usize]), union),
-                };
-                if !placed {
-                    return Err(self.member_error(members, order.as_deref(), union, s.die));
-                }
+                return self.struct_or_union(o, s);
             }
-            dw::DW_TAG_enumeration_type => {
-                let name = self.type_name(s);
-                let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
-                let bytes = size_bits / 8;
-                if !matches!(bytes, 1 | 2 | 4 | 8) {
-                    return Err(self.unsupported(
-                        s.die,
-                        format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes"),
-                    ));
-                }
-                let n = o.s(name);
-                let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
-                if f.enum64 && bytes > 4 {
-                    let signed = cu.slot(r(s.ty)).is_some_and(|t| {
-                        t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
-                    });
-                    o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
-                    let keep = kept_entries(enums.len());
-                    for (pos, e) in enums.iter().enumerate() {
-                        if name_empty(e.name) {
-                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
-                        }
-                        let en = o.s(e.name);
-                        o.bump_vlen();
-                        if pos < keep {
-                            o.o.words
-                                .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
-                        }
-                    }
-                } else {
-                    o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
-                    let keep = kept_entries(enums.len());
-                    for (pos, e) in enums.iter().enumerate() {
-                        if name_empty(e.name) {
-                            return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
-                        }
-                        let v = if f.enum64 {
-                            e.value as i64
-                        } else {
-                            e.value as u32 as i64
-                        };
-                        if v < i32::MIN as i64 || v > u32::MAX as i64 {
-                            return Err(self.unsupported(
-                                s.die,
-                                format!(
-                                    "DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum",
-                                    String::from_utf8_lossy(nm(e.name))
-                                ),
-                            ));
-                        }
-                        let en = o.s(e.name);
-                        o.bump_vlen();
-                        if v < 0 {
-                            o.set_kflag();
-                        }
-                        if pos < keep {
-                            o.o.words.extend_from_slice(&[en, v as u32]);
-                        }
-                    }
-                }
-            }
+            dw::DW_TAG_enumeration_type => return self.enumeration(o, s),
             dw::DW_TAG_array_type => {
                 o.o.has_arrays = true;
                 o.rec(&[0, make_info(Kind::Array, false, 0), 0, r(s.ty), 0, s.nelems]);
             }
-            dw::DW_TAG_subroutine_type => {
-                o.rec(&[0, make_info(Kind::FuncProto, false, 0), r(s.ty)]);
-                let keep = kept_entries(s.nkids as usize + s.varargs as usize);
-                for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize]
-                    .iter()
-                    .enumerate()
-                {
-                    let pn = o.s(p.name);
-                    o.bump_vlen();
-                    if pos < keep {
-                        o.o.words.extend_from_slice(&[pn, r(p.ty)]);
-                    }
-                }
-                if s.varargs {
-                    o.bump_vlen();
-                    if (s.nkids as usize) < keep {
-                        o.o.words.extend_from_slice(&[0, 0]);
-                    }
-                }
-            }
+            dw::DW_TAG_subroutine_type => self.func_proto(o, s),
             DW_TAG_LLVM_ANNOTATION => {
                 if name_empty(s.name) {
                     return Err(self.unsupported(s.die, "btf_type_tag annotation without a value".into()));
@@ -293,5 +131,187 @@ impl<'a> Enc<'_, '_, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// INT or FLOAT; an INT of a size BTF cannot hold becomes the
+    /// reference's sanitized 4-byte stand-in.
+    fn base_type(&self, o: &mut Out<'a>, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let f = &self.ctx.features;
+        let enc = s.encoding;
+        let signed = enc == ATE_SIGNED || enc == ATE_SIGNED_CHAR;
+        let boolean = enc == ATE_BOOLEAN;
+        let mut encoding = 0;
+        if signed {
+            encoding = btf::INT_SIGNED;
+        } else if boolean {
+            encoding = btf::INT_BOOL;
+        } else if f.float && enc == ATE_FLOAT {
+            if !matches!(s.size, 2 | 4 | 8 | 12 | 16) {
+                return Err(self.unsupported(
+                    s.die,
+                    format!(
+                        "DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size",
+                        String::from_utf8_lossy(nm(s.name)),
+                        s.size
+                    ),
+                ));
+            }
+            let n = o.s(s.name);
+            o.rec(&[n, make_info(Kind::Float, false, 0), s.size as u32]);
+            return Ok(());
+        } else if f.float && (enc == ATE_COMPLEX_FLOAT || enc == ATE_IMAGINARY_FLOAT) {
+            return Err(self.unsupported(
+                s.die,
+                "DW_TAG_base_type: complex, interval and imaginary float types are not supported (BTF has no kind for them)".into(),
+            ));
+        }
+        let size = s.size;
+        if size == 0 || !size.is_power_of_two() || size > 16 {
+            let n = o.s(b"__SANITIZED_FAKE_INT__");
+            o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
+        } else {
+            if name_empty(s.name) {
+                return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
+            }
+            let n = o.s(s.name);
+            o.rec(&[
+                n,
+                make_info(Kind::Int, false, 0),
+                size as u32,
+                (encoding << 24) | (size as u32 * 8),
+            ]);
+        }
+        Ok(())
+    }
+
+    /// STRUCT or UNION with its members, or FWD for a declaration.
+    fn struct_or_union(&self, o: &mut Out<'a>, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let cu = self.cu;
+        let union = s.tag == dw::DW_TAG_union_type;
+        let name = self.type_name(s);
+        if s.declaration {
+            if name_empty(name) {
+                return Err(self.unsupported(
+                    s.die,
+                    format!("{} declaration without a name: BTF FWD needs one", s.tag),
+                ));
+            }
+            let n = o.s(name);
+            o.rec(&[n, make_info(Kind::Fwd, union, 0), 0]);
+            return Ok(());
+        }
+        let n = o.s(name);
+        let kind = if union { Kind::Union } else { Kind::Struct };
+        o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
+        let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
+        // Rust CUs: members in offset order, as the reference sorts them
+        let order: Option<smallvec::SmallVec<[u32; 32]>> = (cu.language == DW_LANG_RUST).then(|| {
+            let mut order: smallvec::SmallVec<[u32; 32]> = (0..members.len() as u32).collect();
+            order.sort_by_key(|&i| {
+                let m = &members[i as usize];
+                match cu.bits(m).data_bit_offset {
+                    Some(_) => self.member_bit_offset(m).0 / 8,
+                    None => m.loc.unwrap_or(0) as u32,
+                }
+            });
+            order
+        });
+        let placed = match &order {
+            None => self.emit_members(o, members.iter(), union),
+            Some(order) => self.emit_members(o, order.iter().map(|&i| &members[i as usize]), union),
+        };
+        if !placed {
+            return Err(self.member_error(members, order.as_deref(), union, s.die));
+        }
+        Ok(())
+    }
+
+    /// ENUM, or ENUM64 for an 8-byte enum when the feature is on.
+    fn enumeration(&self, o: &mut Out<'a>, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let f = &self.ctx.features;
+        let cu = self.cu;
+        let name = self.type_name(s);
+        let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
+        let bytes = size_bits / 8;
+        if !matches!(bytes, 1 | 2 | 4 | 8) {
+            return Err(self.unsupported(
+                s.die,
+                format!("DW_TAG_enumeration_type of size {bytes}: BTF enums are 1, 2, 4 or 8 bytes"),
+            ));
+        }
+        let n = o.s(name);
+        let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
+        if f.enum64 && bytes > 4 {
+            let signed = cu.slot(cu.core(s.ty)).is_some_and(|t| {
+                t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
+            });
+            o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
+            let keep = kept_entries(enums.len());
+            for (pos, e) in enums.iter().enumerate() {
+                if name_empty(e.name) {
+                    return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                }
+                let en = o.s(e.name);
+                o.bump_vlen();
+                if pos < keep {
+                    o.o.words
+                        .extend_from_slice(&[en, e.value as u32, (e.value >> 32) as u32]);
+                }
+            }
+        } else {
+            o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
+            let keep = kept_entries(enums.len());
+            for (pos, e) in enums.iter().enumerate() {
+                if name_empty(e.name) {
+                    return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
+                }
+                let v = if f.enum64 {
+                    e.value as i64
+                } else {
+                    e.value as u32 as i64
+                };
+                if v < i32::MIN as i64 || v > u32::MAX as i64 {
+                    return Err(self.unsupported(
+                        s.die,
+                        format!(
+                            "DW_TAG_enumerator `{}` value {v} does not fit a 4-byte BTF enum",
+                            String::from_utf8_lossy(nm(e.name))
+                        ),
+                    ));
+                }
+                let en = o.s(e.name);
+                o.bump_vlen();
+                if v < 0 {
+                    o.set_kflag();
+                }
+                if pos < keep {
+                    o.o.words.extend_from_slice(&[en, v as u32]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// FUNC_PROTO with its parameters (varargs as a last, empty one).
+    fn func_proto(&self, o: &mut Out<'a>, s: &Slot<'a>) {
+        let cu = self.cu;
+        o.rec(&[0, make_info(Kind::FuncProto, false, 0), cu.core(s.ty)]);
+        let keep = kept_entries(s.nkids as usize + s.varargs as usize);
+        for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize]
+            .iter()
+            .enumerate()
+        {
+            let pn = o.s(p.name);
+            o.bump_vlen();
+            if pos < keep {
+                o.o.words.extend_from_slice(&[pn, cu.core(p.ty)]);
+            }
+        }
+        if s.varargs {
+            o.bump_vlen();
+            if (s.nkids as usize) < keep {
+                o.o.words.extend_from_slice(&[0, 0]);
+            }
+        }
     }
 }
