@@ -1,0 +1,213 @@
+//! The per-CU (parallel) half of the encoder: one decoded CU → BTF records
+//! with CU-local references (core ids) and CU-local names (indices into the
+//! CU's string list, in first-use order).
+
+use std::path::{Path, PathBuf};
+
+use gimli::constants as dw;
+use hashbrown::HashMap;
+
+use super::EncodeError;
+use super::features::Features;
+use crate::btf::{self, Kind, make_info};
+use crate::dwarf::{Cu, NONE, nm};
+use crate::elf::debug::ElfInfo;
+use crate::funcs::FuncStates;
+
+mod funcflags;
+mod funcs;
+mod members;
+mod out;
+mod typeloop;
+mod types;
+mod vars;
+
+pub use funcflags::function_flags;
+use funcs::record_functions;
+use out::{OFF_MAP, Out, finish};
+use typeloop::{NO_EDGES, down_flags, type_loop};
+pub use vars::VAR_REF_MARKER;
+use vars::encode_vars;
+
+pub struct Ctx<'e, 'a> {
+    pub features: Features,
+    pub elf: &'e ElfInfo<'a>,
+    pub path: &'e Path,
+    /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
+    pub str_cache: &'e super::strcache::StrCache,
+}
+
+/// A VAR record of the CU and where it goes in a DATASEC.
+#[derive(Clone, Copy, Debug)]
+pub struct VarOut {
+    pub record: u32,
+    pub section: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// One CU's records, ready for the in-order merge.
+pub struct CuOut<'a> {
+    pub words: Vec<u32>,
+    pub offs: Vec<u32>,
+    /// The first `n_types` records are the CU's types; then decl tags and VARs.
+    pub n_types: usize,
+    pub has_arrays: bool,
+    pub strs: Vec<&'a [u8]>,
+    /// Per local string: its `.debug_str` offset, or `NONE` (inline or
+    /// synthesized). Lets the merge skip hashing strings it has seen.
+    pub strs_off: Vec<u32>,
+    /// Per local string: its BTF offset if the merge already knew it when
+    /// this CU was encoded, else 0.
+    pub strs_known: Vec<u32>,
+    /// Local strings first used by the type records.
+    pub strs_in_types: u32,
+    pub int_core: Option<u32>,
+    /// Slots including slot 0.
+    pub nslots: u32,
+    /// A nested DW_TAG_unspecified_type holds a core id but emits nothing,
+    /// so the CU's later ids are shifted (as in the reference).
+    pub shifted_ids: bool,
+    /// Section offset of the CU (for messages).
+    pub cu_offset: u64,
+    pub vars: Vec<VarOut>,
+    /// Saved function states with CU-local ids (core ids, local string indices).
+    pub funcs: FuncStates,
+}
+
+struct Enc<'c, 'e, 'a> {
+    ctx: &'c Ctx<'e, 'a>,
+    cu: &'c Cu<'a>,
+}
+
+impl<'a> Enc<'_, '_, 'a> {
+    fn unsupported(&self, die: u64, msg: String) -> EncodeError {
+        // The source place, read again from the DWARF on this error path.
+        let elf = self.ctx.elf;
+        let endian = match elf.endian {
+            btf::Endian::Little => gimli::RunTimeEndian::Little,
+            btf::Endian::Big => gimli::RunTimeEndian::Big,
+        };
+        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), die)
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
+        EncodeError::Unsupported {
+            path: self.path(),
+            msg: format!("{msg} at DIE {die:#x} (CU {:#x}){context}", self.cu.offset),
+        }
+    }
+    fn path(&self) -> PathBuf {
+        self.ctx.path.to_path_buf()
+    }
+}
+
+/// How many of `n` members, enumerators or parameters a record keeps. BTF's
+/// vlen is 16 bits: the reference (libbpf) counts on with it wrapping, and
+/// its compaction after dedup keeps the first `vlen` entries, so past 65535
+/// it keeps `n mod 65536` (names of the others still go into the string
+/// section). Writing only those here keeps the pre-dedup BTF valid too.
+pub(crate) fn kept_entries(n: usize) -> usize {
+    n % 65536
+}
+
+/// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.
+#[inline]
+fn name_empty(s: &[u8]) -> bool {
+    s.first().is_none_or(|&b| b == 0)
+}
+
+pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
+    let enc = Enc { ctx, cu };
+    let mut o = Out {
+        o: CuOut {
+            words: Vec::with_capacity(
+                cu.slots.len() * 4
+                    + cu.members.len() * 3
+                    + cu.params.len() * 2
+                    + cu.enumerators.len() * 3
+                    + cu.annots.len() * 4,
+            ),
+            offs: Vec::with_capacity(cu.slots.len()),
+            n_types: 0,
+            has_arrays: false,
+            // one string per slot and per two members: the median CU of the
+            // vmlinux has 0.97 of that, nine in ten at most 1.14
+            strs: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
+            strs_off: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
+            strs_known: Vec::new(),
+            strs_in_types: 0,
+            int_core: None,
+            nslots: cu.slots.len() as u32 + 1,
+            shifted_ids: cu.has_nested_unspecified,
+            cu_offset: cu.offset,
+            vars: Vec::new(),
+            funcs: FuncStates::default(),
+        },
+        ids: HashMap::new(),
+        by_off: OFF_MAP.with(|m| {
+            let mut m = m.take();
+            m.start(cu.slots.len() + cu.members.len() / 2);
+            m
+        }),
+        str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
+    };
+    // Core id -> where in `o.o.words` the record it emitted starts (NONE:
+    // none), noted while the record is hot (a gather afterwards was 2 % of
+    // an encode without dedup).
+    let mut rec_at = vec![NONE; cu.slots.len() + 1];
+    let mut down = vec![NO_EDGES; cu.slots.len() + 1];
+    for (i, s) in cu.slots.iter().enumerate() {
+        let core = i as u32 + 1;
+        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
+            o.o.int_core = Some(core);
+        }
+        let before = o.o.offs.len();
+        enc.encode_slot(&mut o, core, s)?;
+        if o.o.offs.len() > before {
+            let at = o.o.offs[before];
+            rec_at[core as usize] = at;
+            down[core as usize] = down_flags(&o.o.words[at as usize..], core);
+        }
+    }
+    o.o.n_types = o.o.offs.len();
+    if let Some((core, msg)) = type_loop(&o.o, &rec_at, &down) {
+        let s = &cu.slots[core as usize - 1];
+        return Err(EncodeError::Input {
+            path: enc.path(),
+            msg: format!(".debug_info: {} {msg} at DIE {:#x} (CU {:#x})", s.tag, s.die, cu.offset),
+        });
+    }
+    o.o.strs_in_types = o.o.strs.len() as u32;
+
+    // Decl tags of structs, unions and typedefs. An empty value stops the rest
+    // of the CU (decl tags, functions, variables), as in the reference.
+    let mut truncated = false;
+    'tags: for (i, s) in cu.slots.iter().enumerate() {
+        if !matches!(
+            s.tag,
+            dw::DW_TAG_structure_type | dw::DW_TAG_union_type | dw::DW_TAG_typedef
+        ) {
+            continue;
+        }
+        for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
+            if name_empty(a.value) {
+                truncated = true;
+                break 'tags;
+            }
+            let n = o.s(a.value);
+            o.rec(&[n, make_info(Kind::DeclTag, false, 0), i as u32 + 1, a.component as u32]);
+        }
+    }
+    if truncated {
+        OFF_MAP.set(std::mem::take(&mut o.by_off));
+        return Ok(finish(ctx, o.o));
+    }
+
+    record_functions(ctx, cu, &mut o);
+    encode_vars(&enc, &mut o)?;
+    OFF_MAP.set(std::mem::take(&mut o.by_off));
+    Ok(finish(ctx, o.o))
+}
+
+#[cfg(test)]
+mod tests;

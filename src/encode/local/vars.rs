@@ -1,0 +1,132 @@
+//! VAR records (and their decl tags) of the CU's variables.
+
+use super::out::Out;
+use super::{Enc, VarOut};
+use crate::btf::{self, Kind, make_info};
+use crate::dwarf::{NONE, nm};
+use crate::encode::EncodeError;
+
+pub(super) fn valid_var_name(n: &[u8]) -> bool {
+    if n.is_empty() || n.len() > 128 {
+        return false;
+    }
+    let ok_first = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b'.';
+    ok_first(n[0]) && n[1..].iter().all(|&c| ok_first(c) || c.is_ascii_digit())
+}
+
+const SKIPPED_VAR_PREFIXES: &[&[u8]] = &[
+    b"__UNIQUE_ID",
+    b"__tpstrtab_",
+    b"__exitcall_",
+    b"__gendwarfksyms_ptr_",
+    b"__func_stack_frame_non_standard_",
+];
+
+pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<(), EncodeError> {
+    let ctx = enc.ctx;
+    let cu = enc.cu;
+    let f = &ctx.features;
+    if !f.var && !f.global_var {
+        return Ok(());
+    }
+    let var_at = |off: u32| cu.vars.binary_search_by_key(&off, |v| v.uoff).ok().map(|i| &cu.vars[i]);
+    for v in &cu.vars {
+        if v.declaration || v.artificial {
+            continue;
+        }
+        let Some(addr) = v.addr else { continue };
+        let Some(sec) = ctx.elf.section_of(addr) else {
+            continue;
+        };
+        let section = &ctx.elf.sections[sec as usize];
+        if !f.global_var && section.name != b".data..percpu" {
+            continue;
+        }
+        let offset = addr - section.addr;
+        let (name, ty, external, annots) = match (v.spec != NONE).then(|| var_at(v.spec)).flatten() {
+            Some(d) => (
+                d.name,
+                d.ty,
+                d.external,
+                &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize],
+            ),
+            None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
+            None => (
+                v.name,
+                v.ty,
+                v.external,
+                &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize],
+            ),
+        };
+        let name = nm(name);
+        if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        if offset == 0 && !ctx.elf.has_object_symbol(name, sec) {
+            continue;
+        }
+        if !valid_var_name(name) {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}): not a valid BTF variable name",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let core = cu.core(ty);
+        if core == 0 {
+            if f.encode_force {
+                continue;
+            }
+            return Err(EncodeError::Unsupported {
+                path: enc.path(),
+                msg: format!(
+                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}) has no type",
+                    String::from_utf8_lossy(name),
+                    v.die,
+                    cu.offset
+                ),
+            });
+        }
+        let size = enc.size_of(core, 0);
+        if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
+            continue;
+        }
+        let n = o.s(name);
+        let record = o.o.offs.len() as u32;
+        o.rec(&[
+            n,
+            make_info(Kind::Var, false, 0),
+            core,
+            if external {
+                btf::LINKAGE_GLOBAL
+            } else {
+                btf::LINKAGE_STATIC
+            },
+        ]);
+        for a in annots {
+            let an = o.s(a.value);
+            o.rec(&[an, make_info(Kind::DeclTag, false, 0), 0, u32::MAX]);
+            // The tag refers to the VAR: the merge only knows its id, so the
+            // reference is fixed there (type word 0 + marker below).
+            let s = *o.o.offs.last().unwrap() as usize;
+            o.o.words[s + 2] = VAR_REF_MARKER;
+        }
+        o.o.vars.push(VarOut {
+            record,
+            section: sec,
+            offset: offset as u32,
+            size: size as u32,
+        });
+    }
+    Ok(())
+}
+
+/// Type word of a variable's DECL_TAG before the merge: "the VAR just before".
+pub const VAR_REF_MARKER: u32 = u32::MAX;
