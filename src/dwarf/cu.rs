@@ -3,7 +3,7 @@
 
 use gimli::{DwTag, constants as dw};
 
-use super::NONE;
+use super::ids::{BitsId, CoreId, IdxRange, UnitOff};
 
 /// One placed type (core id = index + 1).
 #[derive(Clone, Debug)]
@@ -12,30 +12,29 @@ pub struct Slot<'a> {
     /// Section offset of the DIE (for messages).
     pub die: u64,
     /// Unit offset of the DIE (for reference resolution).
-    pub uoff: u32,
+    pub uoff: UnitOff,
     pub name: &'a [u8],
-    pub spec: u32,
-    pub ty: u32,
+    pub spec: Option<UnitOff>,
+    pub ty: Option<UnitOff>,
     pub size: u64,
     pub encoding: u8,
     pub declaration: bool,
     pub varargs: bool,
     pub nelems: u32,
-    /// Members, enumerators or params: range in the matching column.
-    pub kids: u32,
-    pub nkids: u32,
-    /// Decl-tag annotations: range in `annots`.
-    pub annots: u32,
-    pub nannots: u32,
+    /// Members, enumerators or params by the tag: a run of the matching
+    /// column (read through [`Cu::members_of`], [`Cu::enumerators_of`],
+    /// [`Cu::params_of`]); for an array, `len` counts its dimensions.
+    pub kids: IdxRange<()>,
+    /// Decl-tag annotations.
+    pub annots: IdxRange<Annot<'a>>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Member<'a> {
     pub name: &'a [u8],
-    pub ty: u32,
-    /// Index + 1 of the member's bitfield attributes in `Cu::member_bits`
-    /// (0: it has none; see [`Cu::bits`]).
-    pub bits: u32,
+    pub ty: Option<UnitOff>,
+    /// Its bitfield attributes, if it has any (see [`Cu::bits`]).
+    pub bits: Option<BitsId>,
     pub die: u64,
     /// DW_AT_data_member_location in bytes (`None` if absent).
     pub loc: Option<u64>,
@@ -61,7 +60,7 @@ pub struct Enumerator<'a> {
 #[derive(Clone, Debug)]
 pub struct Param<'a> {
     pub name: &'a [u8],
-    pub ty: u32,
+    pub ty: Option<UnitOff>,
 }
 
 #[derive(Clone, Debug)]
@@ -73,11 +72,11 @@ pub struct Annot<'a> {
 /// A formal parameter of a subprogram.
 #[derive(Clone, Debug)]
 pub struct FParam<'a> {
-    pub uoff: u32,
+    pub uoff: UnitOff,
     pub name: &'a [u8],
-    pub ty: u32,
+    pub ty: Option<UnitOff>,
     pub has_type: bool,
-    pub origin: u32,
+    pub origin: Option<UnitOff>,
     /// Location facts (`loc::param_facts`), for register parameters.
     pub facts: u8,
 }
@@ -86,35 +85,32 @@ pub struct FParam<'a> {
 /// subprograms before their parent).
 #[derive(Clone, Debug)]
 pub struct Func<'a> {
-    pub uoff: u32,
+    pub uoff: UnitOff,
     pub die: u64,
     pub name: &'a [u8],
-    pub ty: u32,
+    pub ty: Option<UnitOff>,
     pub has_type: bool,
-    pub origin: u32,
-    pub spec: u32,
+    pub origin: Option<UnitOff>,
+    pub spec: Option<UnitOff>,
     pub declaration: bool,
     pub varargs: bool,
-    pub params: u32,
-    pub nparams: u32,
-    pub annots: u32,
-    pub nannots: u32,
+    pub params: IdxRange<FParam<'a>>,
+    pub annots: IdxRange<Annot<'a>>,
 }
 
 /// A CU-level DW_TAG_variable.
 #[derive(Clone, Debug)]
 pub struct Var<'a> {
-    pub uoff: u32,
+    pub uoff: UnitOff,
     pub die: u64,
     pub name: &'a [u8],
-    pub ty: u32,
-    pub spec: u32,
+    pub ty: Option<UnitOff>,
+    pub spec: Option<UnitOff>,
     pub declaration: bool,
     pub external: bool,
     pub artificial: bool,
     pub addr: Option<u64>,
-    pub annots: u32,
-    pub nannots: u32,
+    pub annots: IdxRange<Annot<'a>>,
 }
 
 /// What the reference does with a unit.
@@ -144,7 +140,7 @@ pub struct Cu<'a> {
     pub fparams: Vec<FParam<'a>>,
     pub vars: Vec<Var<'a>>,
     /// (unit offset, core id), sorted by offset: reference resolution.
-    pub index: Vec<(u32, u32)>,
+    pub index: Vec<(UnitOff, CoreId)>,
     /// Per 2^BUCKET_SHIFT bytes of unit offset, the first `index` position at
     /// or past it (built with [`Cu::build_buckets`]; empty = binary search).
     /// Type references resolve in a step or two instead of a 13-step binary
@@ -164,7 +160,7 @@ pub struct Cu<'a> {
     pub type_unit_pulls: Vec<u64>,
     /// Skeleton types (offset) standing for a type-unit type (its offset),
     /// made references by [`Cu::finish_parts`].
-    pub aliases: Vec<(u32, u32)>,
+    pub aliases: Vec<(UnitOff, UnitOff)>,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -213,7 +209,6 @@ impl<'a> Cu<'a> {
     /// decoded. [`Cu::finish_parts`] makes the whole ready for look-ups once
     /// the last part is in.
     pub fn append(&mut self, next: Cu<'a>) {
-        let shift = |v: u32, by: usize| v + by as u32;
         let cores = self.slots.len();
         let (members, enumerators, params) = (self.members.len(), self.enumerators.len(), self.params.len());
         let (annots, fparams, bits) = (self.annots.len(), self.fparams.len(), self.member_bits.len());
@@ -223,21 +218,19 @@ impl<'a> Cu<'a> {
                 | dw::DW_TAG_class_type
                 | dw::DW_TAG_union_type
                 | dw::DW_TAG_interface_type => {
-                    s.kids = shift(s.kids, members);
-                    s.annots = shift(s.annots, annots);
+                    s.kids = s.kids.shifted(members);
+                    s.annots = s.annots.shifted(annots);
                 }
-                dw::DW_TAG_enumeration_type => s.kids = shift(s.kids, enumerators),
-                dw::DW_TAG_subroutine_type => s.kids = shift(s.kids, params),
-                dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => s.annots = shift(s.annots, annots),
-                // arrays count their dimensions in `nkids`; other kinds have no ranges
+                dw::DW_TAG_enumeration_type => s.kids = s.kids.shifted(enumerators),
+                dw::DW_TAG_subroutine_type => s.kids = s.kids.shifted(params),
+                dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => s.annots = s.annots.shifted(annots),
+                // arrays count their dimensions in `kids`; other kinds have no runs
                 _ => {}
             }
             s
         }));
         self.members.extend(next.members.into_iter().map(|mut m| {
-            if m.bits != 0 {
-                m.bits = shift(m.bits, bits);
-            }
+            m.bits = m.bits.map(|b| b.shifted(bits));
             m
         }));
         self.member_bits.extend(next.member_bits);
@@ -245,17 +238,20 @@ impl<'a> Cu<'a> {
         self.params.extend(next.params);
         self.annots.extend(next.annots);
         self.funcs.extend(next.funcs.into_iter().map(|mut f| {
-            f.params = shift(f.params, fparams);
-            f.annots = shift(f.annots, annots);
+            f.params = f.params.shifted(fparams);
+            f.annots = f.annots.shifted(annots);
             f
         }));
         self.fparams.extend(next.fparams);
         self.vars.extend(next.vars.into_iter().map(|mut v| {
-            v.annots = shift(v.annots, annots);
+            v.annots = v.annots.shifted(annots);
             v
         }));
-        self.index
-            .extend(next.index.into_iter().map(|(off, core)| (off, shift(core, cores))));
+        self.index.extend(
+            next.index
+                .into_iter()
+                .map(|(off, core)| (off, CoreId::at(core.index() + cores))),
+        );
         self.buckets.clear();
         self.has_nested_unspecified |= next.has_nested_unspecified;
         self.dies += next.dies;
@@ -274,80 +270,97 @@ impl<'a> Cu<'a> {
         if self.aliases.is_empty() {
             return;
         }
-        let extra: Vec<(u32, u32)> = self
+        let extra: Vec<(UnitOff, CoreId)> = self
             .aliases
             .iter()
-            .filter_map(|&(off, target)| Some((off, Some(self.core(target)).filter(|&c| c != 0)?)))
+            .filter_map(|&(off, target)| Some((off, self.core(Some(target))?)))
             .collect();
         self.index.extend(extra);
         self.index.sort_unstable_by_key(|e| e.0);
         self.build_buckets();
     }
 
-    /// Keeps a member's bitfield attributes; the value for `Member::bits`
-    /// (0 when it has none, as most members).
-    pub fn add_member_bits(&mut self, b: MemberBits) -> u32 {
+    /// Keeps a member's bitfield attributes, if it has any (most do not).
+    pub fn add_member_bits(&mut self, b: MemberBits) -> Option<BitsId> {
         if b.data_bit_offset.is_none() && b.bit_size.is_none() && b.byte_size.is_none() && b.bit_offset.is_none() {
-            return 0;
+            return None;
         }
         self.member_bits.push(b);
-        self.member_bits.len() as u32
+        Some(BitsId::at(self.member_bits.len() - 1))
     }
 
-    /// Core id of the type at unit offset `off` (0 = void / not placed).
+    /// Core id of the type at unit offset `off` (`None`: void, or nothing
+    /// placed there).
     #[inline]
-    pub fn core(&self, off: u32) -> u32 {
-        if off == NONE {
-            return 0;
-        }
-        let Some(&first) = self.buckets.get((off >> BUCKET_SHIFT) as usize) else {
+    pub fn core(&self, off: Option<UnitOff>) -> Option<CoreId> {
+        let off = off?;
+        let Some(&first) = self.buckets.get((off.get() >> BUCKET_SHIFT) as usize) else {
             return self.core_searched(off);
         };
         for &(o, core) in &self.index[first as usize..] {
             if o >= off {
-                return if o == off { core } else { 0 };
+                return (o == off).then_some(core);
             }
         }
-        0
+        None
     }
 
-    pub(super) fn core_searched(&self, off: u32) -> u32 {
-        match self.index.binary_search_by_key(&off, |e| e.0) {
-            Ok(i) => self.index[i].1,
-            Err(_) => 0,
-        }
+    pub(super) fn core_searched(&self, off: UnitOff) -> Option<CoreId> {
+        let i = self.index.binary_search_by_key(&off, |e| e.0).ok()?;
+        Some(self.index[i].1)
     }
 
     /// Fills `buckets` from the sorted `index`.
     pub fn build_buckets(&mut self) {
-        let n = self.index.last().map_or(0, |e| (e.0 >> BUCKET_SHIFT) as usize + 1);
+        let n = self
+            .index
+            .last()
+            .map_or(0, |e| (e.0.get() >> BUCKET_SHIFT) as usize + 1);
         self.buckets.clear();
         self.buckets.reserve_exact(n);
         let mut i = 0;
         for b in 0..n {
             let lo = (b as u32) << BUCKET_SHIFT;
             // stops at the last entry at the latest: its offset is >= lo
-            while self.index[i].0 < lo {
+            while self.index[i].0.get() < lo {
                 i += 1;
             }
             self.buckets.push(i as u32);
         }
     }
+
     /// The bitfield attributes of `m` (all `None` for most members).
     #[inline]
     pub fn bits(&self, m: &Member<'_>) -> MemberBits {
-        match m.bits {
-            0 => MemberBits::default(),
-            i => self.member_bits[i as usize - 1],
-        }
+        m.bits.map_or_else(MemberBits::default, |b| self.member_bits[b.index()])
     }
 
     #[inline]
-    pub fn slot(&self, core: u32) -> Option<&Slot<'a>> {
-        if core == 0 {
-            None
-        } else {
-            self.slots.get(core as usize - 1)
-        }
+    pub fn slot(&self, core: CoreId) -> &Slot<'a> {
+        &self.slots[core.index()]
+    }
+
+    /// The type placed at `off`, if any.
+    #[inline]
+    pub fn type_at(&self, off: Option<UnitOff>) -> Option<&Slot<'a>> {
+        self.core(off).map(|c| self.slot(c))
+    }
+
+    /// A struct's or union's members.
+    #[inline]
+    pub fn members_of(&self, s: &Slot<'a>) -> &[Member<'a>] {
+        &self.members[s.kids.range()]
+    }
+
+    /// An enumeration's enumerators.
+    #[inline]
+    pub fn enumerators_of(&self, s: &Slot<'a>) -> &[Enumerator<'a>] {
+        &self.enumerators[s.kids.range()]
+    }
+
+    /// A subroutine type's parameters.
+    #[inline]
+    pub fn params_of(&self, s: &Slot<'a>) -> &[Param<'a>] {
+        &self.params[s.kids.range()]
     }
 }

@@ -16,11 +16,13 @@ use gimli::{AttributeValue, DwTag, EndianSlice, RunTimeEndian, Section};
 mod attrs;
 mod cu;
 mod dies;
+pub mod ids;
 pub mod loc;
 mod units;
 mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
+pub use ids::{BitsId, CoreId, IdxRange, UnitOff, local_id};
 pub use units::{declares_cross_unit_refs, die_context, dwarf, unit, unit_headers};
 
 use attrs::Attrs;
@@ -29,8 +31,6 @@ use walk::Walker;
 pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
 pub type Dwarf<'a> = gimli::Dwarf<R<'a>>;
 
-/// "No reference / no value" in u32 columns.
-pub const NONE: u32 = u32::MAX;
 pub const DW_TAG_LLVM_ANNOTATION: DwTag = DwTag(0x6000);
 
 /// A decode failure, with the unit and DIE it happened at.

@@ -8,18 +8,20 @@ use std::path::Path;
 #[test]
 fn bucketed_reference_lookup_matches_binary_search() {
     let mut cu = Cu::new(0, 8, 0);
+    let off = |o: u32| UnitOff::new(o);
     // gaps of 1..70 bytes, several entries per bucket and empty buckets
-    let mut off = 11u32;
-    for i in 0..500u32 {
-        cu.index.push((off, i + 1));
-        off += 1 + (i * 37) % 70;
+    let mut at = 11u32;
+    for i in 0..500usize {
+        cu.index.push((off(at).unwrap(), CoreId::at(i)));
+        at += 1 + (i as u32 * 37) % 70;
     }
     cu.build_buckets();
-    for probe in 0..off + 100 {
-        assert_eq!(cu.core(probe), cu.core_searched(probe), "offset {probe}");
+    for probe in 0..at + 100 {
+        let probe = off(probe).unwrap();
+        assert_eq!(cu.core(Some(probe)), cu.core_searched(probe), "offset {probe:?}");
     }
-    assert_eq!(cu.core(11), 1);
-    assert_eq!(cu.core(NONE), 0);
+    assert_eq!(cu.core(off(11)), CoreId::new(1));
+    assert_eq!(cu.core(None), None);
 }
 
 /// Builds a one-unit DWARF 4 file with `build`, decodes it.
@@ -141,10 +143,10 @@ fn containers_after_contents_and_type_tags_before_their_pointer() {
     assert_eq!(names, ["int", "B", "A", "t1", "t2", ""]);
     assert_eq!(t[3].0, DW_TAG_LLVM_ANNOTATION);
     // Chain: PTR -> t2 -> t1 -> int.
-    let core = |i: usize| cu.core(cu.slots[i].ty);
+    let core = |i: usize| local_id(cu.core(cu.slots[i].ty));
     assert_eq!((core(5), core(4), core(3)), (5, 4, 1));
     // A's member refers to B (core 2), nested in A and numbered before it.
-    assert_eq!(cu.core(cu.members[cu.slots[2].kids as usize].ty), 2);
+    assert_eq!(local_id(cu.core(cu.members_of(&cu.slots[2])[0].ty)), 2);
 }
 
 #[test]
@@ -164,8 +166,8 @@ fn unspecified_type_is_void_at_cu_level_and_placed_when_nested() {
     });
     assert_eq!(cu.slots.len(), 3);
     assert_eq!(cu.slots[0].tag, gimli::DW_TAG_unspecified_type);
-    assert_eq!(cu.core(cu.slots[1].ty), 0);
-    assert_eq!(cu.core(cu.slots[2].ty), 1);
+    assert_eq!(cu.core(cu.slots[1].ty), None);
+    assert_eq!(cu.core(cu.slots[2].ty), CoreId::new(1));
     assert!(cu.has_nested_unspecified);
 }
 
@@ -211,6 +213,6 @@ fn types_in_blocks_count_and_nested_subprograms_come_first() {
     let names: Vec<&[u8]> = cu.funcs.iter().map(|f| nm(f.name)).collect();
     assert_eq!(names, [&b"nested"[..], b"outer"]);
     let outer = &cu.funcs[1];
-    assert_eq!(outer.nparams, 1);
-    assert_eq!(nm(cu.fparams[outer.params as usize].name), b"arg");
+    assert_eq!(outer.params.len(), 1);
+    assert_eq!(nm(cu.fparams[outer.params][0].name), b"arg");
 }

@@ -244,7 +244,7 @@ impl Merger {
             }
             let s = out.strs[i];
             let off = out.strs_off[i];
-            if off != dwarf::NONE {
+            if off != local::NOT_IN_DEBUG_STR {
                 let btf = &mut self.btf;
                 let mut intern = || btf.add_str(dwarf::nm(s)).0;
                 self.map[i + 1] = match self.str_cache.get_or_insert_with(off, &mut intern) {
@@ -1105,7 +1105,7 @@ mod tests {
             offs,
             n_types: records.len(),
             has_arrays,
-            strs_off: vec![dwarf::NONE; strs.len()],
+            strs_off: vec![local::NOT_IN_DEBUG_STR; strs.len()],
             strs_known: vec![0; strs.len()],
             strs,
             strs_in_types: n,

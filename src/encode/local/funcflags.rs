@@ -7,7 +7,7 @@ use gimli::constants as dw;
 use super::Enc;
 use crate::btf;
 use crate::dwarf::loc::{RegParams, fact};
-use crate::dwarf::{Func, NONE};
+use crate::dwarf::{CoreId, Func, UnitOff, local_id};
 use crate::funcs::packed::{Align, Layouts, MemberLayout, PackedCache, RawMember};
 use crate::funcs::{flags, packed};
 
@@ -43,15 +43,15 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
     /// `by_off`: (unit offset, index) of the CU's formal parameters, sorted.
     /// All of the CU's propagation to abstract origins happens before any
     /// function's flags are computed, as in the reference.
-    pub(super) fn new(enc: &'c Enc<'c, 'e, 'a>, by_off: &[(u32, u32)]) -> Self {
+    pub(super) fn new(enc: &'c Enc<'c, 'e, 'a>, by_off: &[(UnitOff, u32)]) -> Self {
         let cu = enc.cu;
         let mut facts: Vec<u8> = cu.fparams.iter().map(|p| p.facts).collect();
         for fun in &cu.funcs {
-            for i in fun.params as usize..(fun.params + fun.nparams) as usize {
+            for i in fun.params.range() {
                 let p = &cu.fparams[i];
                 if !p.has_type
-                    && p.origin != NONE
-                    && let Ok(j) = by_off.binary_search_by_key(&p.origin, |e| e.0)
+                    && let Some(origin) = p.origin
+                    && let Ok(j) = by_off.binary_search_by_key(&origin, |e| e.0)
                 {
                     crate::dwarf::loc::propagate(&mut facts, i, by_off[j].1 as usize);
                 }
@@ -68,13 +68,13 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
 
     /// The flags of `fun`, whose resolved parameters are `params` (name, DWARF
     /// type reference).
-    pub(super) fn flags(&mut self, fun: &Func<'a>, params: &[(&'a [u8], u32)]) -> u8 {
+    pub(super) fn flags(&mut self, fun: &Func<'a>, params: &[(&'a [u8], Option<UnitOff>)]) -> u8 {
         let cu = self.enc.cu;
         // A struct parameter (behind const and typedefs) exempts the function
         // from the register rule.
-        let is_struct = |mut off: u32| -> bool {
+        let is_struct = |mut off: Option<UnitOff>| -> bool {
             for _ in 0..64 {
-                let Some(s) = cu.slot(cu.core(off)) else { return false };
+                let Some(s) = cu.type_at(off) else { return false };
                 match s.tag {
                     dw::DW_TAG_structure_type => return true,
                     dw::DW_TAG_const_type | dw::DW_TAG_typedef => off = s.ty,
@@ -83,12 +83,11 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             }
             false
         };
-        let range = fun.params as usize..(fun.params + fun.nparams) as usize;
-        let mut out = function_flags(range.map(|i| self.facts[i]), || {
+        let mut out = function_flags(fun.params.range().map(|i| self.facts[i]), || {
             params.iter().any(|&(_, ty)| is_struct(ty))
         });
-        let named_struct = |ty: u32| {
-            cu.slot(cu.core(ty))
+        let named_struct = |ty: Option<UnitOff>| {
+            cu.type_at(ty)
                 .is_some_and(|x| is_struct_tag(x.tag) && !x.name.is_empty())
         };
         let nregs = self.regs.count();
@@ -97,7 +96,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             let (l, agg_of) = self.layouts.get_or_insert_with(|| build_layouts(enc));
             let mut pk = packed::Packed::with_cache(l, std::mem::take(&mut self.verdicts));
             if packed::uncertain_parm_loc(params.len(), nregs, &mut pk, |i| {
-                named_struct(params[i].1).then(|| agg_of[cu.core(params[i].1) as usize])
+                named_struct(params[i].1).then(|| agg_of[local_id(cu.core(params[i].1)) as usize])
             }) {
                 out |= flags::UNCERTAIN_PARM_LOC;
             }
@@ -120,14 +119,16 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
         }
     }
     // Natural alignment source of a stripped type (arrays: their element).
-    let align_of = |core: u32| -> Align {
+    let align_of = |core: Option<CoreId>| -> Align {
         let mut c = core;
         for _ in 0..64 {
-            let Some(sl) = cu.slot(c) else { return Align::Bytes(1) };
+            let Some(sl) = c.map(|c| cu.slot(c)) else {
+                return Align::Bytes(1);
+            };
             return match sl.tag {
                 dw::DW_TAG_pointer_type => Align::Bytes(cu.address_size as u32),
                 dw::DW_TAG_base_type | dw::DW_TAG_enumeration_type => Align::Bytes(sl.size as u32),
-                t if is_agg(t) => Align::Of(agg_of[c as usize]),
+                t if is_agg(t) => Align::Of(agg_of[local_id(c) as usize]),
                 dw::DW_TAG_array_type => {
                     c = enc.strip(cu.core(sl.ty));
                     continue;
@@ -143,7 +144,7 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
     for sl in cu.slots.iter().filter(|sl| is_agg(sl.tag)) {
         ms.clear();
         let in_union = sl.tag == dw::DW_TAG_union_type;
-        for m in &cu.members[sl.kids as usize..(sl.kids + sl.nkids) as usize] {
+        for m in cu.members_of(sl) {
             let core = cu.core(m.ty);
             let stripped = enc.strip(core);
             let mb = cu.bits(m);
@@ -161,10 +162,9 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
                 byte_size,
                 in_union,
             };
-            let strct = cu
-                .slot(stripped)
-                .filter(|x| is_struct_tag(x.tag))
-                .map(|_| agg_of[stripped as usize]);
+            let strct = stripped
+                .filter(|&c| is_struct_tag(cu.slot(c).tag))
+                .map(|c| agg_of[c.get() as usize]);
             ms.push(MemberLayout::normalize(&raw, little, align_of(stripped), strct));
         }
         l.push(is_struct_tag(sl.tag), sl.size as u32, &ms);

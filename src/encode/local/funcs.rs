@@ -3,7 +3,7 @@
 use super::out::Out;
 use super::{Ctx, Enc, funcflags, name_empty};
 use crate::btf;
-use crate::dwarf::{Cu, NONE, nm};
+use crate::dwarf::{Cu, UnitOff, local_id, nm};
 
 /// The reference's per-CU function recording: which subprograms are saved
 /// and, as they are, their parameter names and annotation values interned.
@@ -12,17 +12,18 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
     if table.is_empty() || cu.funcs.is_empty() {
         return;
     }
-    let mut by_off: Vec<(u32, u32)> = cu.fparams.iter().enumerate().map(|(i, p)| (p.uoff, i as u32)).collect();
+    let mut by_off: Vec<(UnitOff, u32)> = cu.fparams.iter().enumerate().map(|(i, p)| (p.uoff, i as u32)).collect();
     by_off.sort_unstable();
-    let mut funcs_by_off: Vec<(u32, u32)> = cu.funcs.iter().enumerate().map(|(i, f)| (f.uoff, i as u32)).collect();
+    let mut funcs_by_off: Vec<(UnitOff, u32)> = cu.funcs.iter().enumerate().map(|(i, f)| (f.uoff, i as u32)).collect();
     funcs_by_off.sort_unstable();
-    let fparam = |off: u32| {
+    let fparam = |off: UnitOff| {
         by_off
             .binary_search_by_key(&off, |e| e.0)
             .ok()
             .map(|i| &cu.fparams[by_off[i].1 as usize])
     };
-    let func = |off: u32| {
+    let func = |off: Option<UnitOff>| {
+        let off = off?;
         funcs_by_off
             .binary_search_by_key(&off, |e| e.0)
             .ok()
@@ -30,21 +31,20 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
     };
     let enc = Enc { ctx, cu };
     let mut flags = funcflags::FuncFlags::new(&enc, &by_off);
-    let mut params: Vec<(&'a [u8], u32)> = Vec::new();
+    let mut params: Vec<(&'a [u8], Option<UnitOff>)> = Vec::new();
     for fun in &cu.funcs {
         if fun.declaration {
             continue;
         }
         params.clear();
         let mut unnamed = false;
-        for p in &cu.fparams[fun.params as usize..(fun.params + fun.nparams) as usize] {
-            let (name, ty) = if !p.has_type && p.origin != NONE {
-                match fparam(p.origin) {
+        for p in &cu.fparams[fun.params] {
+            let (name, ty) = match p.origin {
+                Some(origin) if !p.has_type => match fparam(origin) {
                     Some(op) => (op.name, op.ty),
-                    None => (p.name, NONE),
-                }
-            } else {
-                (p.name, p.ty)
+                    None => (p.name, None),
+                },
+                _ => (p.name, p.ty),
             };
             if name_empty(name) {
                 unnamed = true;
@@ -56,10 +56,10 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
             continue;
         }
         let mut name = nm(fun.name);
-        if name.is_empty() && fun.origin != NONE {
+        if name.is_empty() {
             name = func(fun.origin).map(|f| nm(f.name)).unwrap_or(b"");
         }
-        if name.is_empty() && fun.spec != NONE {
+        if name.is_empty() {
             name = func(fun.spec).map(|f| nm(f.name)).unwrap_or(b"");
         }
         if name.is_empty() {
@@ -71,19 +71,19 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         let ret_off = if fun.has_type {
             fun.ty
         } else {
-            func(fun.origin).map(|f| f.ty).unwrap_or(NONE)
+            func(fun.origin).and_then(|f| f.ty)
         };
         let fl = flags.flags(fun, &params);
-        o.o.funcs.push(entry, btf::TypeId(cu.core(ret_off)), fl);
+        o.o.funcs.push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl);
         for &(pn, ty) in &params {
             let n = o.s(pn);
-            o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(cu.core(ty)));
+            o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(local_id(cu.core(ty))));
         }
         if fun.varargs {
             o.o.funcs.push_varargs();
         }
         if ctx.features.decl_tag {
-            for a in &cu.annots[fun.annots as usize..(fun.annots + fun.nannots) as usize] {
+            for a in &cu.annots[fun.annots] {
                 let n = o.s(a.value);
                 o.o.funcs.push_annot(btf::StrOff(n), a.component);
             }

@@ -12,7 +12,7 @@ impl<'a> Enc<'_, '_, 'a> {
     /// member lies 512 MiB or more into its struct.
     #[inline]
     pub(super) fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
-        if m.bits == 0 {
+        if m.bits.is_none() {
             return plain_bit_offset(m.loc);
         }
         let little = self.ctx.elf.endian == btf::Endian::Little;
@@ -51,7 +51,7 @@ impl<'a> Enc<'_, '_, 'a> {
             big |= bit_off > 0xff_ffff;
             let mn = o.s(m.name);
             if pos < keep {
-                let ty = self.cu.core(m.ty);
+                let ty = crate::dwarf::local_id(self.cu.core(m.ty));
                 o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
             }
         }

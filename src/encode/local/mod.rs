@@ -10,7 +10,7 @@ use hashbrown::HashMap;
 use super::EncodeError;
 use super::features::Features;
 use crate::btf::{self, Kind, make_info};
-use crate::dwarf::{Cu, NONE, nm};
+use crate::dwarf::{CoreId, Cu, nm};
 use crate::elf::debug::ElfInfo;
 use crate::funcs::FuncStates;
 
@@ -24,8 +24,9 @@ mod vars;
 
 pub use funcflags::function_flags;
 use funcs::record_functions;
+pub(crate) use out::NOT_IN_DEBUG_STR;
 use out::{OFF_MAP, Out, finish};
-use typeloop::{NO_EDGES, down_flags, type_loop};
+use typeloop::{NO_EDGES, NO_RECORD, down_flags, type_loop};
 pub use vars::VAR_REF_MARKER;
 use vars::encode_vars;
 
@@ -54,7 +55,7 @@ pub struct CuOut<'a> {
     pub n_types: usize,
     pub has_arrays: bool,
     pub strs: Vec<&'a [u8]>,
-    /// Per local string: its `.debug_str` offset, or `NONE` (inline or
+    /// Per local string: its `.debug_str` offset, or [`NOT_IN_DEBUG_STR`] (inline or
     /// synthesized). Lets the merge skip hashing strings it has seen.
     pub strs_off: Vec<u32>,
     /// Per local string: its BTF offset if the merge already knew it when
@@ -151,18 +152,17 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         }),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
     };
-    // Core id -> where in `o.o.words` the record it emitted starts (NONE:
-    // none), noted while the record is hot (a gather afterwards was 2 % of
-    // an encode without dedup).
-    let mut rec_at = vec![NONE; cu.slots.len() + 1];
+    // Core id -> where in `o.o.words` the record it emitted starts, noted
+    // while the record is hot (a gather afterwards costs a pass of misses).
+    let mut rec_at = vec![NO_RECORD; cu.slots.len() + 1];
     let mut down = vec![NO_EDGES; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
-        let core = i as u32 + 1;
+        let core = CoreId::at(i).get();
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
             o.o.int_core = Some(core);
         }
         let before = o.o.offs.len();
-        enc.encode_slot(&mut o, core, s)?;
+        enc.encode_slot(&mut o, s)?;
         if o.o.offs.len() > before {
             let at = o.o.offs[before];
             rec_at[core as usize] = at;
@@ -189,7 +189,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         ) {
             continue;
         }
-        for a in &cu.annots[s.annots as usize..(s.annots + s.nannots) as usize] {
+        for a in &cu.annots[s.annots] {
             if name_empty(a.value) {
                 truncated = true;
                 break 'tags;

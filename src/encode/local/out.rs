@@ -3,8 +3,11 @@
 
 use hashbrown::HashMap;
 
+/// A local string's `.debug_str` offset when it has none (inline or
+/// synthesized names).
+pub(crate) const NOT_IN_DEBUG_STR: u32 = u32::MAX;
+
 use super::{Ctx, CuOut};
-use crate::dwarf::NONE;
 use crate::encode::offmap::OffMap;
 
 pub(super) struct Out<'a> {
@@ -38,7 +41,7 @@ impl<'a> Out<'a> {
         let offs = &mut self.o.strs_off;
         *self.ids.entry(s).or_insert_with(|| {
             strs.push(s);
-            offs.push(NONE);
+            offs.push(NOT_IN_DEBUG_STR);
             n
         })
     }
@@ -73,7 +76,7 @@ pub(super) fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
     o.strs_known = o
         .strs_off
         .iter()
-        .map(|&off| if off != NONE { cache.get(off) } else { 0 })
+        .map(|&off| if off != NOT_IN_DEBUG_STR { cache.get(off) } else { 0 })
         .collect();
     o
 }

@@ -4,7 +4,7 @@ use super::members::{bit_offset_of, plain_bit_offset};
 use super::types::*;
 use super::vars::valid_var_name;
 use super::*;
-use crate::dwarf::{Enumerator, Member, Slot};
+use crate::dwarf::{CoreId, Enumerator, IdxRange, Member, Slot, UnitOff};
 use crate::elf::debug::DebugSections;
 use crate::elf::functab::FuncTable;
 use crate::encode::lang::DW_LANG_RUST;
@@ -53,32 +53,37 @@ fn cu() -> Cu<'static> {
     c
 }
 
+/// "No reference" in these tests' offsets ([`UnitOff::new`] makes it `None`).
+const NONE: u32 = u32::MAX;
+
+fn off(o: u32) -> Option<UnitOff> {
+    UnitOff::new(o)
+}
+
 fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -> Slot<'static> {
     Slot {
         tag,
         die: uoff as u64,
-        uoff,
+        uoff: UnitOff::new(uoff).unwrap(),
         name,
-        spec: NONE,
-        ty,
+        spec: None,
+        ty: off(ty),
         size,
         encoding: 0,
         declaration: false,
         varargs: false,
         nelems: 1,
-        kids: 0,
-        nkids: 0,
-        annots: 0,
-        nannots: 0,
+        kids: IdxRange::EMPTY,
+        annots: IdxRange::EMPTY,
     }
 }
 
 fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
-    let core = cu.slots.len() as u32 + 1;
+    let core = CoreId::at(cu.slots.len());
     cu.index.push((s.uoff, core));
     cu.index.sort_unstable();
     cu.slots.push(s);
-    core
+    core.get()
 }
 
 fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
@@ -148,8 +153,7 @@ fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
     let _ = u;
     // struct s { unsigned a:3; unsigned b:5; unsigned c; } with DWARF 4 bit offsets
     let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
-    s.kids = 0;
-    s.nkids = 3;
+    s.kids = IdxRange::new(0, 3);
     let mut m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| {
         let bits = c.add_member_bits(crate::dwarf::MemberBits {
             data_bit_offset: None,
@@ -159,7 +163,7 @@ fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
         });
         Member {
             name,
-            ty: 0x10,
+            ty: off(0x10),
             bits,
             die: 0,
             loc: Some(loc),
@@ -182,7 +186,7 @@ fn offsets_struct(tag: gimli::DwTag, locs: &[u64], bitfield: bool) -> Result<CuO
     let mut c = cu();
     int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
     let mut s = slot(tag, 0x20, b"s", NONE, 1 << 26);
-    s.nkids = locs.len() as u32;
+    s.kids = IdxRange::new(0, locs.len());
     let names: [&'static [u8]; 4] = [b"a", b"b", b"c", b"d"];
     for (i, &loc) in locs.iter().enumerate() {
         let bits = if bitfield && i + 1 == locs.len() {
@@ -193,11 +197,11 @@ fn offsets_struct(tag: gimli::DwTag, locs: &[u64], bitfield: bool) -> Result<CuO
                 bit_offset: None,
             })
         } else {
-            0
+            None
         };
         c.members.push(Member {
             name: names[i],
-            ty: 0x10,
+            ty: off(0x10),
             bits,
             die: 0,
             loc: Some(loc),
@@ -214,12 +218,12 @@ fn rust_members_are_placed_in_offset_order() {
     c.language = DW_LANG_RUST;
     int(&mut c, 0x10, b"i32", 4, ATE_SIGNED);
     let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"S", NONE, 12);
-    s.nkids = 3;
+    s.kids = IdxRange::new(0, 3);
     for (name, loc) in [(&b"b"[..], 4), (b"c", 8), (b"a", 0)] {
         c.members.push(Member {
             name,
-            ty: 0x10,
-            bits: 0,
+            ty: off(0x10),
+            bits: None,
             die: 0,
             loc: Some(loc),
         });
@@ -276,11 +280,11 @@ fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<
     int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
     more(&mut c);
     let mut st = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
-    st.nkids = 1;
+    st.kids = IdxRange::new(0, 1);
     c.members = vec![Member {
         name: b"m",
-        ty: member_ty,
-        bits: 0,
+        ty: off(member_ty),
+        bits: None,
         die: 0x21,
         loc: Some(0),
     }];
@@ -332,7 +336,8 @@ fn a_chain_of_200000_typedefs_costs_no_stack() {
         let to = if i + 1 == N { 0x10 } else { 0x20 + i + 1 };
         // `add` re-sorts the index each time: pushed directly, sorted once.
         c.slots.push(slot(gimli::DW_TAG_typedef, 0x20 + i, b"t", to, 0));
-        c.index.push((0x20 + i, c.slots.len() as u32));
+        c.index
+            .push((UnitOff::new(0x20 + i).unwrap(), CoreId::at(c.slots.len() - 1)));
     }
     c.index.sort_unstable();
     let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
@@ -343,7 +348,7 @@ fn enum_cu(size: u64, values: Vec<(&'static [u8], u64)>, signed_base: bool) -> C
     let mut c = cu();
     int(&mut c, 0x10, b"long int", 8, if signed_base { ATE_SIGNED } else { 7 });
     let mut e = slot(gimli::DW_TAG_enumeration_type, 0x20, b"e", 0x10, size);
-    e.nkids = values.len() as u32;
+    e.kids = IdxRange::new(0, values.len());
     c.enumerators = values
         .into_iter()
         .map(|(name, value)| Enumerator { name, value })
@@ -411,7 +416,7 @@ fn nested_unspecified_type_emits_nothing_but_keeps_its_core_id() {
 fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
     let mut c = cu();
     let mut s = slot(gimli::DW_TAG_structure_type, 0x10, b"s", NONE, 0);
-    s.nannots = 2;
+    s.annots = IdxRange::new(0, 2);
     c.annots = vec![
         crate::dwarf::Annot {
             value: b"ok",
@@ -424,8 +429,7 @@ fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
     ];
     add(&mut c, s);
     let mut t = slot(gimli::DW_TAG_typedef, 0x20, b"t", 0x10, 0);
-    t.annots = 0;
-    t.nannots = 1;
+    t.annots = IdxRange::new(0, 1);
     add(&mut c, t);
     let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
     // STRUCT, TYPEDEF, DECL_TAG "ok"; the empty one stops everything after it.
@@ -436,31 +440,29 @@ fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
     );
 }
 
-fn func(uoff: u32, name: &'static [u8], params: u32, nparams: u32) -> crate::dwarf::Func<'static> {
+fn func(uoff: u32, name: &'static [u8], params: usize, nparams: usize) -> crate::dwarf::Func<'static> {
     crate::dwarf::Func {
-        uoff,
+        uoff: UnitOff::new(uoff).unwrap(),
         die: uoff as u64,
         name,
-        ty: NONE,
+        ty: None,
         has_type: false,
-        origin: NONE,
-        spec: NONE,
+        origin: None,
+        spec: None,
         declaration: false,
         varargs: false,
-        params,
-        nparams,
-        annots: 0,
-        nannots: 0,
+        params: IdxRange::new(params, nparams),
+        annots: IdxRange::EMPTY,
     }
 }
 
 fn fparam(uoff: u32, name: &'static [u8], origin: u32) -> crate::dwarf::FParam<'static> {
     crate::dwarf::FParam {
-        uoff,
+        uoff: UnitOff::new(uoff).unwrap(),
         name,
-        ty: NONE,
+        ty: None,
         has_type: origin == NONE,
-        origin,
+        origin: off(origin),
         facts: 0,
     }
 }
@@ -476,7 +478,7 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
         fparam(0x51, b"d", NONE),     // a declaration
     ];
     let mut concrete = func(0x20, b"", 1, 1);
-    concrete.origin = 0x10;
+    concrete.origin = off(0x10);
     let mut decl = func(0x50, b"f", 4, 1);
     decl.declaration = true;
     c.funcs = vec![
@@ -519,11 +521,11 @@ fn recording_time_flags() {
     add(&mut c, slot(gimli::DW_TAG_structure_type, 0x6, b"S", NONE, 8));
     add(&mut c, slot(gimli::DW_TAG_typedef, 0x7, b"T", 0x6, 0));
     let typed = |uoff, name, ty, facts| crate::dwarf::FParam {
-        uoff,
+        uoff: UnitOff::new(uoff).unwrap(),
         name,
-        ty,
+        ty: off(ty),
         has_type: true,
-        origin: NONE,
+        origin: None,
         facts,
     };
     let mut concrete_p = fparam(0x21, b"", 0x11);
@@ -535,7 +537,7 @@ fn recording_time_flags() {
         typed(0x41, b"x", 0x5, 0),
     ];
     let mut concrete = func(0x20, b"", 1, 1);
-    concrete.origin = 0x10;
+    concrete.origin = off(0x10);
     c.funcs = vec![
         func(0x10, b"f", 0, 1),
         concrete,

@@ -2,9 +2,11 @@
 //! records just encoded.
 
 use crate::btf::Kind;
-use crate::dwarf::NONE;
 
 use super::CuOut;
+
+/// No record for this core id in [`type_loop`]'s `start` column.
+pub(super) const NO_RECORD: u32 = u32::MAX;
 
 /// Which references a loop check follows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -78,8 +80,8 @@ pub(super) fn down_flags(w: &[u32], root: u32) -> u8 {
 /// (no lookups), depth-first with an explicit stack (chains of any depth
 /// cost no stack).
 pub(super) fn type_loop(o: &CuOut<'_>, start: &[u32], down: &[u8]) -> Option<(u32, String)> {
-    // `start`: per core id, where its record starts in `o.words` (NONE:
-    // none); `down`: its [`down_flags`].
+    // `start`: per core id, where its record starts in `o.words` (or
+    // NO_RECORD); `down`: its [`down_flags`].
     let n = start.len();
     let words = &o.words[..];
     for mode in [Loop::Reference, Loop::Containment] {
@@ -87,7 +89,7 @@ pub(super) fn type_loop(o: &CuOut<'_>, start: &[u32], down: &[u8]) -> Option<(u3
         // (first word, count, stride); every kind's are evenly spaced.
         let edges = |core: u32| -> (usize, u32, usize) {
             let s = start[core as usize];
-            if s == NONE {
+            if s == NO_RECORD {
                 return (0, 0, 0);
             }
             let s = s as usize;

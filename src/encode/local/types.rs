@@ -5,7 +5,7 @@ use gimli::constants as dw;
 use super::out::Out;
 use super::{Enc, kept_entries, name_empty};
 use crate::btf::{self, Kind, make_info};
-use crate::dwarf::{DW_TAG_LLVM_ANNOTATION, NONE, Slot, nm};
+use crate::dwarf::{CoreId, DW_TAG_LLVM_ANNOTATION, Slot, local_id, nm};
 use crate::encode::EncodeError;
 use crate::encode::lang::DW_LANG_RUST;
 
@@ -19,9 +19,8 @@ pub(super) const ATE_IMAGINARY_FLOAT: u8 = 9;
 impl<'a> Enc<'_, '_, 'a> {
     /// The name of a type, inheriting it through DW_AT_specification.
     pub(super) fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
-        if s.spec != NONE
-            && name_empty(s.name)
-            && let Some(t) = self.cu.slot(self.cu.core(s.spec))
+        if name_empty(s.name)
+            && let Some(t) = self.cu.type_at(s.spec)
         {
             return t.name;
         }
@@ -29,8 +28,8 @@ impl<'a> Enc<'_, '_, 'a> {
     }
 
     /// Size in bytes of the type with core id `core`, as the reference's `tag__size`.
-    pub(super) fn size_of(&self, core: u32, depth: u32) -> u64 {
-        let Some(s) = self.cu.slot(core) else {
+    pub(super) fn size_of(&self, core: Option<CoreId>, depth: u32) -> u64 {
+        let Some(s) = core.map(|c| self.cu.slot(c)) else {
             return 0;
         };
         if depth > 64 {
@@ -53,10 +52,9 @@ impl<'a> Enc<'_, '_, 'a> {
                 s.size
             }
             _ => {
-                let inner = if s.ty == NONE {
-                    s.size
-                } else {
-                    self.size_of(self.cu.core(s.ty), depth + 1)
+                let inner = match s.ty {
+                    None => s.size,
+                    Some(_) => self.size_of(self.cu.core(s.ty), depth + 1),
                 };
                 if s.tag == dw::DW_TAG_array_type {
                     inner.wrapping_mul(s.nelems as u64)
@@ -68,9 +66,9 @@ impl<'a> Enc<'_, '_, 'a> {
     }
 
     /// Follows typedefs and qualifiers.
-    pub(super) fn strip(&self, mut core: u32) -> u32 {
+    pub(super) fn strip(&self, mut core: Option<CoreId>) -> Option<CoreId> {
         for _ in 0..64 {
-            match self.cu.slot(core) {
+            match core.map(|c| self.cu.slot(c)) {
                 Some(s)
                     if matches!(
                         s.tag,
@@ -90,8 +88,8 @@ impl<'a> Enc<'_, '_, 'a> {
     }
 
     /// The record of the type in slot `core` (none for an unspecified type).
-    pub(super) fn encode_slot(&self, o: &mut Out<'a>, core: u32, s: &Slot<'a>) -> Result<(), EncodeError> {
-        let r = |off: u32| self.cu.core(off);
+    pub(super) fn encode_slot(&self, o: &mut Out<'a>, s: &Slot<'a>) -> Result<(), EncodeError> {
+        let r = |off| local_id(self.cu.core(off));
         match s.tag {
             dw::DW_TAG_base_type => return self.base_type(o, s),
             dw::DW_TAG_pointer_type => o.rec(&[0, make_info(Kind::Ptr, false, 0), r(s.ty)]),
@@ -126,7 +124,6 @@ impl<'a> Enc<'_, '_, 'a> {
                 // Placed by the loader but never emitted (shifts later ids).
             }
             other => {
-                let _ = core;
                 return Err(self.unsupported(s.die, format!("unsupported {other}: BTF has no kind for it")));
             }
         }
@@ -203,7 +200,7 @@ impl<'a> Enc<'_, '_, 'a> {
         let n = o.s(name);
         let kind = if union { Kind::Union } else { Kind::Struct };
         o.rec(&[n, make_info(kind, false, 0), s.size as u32]);
-        let members = &cu.members[s.kids as usize..(s.kids + s.nkids) as usize];
+        let members = cu.members_of(s);
         // Rust CUs: members in offset order, as the reference sorts them
         let order: Option<smallvec::SmallVec<[u32; 32]>> = (cu.language == DW_LANG_RUST).then(|| {
             let mut order: smallvec::SmallVec<[u32; 32]> = (0..members.len() as u32).collect();
@@ -240,9 +237,9 @@ impl<'a> Enc<'_, '_, 'a> {
             ));
         }
         let n = o.s(name);
-        let enums = &cu.enumerators[s.kids as usize..(s.kids + s.nkids) as usize];
+        let enums = cu.enumerators_of(s);
         if f.enum64 && bytes > 4 {
-            let signed = cu.slot(cu.core(s.ty)).is_some_and(|t| {
+            let signed = cu.type_at(s.ty).is_some_and(|t| {
                 t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
             });
             o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
@@ -295,21 +292,18 @@ impl<'a> Enc<'_, '_, 'a> {
     /// FUNC_PROTO with its parameters (varargs as a last, empty one).
     fn func_proto(&self, o: &mut Out<'a>, s: &Slot<'a>) {
         let cu = self.cu;
-        o.rec(&[0, make_info(Kind::FuncProto, false, 0), cu.core(s.ty)]);
-        let keep = kept_entries(s.nkids as usize + s.varargs as usize);
-        for (pos, p) in cu.params[s.kids as usize..(s.kids + s.nkids) as usize]
-            .iter()
-            .enumerate()
-        {
+        o.rec(&[0, make_info(Kind::FuncProto, false, 0), local_id(cu.core(s.ty))]);
+        let keep = kept_entries(s.kids.len() + s.varargs as usize);
+        for (pos, p) in cu.params_of(s).iter().enumerate() {
             let pn = o.s(p.name);
             o.bump_vlen();
             if pos < keep {
-                o.o.words.extend_from_slice(&[pn, cu.core(p.ty)]);
+                o.o.words.extend_from_slice(&[pn, local_id(cu.core(p.ty))]);
             }
         }
         if s.varargs {
             o.bump_vlen();
-            if (s.nkids as usize) < keep {
+            if s.kids.len() < keep {
                 o.o.words.extend_from_slice(&[0, 0]);
             }
         }

@@ -3,7 +3,7 @@
 use super::out::Out;
 use super::{Enc, VarOut};
 use crate::btf::{self, Kind, make_info};
-use crate::dwarf::{NONE, nm};
+use crate::dwarf::{UnitOff, nm};
 use crate::encode::EncodeError;
 
 pub(super) fn valid_var_name(n: &[u8]) -> bool {
@@ -29,7 +29,7 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
     if !f.var && !f.global_var {
         return Ok(());
     }
-    let var_at = |off: u32| cu.vars.binary_search_by_key(&off, |v| v.uoff).ok().map(|i| &cu.vars[i]);
+    let var_at = |off: UnitOff| cu.vars.binary_search_by_key(&off, |v| v.uoff).ok().map(|i| &cu.vars[i]);
     for v in &cu.vars {
         if v.declaration || v.artificial {
             continue;
@@ -43,20 +43,12 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
             continue;
         }
         let offset = addr - section.addr;
-        let (name, ty, external, annots) = match (v.spec != NONE).then(|| var_at(v.spec)).flatten() {
-            Some(d) => (
-                d.name,
-                d.ty,
-                d.external,
-                &cu.annots[d.annots as usize..(d.annots + d.nannots) as usize],
-            ),
-            None if v.spec != NONE => (&b""[..], NONE, false, &cu.annots[0..0]),
-            None => (
-                v.name,
-                v.ty,
-                v.external,
-                &cu.annots[v.annots as usize..(v.annots + v.nannots) as usize],
-            ),
+        // A definition takes what its declaration (DW_AT_specification)
+        // says; one whose declaration is not a CU-level variable gets nothing.
+        let (name, ty, external, annots) = match v.spec.map(var_at) {
+            Some(Some(d)) => (d.name, d.ty, d.external, &cu.annots[d.annots]),
+            Some(None) => (&b""[..], None, false, &cu.annots[0..0]),
+            None => (v.name, v.ty, v.external, &cu.annots[v.annots]),
         };
         let name = nm(name);
         if name.is_empty() || SKIPPED_VAR_PREFIXES.iter().any(|p| name.starts_with(p)) {
@@ -80,7 +72,7 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
             });
         }
         let core = cu.core(ty);
-        if core == 0 {
+        let Some(id) = core else {
             if f.encode_force {
                 continue;
             }
@@ -93,7 +85,7 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
                     cu.offset
                 ),
             });
-        }
+        };
         let size = enc.size_of(core, 0);
         if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
             continue;
@@ -103,7 +95,7 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
         o.rec(&[
             n,
             make_info(Kind::Var, false, 0),
-            core,
+            id.get(),
             if external {
                 btf::LINKAGE_GLOBAL
             } else {
