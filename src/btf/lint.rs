@@ -2,7 +2,7 @@
 //! breaks them (the reference emits such files, see `kernel-rejects.tsv`);
 //! `stats --warnings` lists them so a user learns before loading.
 
-use super::{Btf, Kind, StrOff, TypeId};
+use super::{Btf, Kind, StrOff, Type, TypeId};
 
 /// The kernel's "valid identifier": `[A-Za-z_.][A-Za-z0-9_.]*`, shorter than 512.
 pub fn is_valid_ident(s: &[u8]) -> bool {
@@ -81,192 +81,226 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
                 msg: format!("{} '{}': {}", kind.name(), String::from_utf8_lossy(name), msg),
             })
         };
-        let ident = |off: u32| btf.str_at(StrOff(off)).unwrap_or(b"");
+        // The order of the rules is the order of the warnings.
+        name_rule(t, name, &mut warn);
+        info_rules(t, &mut warn);
+        field_rules(btf, t, &mut warn);
         match kind {
-            Kind::Typedef | Kind::Fwd | Kind::Func | Kind::Var if !is_valid_ident(name) => warn("invalid name".into()),
-            Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 if !name.is_empty() && !is_valid_ident(name) => {
-                warn("invalid name".into())
-            }
-            Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::Array | Kind::FuncProto
-                if t.name_off().0 != 0 =>
-            {
-                warn("must be anonymous".into())
-            }
-            _ => {}
-        }
-        // The kinds' field rules of the kernel's checker (btf_*_check_meta).
-        let vlen = t.vlen();
-        let kflag_allowed = matches!(
-            kind,
-            Kind::Struct | Kind::Union | Kind::Fwd | Kind::Enum | Kind::Enum64 | Kind::DeclTag | Kind::TypeTag
-        );
-        if t.kflag() && !kflag_allowed {
-            warn("kind_flag set on a kind without one (\"Invalid btf_info kind_flag\")".into());
-        }
-        let no_members = matches!(
-            kind,
-            Kind::Int
-                | Kind::Ptr
-                | Kind::Array
-                | Kind::Fwd
-                | Kind::Typedef
-                | Kind::Volatile
-                | Kind::Const
-                | Kind::Restrict
-                | Kind::Var
-                | Kind::Float
-                | Kind::DeclTag
-                | Kind::TypeTag
-        );
-        if no_members && vlen != 0 {
-            warn(format!("vlen {vlen} on a kind without members (\"vlen != 0\")"));
-        }
-        match kind {
-            Kind::Int => {
-                let (enc, off, bits) = (t.int_encoding(), t.int_offset(), t.int_bits());
-                let size = t.size();
-                if !matches!(size, 1 | 2 | 4 | 8 | 16) {
-                    warn(format!("size {size} is not 1, 2, 4, 8 or 16 (\"Unsupported size\")"));
-                }
-                if bits > 128 || off + bits > size.saturating_mul(8) {
-                    warn(format!(
-                        "{bits} bits at bit {off} do not fit in {size} bytes (\"nr_bits exceeds type_size\")"
-                    ));
-                }
-                if enc.count_ones() > 1 || enc & !0x7 != 0 {
-                    warn(format!(
-                        "encoding {enc:#x} is not one of SIGNED, CHAR, BOOL (\"Unsupported encoding\")"
-                    ));
-                }
-            }
-            Kind::Enum if !matches!(t.size(), 1 | 2 | 4 | 8) => {
-                warn(format!("size {} is not 1, 2, 4 or 8 (\"Unexpected size\")", t.size()))
-            }
-            Kind::Float if !matches!(t.size(), 2 | 4 | 8 | 12 | 16) => warn(format!(
-                "size {} is not 2, 4, 8, 12 or 16 (\"Invalid type_size\")",
-                t.size()
-            )),
-            Kind::Func if btf.get(t.type_id()).is_none_or(|p| p.kind() != Kind::FuncProto) => warn(format!(
-                "type {} is not a FUNC_PROTO (\"Invalid type_id\")",
-                t.type_id().0
-            )),
-            Kind::Var if t.extra() > 2 => warn(format!("linkage {} (\"Linkage not supported\")", t.extra())),
-            Kind::DeclTag if (t.extra() as i32) < -1 => warn(format!(
-                "component index {} (\"Invalid component_idx\")",
-                t.extra() as i32
-            )),
-            _ => {}
-        }
-        match kind {
-            Kind::Struct | Kind::Union => {
-                let mut prev = 0;
-                for [n, _ty, off] in t.triples() {
-                    let m = ident(n);
-                    if !m.is_empty() && !is_valid_ident(m) {
-                        warn(format!("member '{}' has an invalid name", String::from_utf8_lossy(m)));
-                    }
-                    let (bit_off, bits) = if t.kflag() {
-                        (off & 0xff_ffff, off >> 24)
-                    } else {
-                        (off, 0)
-                    };
-                    if kind == Kind::Union && bit_off != 0 {
-                        warn(format!(
-                            "union member '{}' at bit offset {bit_off}",
-                            String::from_utf8_lossy(m)
-                        ));
-                    }
-                    // Sizes saturate (an array of 2^32 elements of a huge
-                    // struct): so does the end, which then exceeds any size.
-                    let end_bits = if bits != 0 {
-                        bit_off as u64 + bits as u64
-                    } else {
-                        let size = type_size_with(btf, TypeId(_ty), ptr_size).unwrap_or(0);
-                        (bit_off as u64).saturating_add(size.saturating_mul(8))
-                    };
-                    if end_bits.div_ceil(8) > t.size() as u64 {
-                        warn(format!(
-                            "member '{}' exceeds the struct size {}",
-                            String::from_utf8_lossy(m),
-                            t.size()
-                        ));
-                    }
-                    if bit_off < prev {
-                        warn(format!("member '{}' offset goes backwards", String::from_utf8_lossy(m)));
-                    }
-                    prev = bit_off;
-                }
-            }
-            Kind::Enum | Kind::Enum64 => {
-                let names: Vec<u32> = if kind == Kind::Enum {
-                    t.pairs().map(|[n, _]| n).collect()
-                } else {
-                    t.triples().map(|[n, _, _]| n).collect()
-                };
-                for n in names {
-                    if !is_valid_ident(ident(n)) {
-                        warn(format!(
-                            "enumerator '{}' has an invalid name",
-                            String::from_utf8_lossy(ident(n))
-                        ));
-                    }
-                }
-            }
-            Kind::FuncProto => {
-                let nargs = t.vlen() as usize;
-                for (i, [n, ty]) in t.pairs().enumerate() {
-                    let p = ident(n);
-                    if !p.is_empty() && !is_valid_ident(p) {
-                        warn(format!(
-                            "parameter '{}' has an invalid name",
-                            String::from_utf8_lossy(p)
-                        ));
-                    }
-                    // Type 0 is only `...`: the last parameter, unnamed (the
-                    // kernel's "Invalid arg#N"; the reference writes such
-                    // parameters where a type unit's type was lost).
-                    if ty == 0 && (i + 1 < nargs || !p.is_empty()) {
-                        warn(format!(
-                            "parameter #{} '{}' has type void (void is only the last, unnamed `...`)",
-                            i + 1,
-                            String::from_utf8_lossy(p)
-                        ));
-                    }
-                }
-            }
-            Kind::Array => {
-                // The kernel's "Invalid elem" / "Invalid index".
-                let (elem, index, _) = t.array();
-                if elem.0 == 0 {
-                    warn("element type is void".into());
-                }
-                if index.0 == 0 {
-                    warn("index type is void".into());
-                }
-            }
+            Kind::Struct | Kind::Union => member_rules(btf, t, ptr_size, &mut warn),
+            Kind::Enum | Kind::Enum64 => enumerator_rules(btf, t, &mut warn),
+            Kind::FuncProto => param_rules(btf, t, &mut warn),
+            Kind::Array => array_rules(t, &mut warn),
             Kind::Func if t.vlen() > 1 => warn(format!("linkage {} (kernel 6.12 accepts static and global)", t.vlen())),
             Kind::TypeTag | Kind::DeclTag if t.kflag() => {
                 warn("kind_flag 1 (attribute) is refused by kernel 6.12".into())
             }
-            Kind::Datasec => {
-                let mut end = 0u64;
-                for [_, off, sz] in t.triples() {
-                    if (off as u64) < end {
-                        warn(format!("entry at offset {off} overlaps or is out of order"));
-                    }
-                    if sz == 0 || off as u64 + sz as u64 > t.size() as u64 {
-                        warn(format!(
-                            "entry at offset {off} size {sz} outside the section size {}",
-                            t.size()
-                        ));
-                    }
-                    end = off as u64 + sz as u64;
-                }
-            }
+            Kind::Datasec => datasec_rules(t, &mut warn),
             _ => {}
         }
     }
     out
+}
+
+/// A name of a type, own or member, as the kernel reads it.
+fn ident(btf: &Btf, off: u32) -> &[u8] {
+    btf.str_at(StrOff(off)).unwrap_or(b"")
+}
+
+/// Which kinds must be named by a valid identifier, may be, or must be anonymous.
+fn name_rule(t: Type<'_>, name: &[u8], warn: &mut impl FnMut(String)) {
+    match t.kind() {
+        Kind::Typedef | Kind::Fwd | Kind::Func | Kind::Var if !is_valid_ident(name) => warn("invalid name".into()),
+        Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 if !name.is_empty() && !is_valid_ident(name) => {
+            warn("invalid name".into())
+        }
+        Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::Array | Kind::FuncProto
+            if t.name_off().0 != 0 =>
+        {
+            warn("must be anonymous".into())
+        }
+        _ => {}
+    }
+}
+
+/// The kinds' rules for the info word (btf_*_check_meta): which kinds may set
+/// kind_flag, which may have members.
+fn info_rules(t: Type<'_>, warn: &mut impl FnMut(String)) {
+    let kind = t.kind();
+    let vlen = t.vlen();
+    let kflag_allowed = matches!(
+        kind,
+        Kind::Struct | Kind::Union | Kind::Fwd | Kind::Enum | Kind::Enum64 | Kind::DeclTag | Kind::TypeTag
+    );
+    if t.kflag() && !kflag_allowed {
+        warn("kind_flag set on a kind without one (\"Invalid btf_info kind_flag\")".into());
+    }
+    let no_members = matches!(
+        kind,
+        Kind::Int
+            | Kind::Ptr
+            | Kind::Array
+            | Kind::Fwd
+            | Kind::Typedef
+            | Kind::Volatile
+            | Kind::Const
+            | Kind::Restrict
+            | Kind::Var
+            | Kind::Float
+            | Kind::DeclTag
+            | Kind::TypeTag
+    );
+    if no_members && vlen != 0 {
+        warn(format!("vlen {vlen} on a kind without members (\"vlen != 0\")"));
+    }
+}
+
+/// The kinds' rules for their own fields: sizes, encodings, linkage, the
+/// FUNC's prototype, a tag's component.
+fn field_rules(btf: &Btf, t: Type<'_>, warn: &mut impl FnMut(String)) {
+    match t.kind() {
+        Kind::Int => {
+            let (enc, off, bits) = (t.int_encoding(), t.int_offset(), t.int_bits());
+            let size = t.size();
+            if !matches!(size, 1 | 2 | 4 | 8 | 16) {
+                warn(format!("size {size} is not 1, 2, 4, 8 or 16 (\"Unsupported size\")"));
+            }
+            if bits > 128 || off + bits > size.saturating_mul(8) {
+                warn(format!(
+                    "{bits} bits at bit {off} do not fit in {size} bytes (\"nr_bits exceeds type_size\")"
+                ));
+            }
+            if enc.count_ones() > 1 || enc & !0x7 != 0 {
+                warn(format!(
+                    "encoding {enc:#x} is not one of SIGNED, CHAR, BOOL (\"Unsupported encoding\")"
+                ));
+            }
+        }
+        Kind::Enum if !matches!(t.size(), 1 | 2 | 4 | 8) => {
+            warn(format!("size {} is not 1, 2, 4 or 8 (\"Unexpected size\")", t.size()))
+        }
+        Kind::Float if !matches!(t.size(), 2 | 4 | 8 | 12 | 16) => warn(format!(
+            "size {} is not 2, 4, 8, 12 or 16 (\"Invalid type_size\")",
+            t.size()
+        )),
+        Kind::Func if btf.get(t.type_id()).is_none_or(|p| p.kind() != Kind::FuncProto) => warn(format!(
+            "type {} is not a FUNC_PROTO (\"Invalid type_id\")",
+            t.type_id().0
+        )),
+        Kind::Var if t.extra() > 2 => warn(format!("linkage {} (\"Linkage not supported\")", t.extra())),
+        Kind::DeclTag if (t.extra() as i32) < -1 => warn(format!(
+            "component index {} (\"Invalid component_idx\")",
+            t.extra() as i32
+        )),
+        _ => {}
+    }
+}
+
+/// A struct's or union's members: names, offsets, and that each fits.
+fn member_rules(btf: &Btf, t: Type<'_>, ptr_size: u64, warn: &mut impl FnMut(String)) {
+    let mut prev = 0;
+    for [n, ty, off] in t.triples() {
+        let m = ident(btf, n);
+        if !m.is_empty() && !is_valid_ident(m) {
+            warn(format!("member '{}' has an invalid name", String::from_utf8_lossy(m)));
+        }
+        let (bit_off, bits) = if t.kflag() {
+            (off & 0xff_ffff, off >> 24)
+        } else {
+            (off, 0)
+        };
+        if t.kind() == Kind::Union && bit_off != 0 {
+            warn(format!(
+                "union member '{}' at bit offset {bit_off}",
+                String::from_utf8_lossy(m)
+            ));
+        }
+        // Sizes saturate (an array of 2^32 elements of a huge
+        // struct): so does the end, which then exceeds any size.
+        let end_bits = if bits != 0 {
+            bit_off as u64 + bits as u64
+        } else {
+            let size = type_size_with(btf, TypeId(ty), ptr_size).unwrap_or(0);
+            (bit_off as u64).saturating_add(size.saturating_mul(8))
+        };
+        if end_bits.div_ceil(8) > t.size() as u64 {
+            warn(format!(
+                "member '{}' exceeds the struct size {}",
+                String::from_utf8_lossy(m),
+                t.size()
+            ));
+        }
+        if bit_off < prev {
+            warn(format!("member '{}' offset goes backwards", String::from_utf8_lossy(m)));
+        }
+        prev = bit_off;
+    }
+}
+
+fn enumerator_rules(btf: &Btf, t: Type<'_>, warn: &mut impl FnMut(String)) {
+    let names: Vec<u32> = if t.kind() == Kind::Enum {
+        t.pairs().map(|[n, _]| n).collect()
+    } else {
+        t.triples().map(|[n, _, _]| n).collect()
+    };
+    for n in names {
+        if !is_valid_ident(ident(btf, n)) {
+            warn(format!(
+                "enumerator '{}' has an invalid name",
+                String::from_utf8_lossy(ident(btf, n))
+            ));
+        }
+    }
+}
+
+fn param_rules(btf: &Btf, t: Type<'_>, warn: &mut impl FnMut(String)) {
+    let nargs = t.vlen() as usize;
+    for (i, [n, ty]) in t.pairs().enumerate() {
+        let p = ident(btf, n);
+        if !p.is_empty() && !is_valid_ident(p) {
+            warn(format!(
+                "parameter '{}' has an invalid name",
+                String::from_utf8_lossy(p)
+            ));
+        }
+        // Type 0 is only `...`: the last parameter, unnamed (the
+        // kernel's "Invalid arg#N"; the reference writes such
+        // parameters where a type unit's type was lost).
+        if ty == 0 && (i + 1 < nargs || !p.is_empty()) {
+            warn(format!(
+                "parameter #{} '{}' has type void (void is only the last, unnamed `...`)",
+                i + 1,
+                String::from_utf8_lossy(p)
+            ));
+        }
+    }
+}
+
+/// The kernel's "Invalid elem" / "Invalid index".
+fn array_rules(t: Type<'_>, warn: &mut impl FnMut(String)) {
+    let (elem, index, _) = t.array();
+    if elem.0 == 0 {
+        warn("element type is void".into());
+    }
+    if index.0 == 0 {
+        warn("index type is void".into());
+    }
+}
+
+/// A DATASEC's entries: in order, not overlapping, inside the section.
+fn datasec_rules(t: Type<'_>, warn: &mut impl FnMut(String)) {
+    let mut end = 0u64;
+    for [_, off, sz] in t.triples() {
+        if (off as u64) < end {
+            warn(format!("entry at offset {off} overlaps or is out of order"));
+        }
+        if sz == 0 || off as u64 + sz as u64 > t.size() as u64 {
+            warn(format!(
+                "entry at offset {off} size {sz} outside the section size {}",
+                t.size()
+            ));
+        }
+        end = off as u64 + sz as u64;
+    }
 }
 
 #[cfg(test)]

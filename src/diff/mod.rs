@@ -84,6 +84,8 @@
 
 mod engine;
 pub mod equiv;
+mod fields;
+mod items;
 pub mod render;
 
 use std::collections::BTreeMap;

@@ -7,9 +7,10 @@
 //! immutable afterwards, so decode workers share it without locks.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::path::Path;
 
-use object::read::elf::{ElfFile, FileHeader, Rela, SectionHeader, Sym};
+use object::read::elf::{ElfFile, ElfSection, FileHeader, Rela, SectionHeader, Sym};
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationKind, RelocationTarget};
 
 use super::functab::{FuncTable, func_key};
@@ -288,28 +289,102 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     } else {
         Endian::Big
     };
+    let lto_note = lto_note(f);
+    check_read_ranges(path, f)?;
+    let sections = section_infos(f, is_rel);
+    let Symbols {
+        funcs,
+        objects,
+        has_symtab,
+    } = symbols(f);
+    let loader = SectionLoader {
+        path,
+        f,
+        sections: &sections,
+        is_rel,
+        machine,
+        endian,
+        sym_values: OnceCell::new(),
+    };
+    let found = find_debug_sections(path, f)?;
+    // DWARF 4 type units outside section groups (a linked executable's):
+    // the reference loads them as a unit of their own and then crashes
+    // (SIGSEGV in v1.31), writing nothing; its behaviour is not something
+    // to reproduce, so the file is refused.
+    if found.types.as_ref().is_some_and(|s| s.size() > 0) {
+        return Err(Error::unsupported(
+            path,
+            ".debug_types: DWARF 4 type units (-fdebug-types-section) in a linked file: the reference \
+             (pahole v1.31) crashes on them and writes no BTF, so btfkit does not encode them either \
+             (--type-units=resolve reads DWARF 5 type units only)",
+        ));
+    }
+    let mut loaded = Vec::with_capacity(LOADED.len());
+    for sec in found.loaded {
+        loaded.push(match sec {
+            Some(sec) => loader.load(sec)?,
+            None => Cow::Borrowed(&[][..]),
+        });
+    }
+    // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
+    // type units in a relocatable object, one per COMDAT group. The
+    // reference passes them over; `--type-units=resolve` reads them.
+    let grouped_info = found
+        .grouped_info
+        .into_iter()
+        .map(|sec| loader.load(sec))
+        .collect::<Result<Vec<_>>>()?;
+    let grouped_types = found.grouped_types;
+    let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
+    let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
+    Ok(ElfInfo {
+        endian,
+        is_64,
+        machine,
+        is_rel,
+        has_symtab,
+        sections,
+        funcs,
+        objects,
+        debug,
+        grouped_info,
+        grouped_types,
+        lto_note,
+        symtab_bytes,
+        file_mapped: false,
+    })
+}
 
-    let mut sections: Vec<SectionInfo<'a>> = Vec::new();
-    let table = f.elf_section_table();
-    let mut lto_note = None;
-    'notes: for sh in table.iter() {
+/// The kernel's "built with LTO" note: whether the first one's descriptor is
+/// non-zero ([`ElfInfo::lto_note`]).
+fn lto_note<'a, H: FileHeader<Endian = object::Endianness>>(f: &ElfFile<'a, H, &'a [u8]>) -> Option<bool> {
+    let e = f.endian();
+    for sh in f.elf_section_table().iter() {
         if let Ok(Some(mut notes)) = sh.notes(e, f.data()) {
             while let Ok(Some(n)) = notes.next() {
                 let desc = n.desc();
                 if n.n_type(e).0 == 0x101 && n.name() == b"Linux" && desc.len() >= 4 {
-                    lto_note = Some(desc[..4].iter().any(|&b| b != 0));
-                    break 'notes;
+                    return Some(desc[..4].iter().any(|&b| b != 0));
                 }
             }
         }
     }
-    // The sections read besides the debug sections (checked as they are
-    // loaded): section names, symbols and their names, relocations of the
-    // loaded debug sections. Their readers treat a range outside the file
-    // as empty, which would quietly change the output. Other sections may
-    // lie outside, as the reference allows.
+    None
+}
+
+/// Refuses a file whose sections read besides the debug sections (checked
+/// as they are loaded) lie outside it: section names, symbols and their
+/// names, relocations of the loaded debug sections. Their readers treat a
+/// range outside the file as empty, which would quietly change the output.
+/// Other sections may lie outside, as the reference allows.
+fn check_read_ranges<'a, H: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    f: &ElfFile<'a, H, &'a [u8]>,
+) -> Result<()> {
+    let e = f.endian();
+    let table = f.elf_section_table();
     let file_len = f.data().len() as u64;
-    let shstrndx = hdr.shstrndx(e, f.data()).unwrap_or(0) as usize;
+    let shstrndx = f.elf_header().shstrndx(e, f.data()).unwrap_or(0) as usize;
     let mut needed = vec![shstrndx];
     for (i, sh) in table.iter().enumerate() {
         match sh.sh_type(e) {
@@ -346,6 +421,19 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
             ));
         }
     }
+    Ok(())
+}
+
+/// The section headers; an ET_REL file's allocated sections get addresses
+/// laid out one after another from [`REL_LAYOUT_BASE`], as the reference's
+/// reader gives them.
+fn section_infos<'a, H: FileHeader<Endian = object::Endianness>>(
+    f: &ElfFile<'a, H, &'a [u8]>,
+    is_rel: bool,
+) -> Vec<SectionInfo<'a>> {
+    let e = f.endian();
+    let table = f.elf_section_table();
+    let mut sections = Vec::new();
     let mut next_addr = REL_LAYOUT_BASE;
     for (i, sh) in table.iter().enumerate() {
         let name = table.section_name(e, sh).unwrap_or(b"");
@@ -367,7 +455,19 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
             flags,
         });
     }
+    sections
+}
 
+/// What `.symtab` gives the encoder.
+struct Symbols<'a> {
+    funcs: FuncTable<'a>,
+    /// STT_OBJECT symbols as (name, section index), sorted.
+    objects: Vec<(&'a [u8], u32)>,
+    has_symtab: bool,
+}
+
+/// The function table and the object symbols.
+fn symbols<'a, H: FileHeader<Endian = object::Endianness>>(f: &ElfFile<'a, H, &'a [u8]>) -> Symbols<'a> {
     let mut funcs = Vec::new();
     let mut objects = Vec::new();
     let mut has_symtab = false;
@@ -392,37 +492,31 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         }
     }
     objects.sort_unstable();
-    let funcs = FuncTable::build(funcs);
+    Symbols {
+        funcs: FuncTable::build(funcs),
+        objects,
+        has_symtab,
+    }
+}
 
-    let sym_value = |idx: object::SymbolIndex| -> u64 {
-        let Ok(sym) = f.symbol_by_index(idx) else { return 0 };
-        let v = sym.address();
-        match sym.section_index() {
-            Some(s) if is_rel => {
-                let sec = &sections.get(s.0);
-                match sec {
-                    Some(sec) if sec.flags & SHF_ALLOC != 0 => sec.addr.wrapping_add(v),
-                    _ => v,
-                }
-            }
-            _ => v,
-        }
-    };
+/// Loads debug sections: checks their range, decompresses them and, in an
+/// ET_REL file, applies their relocations as a linker would.
+struct SectionLoader<'a, 'f, H: FileHeader<Endian = object::Endianness>> {
+    path: &'f Path,
+    f: &'f ElfFile<'a, H, &'a [u8]>,
+    sections: &'f [SectionInfo<'a>],
+    is_rel: bool,
+    machine: u16,
+    endian: Endian,
+    /// Relocation targets by symbol index, read once: a module's debug
+    /// sections carry a relocation per string or section offset (about
+    /// 1.5 M in btrfs.ko), against a few thousand symbols.
+    sym_values: OnceCell<Vec<u64>>,
+}
 
-    // Relocation targets by symbol index, read once: a module's debug
-    // sections carry a relocation per string or section offset (about
-    // 1.5 M in btrfs.ko), against a few thousand symbols.
-    let sym_values: std::cell::OnceCell<Vec<u64>> = std::cell::OnceCell::new();
-    let sym_cached = |idx: usize| -> u64 {
-        let v = sym_values.get_or_init(|| {
-            (0..f.elf_symbol_table().len())
-                .map(|i| sym_value(object::SymbolIndex(i)))
-                .collect()
-        });
-        v.get(idx).copied().unwrap_or(0)
-    };
-
-    let load_section = |sec: object::read::elf::ElfSection<'a, '_, H, &'a [u8]>| -> Result<Cow<'a, [u8]>> {
+impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H> {
+    fn load(&self, sec: ElfSection<'a, 'f, H, &'a [u8]>) -> Result<Cow<'a, [u8]>> {
+        let (path, f) = (self.path, self.f);
         let sec_name = sec.name().unwrap_or("?").to_string();
         if let Some((off, size)) = sec.file_range()
             && off.checked_add(size).is_none_or(|end| end > f.data().len() as u64)
@@ -442,9 +536,21 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
             )
         })?;
         let data = inflate(packed).map_err(|msg| Error::elf(path, format!("section {sec_name}: {msg}")))?;
-        if !is_rel {
+        if !self.is_rel {
             return Ok(data);
         }
+        self.relocate(&sec, &sec_name, data)
+    }
+
+    /// Applies the section's absolute relocations of 4 and 8 bytes to `data`.
+    fn relocate(
+        &self,
+        sec: &ElfSection<'a, 'f, H, &'a [u8]>,
+        sec_name: &str,
+        data: Cow<'a, [u8]>,
+    ) -> Result<Cow<'a, [u8]>> {
+        let (path, f, endian) = (self.path, self.f, self.endian);
+        let e = f.endian();
         let mut relocs = sec.relocations().peekable();
         if relocs.peek().is_none() {
             return Ok(data);
@@ -466,7 +572,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         // iterator works out kind, size and target for each entry, the
         // largest cost of loading a module. The same three absolute types
         // it reports with 32 or 64 bits; everything else goes the generic way.
-        if machine == object::elf::EM_X86_64.0
+        if self.machine == object::elf::EM_X86_64.0
             && let Ok(Some(rsh)) = sec.elf_relocation_section()
             && let Ok(Some((relas, _))) = rsh.rela(e, f.data())
         {
@@ -478,7 +584,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                 };
                 let s = match r.r_sym(e, false) {
                     0 => 0,
-                    i => sym_cached(i as usize),
+                    i => self.symbol_value_cached(i as usize),
                 };
                 let addend: i64 = r.r_addend(e).into();
                 apply(r.r_offset(e).into(), size, s.wrapping_add(addend as u64), false)?;
@@ -491,62 +597,41 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
                 continue;
             }
             let s = match r.target() {
-                RelocationTarget::Symbol(idx) => sym_cached(idx.0),
-                RelocationTarget::Section(idx) => sections.get(idx.0).map(|s| s.addr).unwrap_or(0),
+                RelocationTarget::Symbol(idx) => self.symbol_value_cached(idx.0),
+                RelocationTarget::Section(idx) => self.sections.get(idx.0).map(|s| s.addr).unwrap_or(0),
                 _ => 0,
             };
             apply(off, size, s.wrapping_add(r.addend() as u64), r.has_implicit_addend())?;
         }
         Ok(Cow::Owned(buf))
-    };
+    }
 
-    let found = find_debug_sections(path, f)?;
-    // DWARF 4 type units outside section groups (a linked executable's):
-    // the reference loads them as a unit of their own and then crashes
-    // (SIGSEGV in v1.31), writing nothing; its behaviour is not something
-    // to reproduce, so the file is refused.
-    if found.types.as_ref().is_some_and(|s| s.size() > 0) {
-        return Err(Error::unsupported(
-            path,
-            ".debug_types: DWARF 4 type units (-fdebug-types-section) in a linked file: the reference \
-             (pahole v1.31) crashes on them and writes no BTF, so btfkit does not encode them either \
-             (--type-units=resolve reads DWARF 5 type units only)",
-        ));
-    }
-    let mut loaded = Vec::with_capacity(LOADED.len());
-    for sec in found.loaded {
-        loaded.push(match sec {
-            Some(sec) => load_section(sec)?,
-            None => Cow::Borrowed(&[][..]),
+    /// The value of symbol `idx` as a relocation target (0 for a bad index).
+    fn symbol_value_cached(&self, idx: usize) -> u64 {
+        let v = self.sym_values.get_or_init(|| {
+            (0..self.f.elf_symbol_table().len())
+                .map(|i| self.symbol_value(object::SymbolIndex(i)))
+                .collect()
         });
+        v.get(idx).copied().unwrap_or(0)
     }
-    // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
-    // type units in a relocatable object, one per COMDAT group. The
-    // reference passes them over; `--type-units=resolve` reads them.
-    let grouped_info = found
-        .grouped_info
-        .into_iter()
-        .map(load_section)
-        .collect::<Result<Vec<_>>>()?;
-    let grouped_types = found.grouped_types;
-    let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
-    let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
-    Ok(ElfInfo {
-        endian,
-        is_64,
-        machine,
-        is_rel,
-        has_symtab,
-        sections,
-        funcs,
-        objects,
-        debug,
-        grouped_info,
-        grouped_types,
-        lto_note,
-        symtab_bytes,
-        file_mapped: false,
-    })
+
+    /// A symbol's address; in an ET_REL file, relative to its allocated
+    /// section's laid-out address.
+    fn symbol_value(&self, idx: object::SymbolIndex) -> u64 {
+        let Ok(sym) = self.f.symbol_by_index(idx) else { return 0 };
+        let v = sym.address();
+        match sym.section_index() {
+            Some(s) if self.is_rel => {
+                let sec = &self.sections.get(s.0);
+                match sec {
+                    Some(sec) if sec.flags & SHF_ALLOC != 0 => sec.addr.wrapping_add(v),
+                    _ => v,
+                }
+            }
+            _ => v,
+        }
+    }
 }
 
 const SHF_GROUP: u64 = 0x200;

@@ -2,9 +2,7 @@
 //! sections are overwritten at many positions; every run must end with
 //! exit 0 (the damage happened to be harmless) or exit 2 with one error line.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use object::{Object, ObjectSection};
 
 #[test]

@@ -9,8 +9,6 @@
 //! Where btfkit accepts a damaged input, the case says so and why (the
 //! reference pahole v1.31 accepts it too and writes the same bytes).
 
-mod common;
-
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +16,7 @@ use std::process::Stdio;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const FIXTURE: &str = "fixtures/bin/structs_unions.gcc-O2.o";
 /// Address-space limit for every run.
@@ -710,7 +708,7 @@ fn damaged_dwarf() {
 }
 
 /// Writes the damaged inputs to $BTFKIT_MATRIX_DIR, to run the reference on
-/// them by hand (`cargo test --test bad_input_matrix -- --ignored write_cases`).
+/// them by hand (`cargo test --test bad_input -- --ignored matrix::write_cases`).
 #[test]
 #[ignore]
 fn write_cases() {

@@ -37,11 +37,9 @@
 //! - more types than the format allows (31-bit ids): cannot be produced for
 //!   real; `encode::tests::more_types_than_the_format_allows…` covers it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 const N: usize = 70_000;
 

@@ -1,8 +1,6 @@
 //! The encode and pahole front ends: sample run, final output, flag errors.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn encode_without_input_summarises_the_sample() {

@@ -11,12 +11,10 @@
 //! loaded merged onto their base; big-endian ones are converted to host
 //! order by `verify`.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 /// One output to check: case id, input, base (or "-"), pahole args, the
 /// reference's file (the key of kernel-rejects.tsv).

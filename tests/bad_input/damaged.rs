@@ -2,11 +2,9 @@
 //! exit 2, no output file, no panic. Each damaged file is made here from a
 //! corpus fixture.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use gimli::{EndianSlice, LittleEndian};
 
 const FIXTURE: &str = "fixtures/bin/structs_unions.gcc-O2.o";

@@ -1,7 +1,7 @@
 //! `btfkit dedup` end to end: output bytes, split BTF over --base, string
 //! modes, and the one-line error with exit code 2.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

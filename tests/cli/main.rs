@@ -1,0 +1,9 @@
+//! The command line, one binary: the contract every subcommand keeps (exit
+//! codes, one-line errors), the encode and pahole front ends, and `dedup`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod contract;
+mod dedup;
+mod encode;
