@@ -137,17 +137,14 @@ fn dump_difference(a: &btf::Btf, b: &btf::Btf) -> String {
     }
 }
 
-fn replay_row(row: &Row, cache: &Corpus, exe: &Path) -> anyhow::Result<Outcome> {
+fn replay_row(row: &Row, cache: &Corpus, scratch: &Path, exe: &Path) -> anyhow::Result<Outcome> {
     let input = cache.file(&row.input)?;
     let base = if row.base != "-" {
         Some(cache.file(&row.base)?)
     } else {
         None
     };
-    let work = cache
-        .cache
-        .join("out")
-        .join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
+    let work = scratch.join(format!("{}.{}", row.case_id.replace('/', "__"), row.variant));
     std::fs::create_dir_all(&work)?;
     let output = work.join("out.btf");
     let _ = std::fs::remove_file(&output);
@@ -300,6 +297,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     let exe = std::env::current_exe()?;
+    // One directory per run: two replays on one machine (two checkouts, two
+    // CI jobs) share the decompressed corpus but must not share outputs.
+    let scratch = cache.cache.join("out").join(format!("run-{}", std::process::id()));
     let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.max(1)).build()?;
     let results: Vec<(usize, Outcome)> = pool.install(|| {
         rows.par_iter()
@@ -307,7 +307,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             .map(|(i, r)| {
                 (
                     i,
-                    replay_row(r, &cache, &exe).unwrap_or_else(|e| Outcome::Fail(format!("harness: {e:#}"))),
+                    replay_row(r, &cache, &scratch, &exe).unwrap_or_else(|e| Outcome::Fail(format!("harness: {e:#}"))),
                 )
             })
             .collect()
@@ -326,6 +326,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
             Outcome::Fail(why) => failures.push((r.key(), why.clone())),
         }
+    }
+    if failures.is_empty() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    } else {
+        eprintln!("btfkit: the outputs of this replay are kept in {}", scratch.display());
     }
     if a.verbose || failures.len() <= 40 {
         for (k, why) in &failures {
