@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use btfkit::encode::{self, Features, LangFilter, Options};
+use btfkit::pipeline::Plan;
 
-use super::encode::{Plan, default_jobs, execute};
+use super::encode::{Report, default_jobs, execute};
 use super::{EXIT_ERR, EXIT_OK};
 
 #[derive(clap::Args)]
@@ -155,30 +156,34 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             _ => LangFilter::All,
         },
     };
-    execute(Plan {
-        input,
-        input_bytes: None,
-        in_place: detached.is_none(),
-        output: detached,
-        base,
-        dedup: !no_dedup,
-        early_dedup: None,
-        opts: Options {
-            features,
-            lang,
-            cu_exclude,
-            jobs,
-            no_funcs,
-            keep_offsets_deferred: false,
-            timings: false,
-            on_phase: None,
-            type_units: encode::TypeUnitMode::Reference,
-            verbose,
-            global_pool: true,
+    execute(
+        Plan {
+            input,
+            input_bytes: None,
+            in_place: detached.is_none(),
+            output: detached,
+            base,
+            dedup: !no_dedup,
+            early_dedup: None,
+            opts: Options {
+                features,
+                lang,
+                cu_exclude,
+                jobs,
+                no_funcs,
+                keep_offsets_deferred: false,
+                timings: false,
+                on_phase: None,
+                type_units: encode::TypeUnitMode::Reference,
+                verbose,
+                global_pool: true,
+            },
         },
-        print_summary: false,
-        stats: None,
-    })
+        Report {
+            print_summary: false,
+            stats: None,
+        },
+    )
 }
 
 /// What `pahole --help` prints: the subset of pahole's options btfkit takes.
