@@ -103,6 +103,14 @@ pub struct Report {
     pub stats: Option<bool>,
 }
 
+impl Report {
+    /// Nothing but the BTF (and `--verbose` lines).
+    pub const NONE: Report = Report {
+        print_summary: false,
+        stats: None,
+    };
+}
+
 /// Runs `plan` through the pipeline and reports it: `--verbose` lines once
 /// encoded, then `--stats` and the summary line.
 pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {

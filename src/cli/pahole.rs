@@ -148,14 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         [] => bail!("no input file"),
         _ => bail!("several input files are not supported (the reference's multi-file mode is not implemented)"),
     };
-    let lang = match (lang_only, lang_exclude) {
-        (Some(l), _) => LangFilter::Only(l),
-        (None, Some(l)) => LangFilter::Exclude(l),
-        (None, None) => match std::env::var("PAHOLE_LANG_EXCLUDE") {
-            Ok(v) if !v.is_empty() => LangFilter::Exclude(encode::lang::parse_list(&v).map_err(anyhow::Error::msg)?),
-            _ => LangFilter::All,
-        },
-    };
+    let lang = lang_filter(lang_only, lang_exclude)?;
     execute(
         Plan {
             input,
@@ -179,11 +172,20 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 global_pool: true,
             },
         },
-        Report {
-            print_summary: false,
-            stats: None,
-        },
+        Report::NONE,
     )
+}
+
+/// `--lang` over `--lang_exclude` over `$PAHOLE_LANG_EXCLUDE`, as the reference reads them.
+fn lang_filter(only: Option<Vec<u16>>, exclude: Option<Vec<u16>>) -> anyhow::Result<LangFilter> {
+    Ok(match (only, exclude) {
+        (Some(l), _) => LangFilter::Only(l),
+        (None, Some(l)) => LangFilter::Exclude(l),
+        (None, None) => match std::env::var("PAHOLE_LANG_EXCLUDE") {
+            Ok(v) if !v.is_empty() => LangFilter::Exclude(encode::lang::parse_list(&v).map_err(anyhow::Error::msg)?),
+            _ => LangFilter::All,
+        },
+    })
 }
 
 /// What `pahole --help` prints: the subset of pahole's options btfkit takes.
