@@ -5,12 +5,38 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use thiserror::Error;
+
 use super::features::Features;
 use super::{CuOut, MAX_STR_OFFSET, MAX_TYPES, Summary, local, strcache};
 use crate::btf::{self, Btf, Kind, TypeId, make_info};
 use crate::dwarf;
 use crate::elf::debug::ElfInfo;
 use crate::funcs::FuncStates;
+
+/// Why the merge refuses what it was given: a format limit the BTF would
+/// pass, or BTF that would be invalid. Where it happened is in the fields;
+/// the file is added by [`super::EncodeError::Merge`].
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum MergeError {
+    #[error("type section of {bytes} bytes: more than BTF's 32-bit length")]
+    TypeSectionTooLong { bytes: u64 },
+    #[error("{types} types: more than BTF's {max} (type ids are 31-bit)")]
+    TooManyTypes { types: u64, max: u32 },
+    #[error("string section of {bytes} bytes: more than BTF's {MAX_STR_OFFSET} (string offsets are 31-bit)")]
+    StringsTooLong { bytes: u32 },
+    #[error(
+        "type [{id}] refers to type {target}, past the last type {last}: a DW_TAG_unspecified_type nested in another DIE \
+         (first in the CU at {cu:#x}) takes a type id but emits no type, shifting the CU's later references \
+         as the reference encoder does; here that would give invalid BTF"
+    )]
+    ShiftedPastEnd { id: u32, target: u32, last: u32, cu: u64 },
+    #[error(
+        "section {section}: {vars} variables, a multiple of 65536: BTF's 16-bit DATASEC count would be 0 \
+         (the reference then writes an empty DATASEC sized from memory outside its list)"
+    )]
+    DatasecCountWraps { section: String, vars: usize },
+}
 
 /// Run-wide merge state.
 pub(super) struct Merger {
@@ -122,7 +148,7 @@ impl Merger {
     /// only goes unnoticed while the shifted ids stay inside the BTF. One
     /// past the last type is invalid BTF: refused instead. A pass over all
     /// references, paid only by runs with such a CU (C++ only).
-    pub(super) fn check_refs_in_range(&self, cu: u64) -> Result<(), String> {
+    pub(super) fn check_refs_in_range(&self, cu: u64) -> Result<(), MergeError> {
         let (start, last) = (self.btf.start_id(), self.btf.type_count());
         for (i, &o) in self.btf.type_offsets().iter().enumerate() {
             let w = &self.btf.raw_words()[o as usize..];
@@ -133,12 +159,12 @@ impl Merger {
                 }
             });
             if let Some(t) = bad {
-                return Err(format!(
-                    "type [{}] refers to type {t}, past the last type {last}: a DW_TAG_unspecified_type nested in another DIE \
-                     (first in the CU at {cu:#x}) takes a type id but emits no type, shifting the CU's later references \
-                     as the reference encoder does; here that would give invalid BTF",
-                    start + i as u32
-                ));
+                return Err(MergeError::ShiftedPastEnd {
+                    id: start + i as u32,
+                    target: t,
+                    last,
+                    cu,
+                });
             }
         }
         Ok(())
@@ -146,29 +172,28 @@ impl Merger {
 
     /// Whether the BTF built so far, plus `more` types, is within the
     /// format's limits; the message says which limit is passed.
-    pub(super) fn check_limits(&self, more: usize, more_words: usize) -> Result<(), String> {
+    pub(super) fn check_limits(&self, more: usize, more_words: usize) -> Result<(), MergeError> {
         // as built: with the words dedup's chunked passes took out
         let bytes = self.btf.type_section_len() as u64 + 4 * (self.btf.stubbed_words() + more_words as u64);
         if bytes > u32::MAX as u64 {
-            return Err(format!("type section of {bytes} bytes: more than BTF's 32-bit length"));
+            return Err(MergeError::TypeSectionTooLong { bytes });
         }
         let n = self.btf.type_count() as u64 + more as u64;
         if n > self.max_types as u64 {
-            return Err(format!(
-                "{n} types: more than BTF's {} (type ids are 31-bit)",
-                self.max_types
-            ));
+            return Err(MergeError::TooManyTypes {
+                types: n,
+                max: self.max_types,
+            });
         }
         if self.btf.strs_end() > MAX_STR_OFFSET {
-            return Err(format!(
-                "string section of {} bytes: more than BTF's {MAX_STR_OFFSET} (string offsets are 31-bit)",
-                self.btf.strs_end()
-            ));
+            return Err(MergeError::StringsTooLong {
+                bytes: self.btf.strs_end(),
+            });
         }
         Ok(())
     }
 
-    pub(super) fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), String> {
+    pub(super) fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), MergeError> {
         // Checked before any id is assigned: ids past the limit never exist,
         // so none can wrap. +1 for the `int` an array may need.
         self.check_limits(out.offs.len() + 1, out.words.len() + 4)?;
@@ -284,7 +309,7 @@ impl Merger {
         Ok(())
     }
 
-    pub(super) fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), String> {
+    pub(super) fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), MergeError> {
         let secs = std::mem::take(&mut self.datasecs);
         for (sec, mut entries) in secs {
             // The reference counts a section's variables in 16 bits: it keeps
@@ -293,11 +318,10 @@ impl Merger {
             let n = entries.len();
             entries.truncate(local::kept_entries(n));
             if entries.is_empty() {
-                return Err(format!(
-                    "section {}: {n} variables, a multiple of 65536: BTF's 16-bit DATASEC count would be 0 \
-                     (the reference then writes an empty DATASEC sized from memory outside its list)",
-                    String::from_utf8_lossy(elf.sections[sec as usize].name)
-                ));
+                return Err(MergeError::DatasecCountWraps {
+                    section: String::from_utf8_lossy(elf.sections[sec as usize].name).into_owned(),
+                    vars: n,
+                });
             }
             entries.sort_by_key(|e| e.1);
             let last = *entries.last().expect("datasec has entries");
@@ -483,18 +507,18 @@ mod tests {
         let e = m
             .merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3))
             .unwrap_err();
-        assert_eq!(e, "6 types: more than BTF's 5 (type ids are 31-bit)");
+        assert_eq!(e.to_string(), "6 types: more than BTF's 5 (type ids are 31-bit)");
         assert_eq!(m.btf.type_count(), 2, "nothing of a refused CU is kept");
         m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2))
             .unwrap();
         assert_eq!(m.btf.type_count(), 4);
         // The final check (functions and DATASECs are added after the CUs).
         assert!(m.check_limits(1, 0).is_ok());
-        assert!(m.check_limits(2, 0).unwrap_err().starts_with("6 types"));
+        assert_eq!(m.check_limits(2, 0), Err(MergeError::TooManyTypes { types: 6, max: 5 }));
         // The type section's length is 32-bit too.
         let e = m.check_limits(0, (u32::MAX / 4) as usize).unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             format!(
                 "type section of {} bytes: more than BTF's 32-bit length",
                 64 + 4 * (u32::MAX as u64 / 4)
@@ -530,7 +554,7 @@ mod tests {
         past.shifted_ids = true;
         let mut m = merger();
         m.merge(past).unwrap();
-        let e = m.check_refs_in_range(0).unwrap_err();
+        let e = m.check_refs_in_range(0).unwrap_err().to_string();
         assert!(
             e.contains("type [2] refers to type 3") && e.contains("DW_TAG_unspecified_type"),
             "{e}"

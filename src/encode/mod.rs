@@ -32,6 +32,7 @@ use thiserror::Error;
 use crate::btf::{self, Btf};
 use crate::dwarf::{self, Decoder};
 use crate::elf::debug::{DebugSections, ElfInfo};
+pub use merge::MergeError;
 use merge::Merger;
 
 pub use features::Features;
@@ -51,6 +52,9 @@ pub enum EncodeError {
     /// The reference stops reading the file at this CU but writes what it has.
     #[error("{path}: {msg}")]
     StopFile { path: PathBuf, msg: String },
+    /// The merge refused the BTF built so far (a limit, or invalid BTF).
+    #[error("{path}: {source}")]
+    Merge { path: PathBuf, source: MergeError },
     #[error(transparent)]
     Elf(#[from] crate::Error),
 }
@@ -694,10 +698,10 @@ impl<'a> CuWork<'_, 'a> {
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => cpu_into(timed, &self.n.merge_ns, || m.merge(out)).map_err(|msg| {
-                                EncodeError::Unsupported {
+                            Ok(Some(out)) => cpu_into(timed, &self.n.merge_ns, || m.merge(out)).map_err(|source| {
+                                EncodeError::Merge {
                                     path: self.path.to_path_buf(),
-                                    msg,
+                                    source,
                                 }
                             })?,
                             Ok(None) => {}
@@ -758,9 +762,9 @@ fn functions_phase(
     opts: &Options,
     pool: &Option<rayon::ThreadPool>,
 ) -> Result<(), EncodeError> {
-    let unsupported = |msg: String| EncodeError::Unsupported {
+    let refused = |source: MergeError| EncodeError::Merge {
         path: path.to_path_buf(),
-        msg,
+        source,
     };
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
@@ -775,12 +779,12 @@ fn functions_phase(
                 msg: e.to_string(),
             })?;
     }
-    m.finish_datasecs(elf).map_err(unsupported)?;
+    m.finish_datasecs(elf).map_err(refused)?;
     // Functions and DATASECs come after the last CU's check.
-    m.check_limits(0, 0).map_err(unsupported)?;
+    m.check_limits(0, 0).map_err(refused)?;
     if let Some(cu) = m.shifted_cu {
         in_pool(pool, || m.btf.build_offsets());
-        m.check_refs_in_range(cu).map_err(unsupported)?;
+        m.check_refs_in_range(cu).map_err(refused)?;
     }
     if !opts.keep_offsets_deferred {
         // in parallel, in the run's thread pool
