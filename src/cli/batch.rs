@@ -1,20 +1,18 @@
-//! `btfkit encode` over many modules in one process: the base is loaded and
-//! indexed once and shared (`Arc<Btf>`), modules are spread over threads (one
-//! module per task, each encoded single-threaded so the pools do not nest),
-//! and a failing module is reported without stopping the others.
+//! `btfkit encode` over many modules in one process: the inputs expanded
+//! (directories to their `*.ko`) and checked into a
+//! [`BatchPlan`](btfkit::pipeline::batch::BatchPlan), which the pipeline
+//! runs; then each module's outcome and the totals are reported (a failing
+//! module does not stop the others).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use btfkit::btf::{self, Btf};
 use btfkit::encode::Options;
+use btfkit::pipeline::batch::{self, BatchOutcome, BatchPlan, Module, output_name};
 
-use super::encode::{encode_btf, write_in_place};
 use super::{EXIT_ERR, EXIT_OK};
 
 pub struct Batch {
@@ -62,26 +60,7 @@ fn walk_ko(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `<module>.btf` for `dir/<module>.ko`.
-fn out_name(input: &Path) -> PathBuf {
-    let stem = input.file_stem().unwrap_or(input.as_os_str());
-    let mut n = stem.to_os_string();
-    n.push(".btf");
-    PathBuf::from(n)
-}
-
-/// What one module produced: its own types and BTF bytes.
-struct Done {
-    types: u64,
-    bytes: u64,
-    /// Wall time of this module's encode, dedup and write.
-    wall: std::time::Duration,
-    /// CPU time of its decode and per-CU encode (summed over its threads).
-    cpu: std::time::Duration,
-}
-
 pub fn run(b: Batch) -> anyhow::Result<i32> {
-    super::encode::size_global_pool(b.opts.jobs);
     let t0 = Instant::now();
     let files = collect_inputs(&b.inputs)?;
     if b.base.is_none() && !b.quiet {
@@ -99,85 +78,37 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
         // Two inputs with one file name would overwrite each other's output.
         let mut seen = std::collections::HashMap::new();
         for f in &files {
-            if let Some(prev) = seen.insert(out_name(f), f) {
+            if let Some(prev) = seen.insert(output_name(f), f) {
                 bail!(
                     "{} and {} would both be written to {}",
                     prev.display(),
                     f.display(),
-                    dir.join(out_name(f)).display()
+                    dir.join(output_name(f)).display()
                 );
             }
         }
         std::fs::create_dir_all(dir).with_context(|| format!("output directory {}", dir.display()))?;
     }
-    let base: Option<Arc<Btf>> = match &b.base {
-        Some(p) => {
-            let base = btfkit::elf::load_btf(p, None).with_context(|| format!("base BTF {}", p.display()))?;
-            // Build the base's string index now, once, rather than under the
-            // first modules' lookups.
-            base.strtab().find_own(b"");
-            Some(Arc::new(base))
-        }
-        None => None,
-    };
-    // Likewise dedup's view of the base (its records laid out, the candidate
-    // table after the prep pass): once, not once per module.
-    let base_index = match (&base, b.dedup) {
-        (Some(bb), true) => {
-            Some(Arc::new(btfkit::dedup::BaseIndex::new(bb).with_context(|| {
-                format!("base BTF {}", b.base.as_ref().expect("base given").display())
-            })?))
-        }
-        _ => None,
-    };
-    let threads = btfkit::encode::effective_jobs(b.opts.jobs, files.len());
-    let one = Options {
-        jobs: 1,
-        // a pool per module encode (of one thread): the modules run side by side
-        global_pool: false,
-        ..b.opts.clone()
+    let plan = BatchPlan {
+        files,
+        out_dir: b.out_dir.clone(),
+        in_place: b.in_place,
+        base: b.base.clone(),
+        dedup: b.dedup,
+        opts: b.opts.clone(),
     };
     let progress = std::io::stderr().is_terminal();
-    let next = AtomicUsize::new(0);
-    let done_count = AtomicUsize::new(0);
-    let total = files.len();
-    // Plain threads pulling the next module: a rayon worker that waits for
-    // the encoder's own pool would steal further modules onto its stack
-    // meanwhile, holding every one of them in memory at once.
-    let per_thread: Vec<Vec<(usize, anyhow::Result<Done>)>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..threads.min(total))
-            .map(|_| {
-                std::thread::Builder::new()
-                    // Dedup and the DWARF walk recurse as deep as the types
-                    // nest; the single-module path runs them on the 8 MiB main
-                    // thread. Only touched pages cost memory.
-                    .stack_size(64 << 20)
-                    .spawn_scoped(sc, || {
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(f) = files.get(i) else { break };
-                            mine.push((i, encode_one(f, &b, base.clone(), base_index.as_ref(), &one)));
-                            let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
-                            if progress {
-                                eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
-                            }
-                        }
-                        mine
-                    })
-                    .expect("cannot start a batch thread")
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a batch thread panicked"))
-            .collect()
-    });
-    let mut results: Vec<Option<anyhow::Result<Done>>> = (0..total).map(|_| None).collect();
-    for (i, r) in per_thread.into_iter().flatten() {
-        results[i] = Some(r);
-    }
-    let results: Vec<anyhow::Result<Done>> = results.into_iter().map(|r| r.expect("every module ran")).collect();
+    let total = plan.files.len();
+    let BatchOutcome {
+        modules: results,
+        threads,
+    } = batch::run(&plan, &|n, f| {
+        if progress {
+            eprint!("\r\x1b[K[{n}/{total}] {}", f.display());
+        }
+    })?;
+    let files = plan.files;
+    let results: Vec<anyhow::Result<Module>> = results.into_iter().map(|r| r.map_err(anyhow::Error::from)).collect();
     if progress {
         eprint!("\r\x1b[K");
     }
@@ -223,13 +154,13 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
 /// CPU time and peak RSS; a table, or one JSON object.
 fn report_stats(
     files: &[PathBuf],
-    results: &[anyhow::Result<Done>],
+    results: &[anyhow::Result<Module>],
     threads: usize,
     wall: std::time::Duration,
     json: bool,
 ) {
     let (cpu, rss) = super::stats::process_cpu_and_peak_rss();
-    let ok: Vec<&Done> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let ok: Vec<&Module> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
     let (types, bytes): (u64, u64) = (ok.iter().map(|d| d.types).sum(), ok.iter().map(|d| d.bytes).sum());
     if json {
         let modules: Vec<serde_json::Value> = files
@@ -280,37 +211,6 @@ fn report_stats(
     );
 }
 
-fn encode_one(
-    f: &Path,
-    b: &Batch,
-    base: Option<Arc<Btf>>,
-    base_index: Option<&Arc<btfkit::dedup::BaseIndex>>,
-    opts: &Options,
-) -> anyhow::Result<Done> {
-    let t0 = Instant::now();
-    let opts = Options {
-        timings: b.stats.is_some(),
-        ..opts.clone()
-    };
-    let (out, summary, _) = encode_btf(f, base, base_index, &opts, b.dedup)?;
-    let cpu = summary
-        .loop_cpu
-        .map(|c| c.decode + c.cu_encode + c.merge)
-        .unwrap_or_default();
-    if let Some(dir) = &b.out_dir {
-        btfkit::output::write_atomic_with(&dir.join(out_name(f)), |w| btf::write::write_to(&out, w))?;
-    }
-    if b.in_place {
-        write_in_place(f, &out, opts.features.distilled_base)?;
-    }
-    Ok(Done {
-        types: out.own_type_count() as u64,
-        bytes: btf::write::raw_len(&out) as u64,
-        wall: t0.elapsed(),
-        cpu,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,10 +227,5 @@ mod tests {
         let want: Vec<PathBuf> = vec![d.join("a.ko"), d.join("b.ko"), d.join("sub/c.ko"), "z.ko".into()];
         assert_eq!(got, want);
         let _ = std::fs::remove_dir_all(&d);
-    }
-
-    #[test]
-    fn output_name_is_module_stem_dot_btf() {
-        assert_eq!(out_name(Path::new("/x/kernel/net/fou.ko")), PathBuf::from("fou.btf"));
     }
 }

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use btfkit::encode::{self, Features, LangFilter, Options};
+use btfkit::pipeline::Plan;
 
-use super::encode::{Plan, default_jobs, execute};
+use super::encode::{Report, default_jobs, execute};
 use super::{EXIT_ERR, EXIT_OK};
 
 #[derive(clap::Args)]
@@ -147,37 +148,43 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         [] => bail!("no input file"),
         _ => bail!("several input files are not supported (the reference's multi-file mode is not implemented)"),
     };
-    let lang = match (lang_only, lang_exclude) {
+    let lang = lang_filter(lang_only, lang_exclude)?;
+    execute(
+        Plan {
+            input,
+            input_bytes: None,
+            in_place: detached.is_none(),
+            output: detached,
+            base,
+            dedup: !no_dedup,
+            early_dedup: None,
+            opts: Options {
+                features,
+                lang,
+                cu_exclude,
+                jobs,
+                no_funcs,
+                keep_offsets_deferred: false,
+                timings: false,
+                on_phase: None,
+                type_units: encode::TypeUnitMode::Reference,
+                verbose,
+                global_pool: true,
+            },
+        },
+        Report::NONE,
+    )
+}
+
+/// `--lang` over `--lang_exclude` over `$PAHOLE_LANG_EXCLUDE`, as the reference reads them.
+fn lang_filter(only: Option<Vec<u16>>, exclude: Option<Vec<u16>>) -> anyhow::Result<LangFilter> {
+    Ok(match (only, exclude) {
         (Some(l), _) => LangFilter::Only(l),
         (None, Some(l)) => LangFilter::Exclude(l),
         (None, None) => match std::env::var("PAHOLE_LANG_EXCLUDE") {
             Ok(v) if !v.is_empty() => LangFilter::Exclude(encode::lang::parse_list(&v).map_err(anyhow::Error::msg)?),
             _ => LangFilter::All,
         },
-    };
-    execute(Plan {
-        input,
-        input_bytes: None,
-        in_place: detached.is_none(),
-        output: detached,
-        base,
-        dedup: !no_dedup,
-        early_dedup: None,
-        opts: Options {
-            features,
-            lang,
-            cu_exclude,
-            jobs,
-            no_funcs,
-            keep_offsets_deferred: false,
-            timings: false,
-            on_phase: None,
-            type_units: encode::TypeUnitMode::Reference,
-            verbose,
-            global_pool: true,
-        },
-        print_summary: false,
-        stats: None,
     })
 }
 

@@ -1,0 +1,563 @@
+//! The merge: each CU's records appended to the run's BTF in CU order
+//! (ids shifted, strings interned, the array index type decided, variables
+//! noted for the DATASECs), then the function phase and the DATASECs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use super::features::Features;
+use super::{CuOut, MAX_STR_OFFSET, MAX_TYPES, Summary, local, strcache};
+use crate::btf::{self, Btf, Kind, TypeId, make_info};
+use crate::dwarf;
+use crate::elf::debug::ElfInfo;
+use crate::funcs::FuncStates;
+
+/// Why the merge refuses what it was given: a format limit the BTF would
+/// pass, or BTF that would be invalid. Where it happened is in the fields;
+/// the file is added by [`super::EncodeError::Merge`].
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum MergeError {
+    #[error("type section of {bytes} bytes: more than BTF's 32-bit length")]
+    TypeSectionTooLong { bytes: u64 },
+    #[error("{types} types: more than BTF's {max} (type ids are 31-bit)")]
+    TooManyTypes { types: u64, max: u32 },
+    #[error("string section of {bytes} bytes: more than BTF's {MAX_STR_OFFSET} (string offsets are 31-bit)")]
+    StringsTooLong { bytes: u32 },
+    #[error(
+        "type [{id}] refers to type {target}, past the last type {last}: a DW_TAG_unspecified_type nested in another DIE \
+         (first in the CU at {cu:#x}) takes a type id but emits no type, shifting the CU's later references \
+         as the reference encoder does; here that would give invalid BTF"
+    )]
+    ShiftedPastEnd { id: u32, target: u32, last: u32, cu: u64 },
+    #[error(
+        "section {section}: {vars} variables, a multiple of 65536: BTF's 16-bit DATASEC count would be 0 \
+         (the reference then writes an empty DATASEC sized from memory outside its list)"
+    )]
+    DatasecCountWraps { section: String, vars: usize },
+}
+
+/// Run-wide merge state.
+pub(super) struct Merger {
+    /// `MAX_TYPES`, smaller in tests.
+    max_types: u32,
+    /// The first CU whose ids a nested DW_TAG_unspecified_type shifted.
+    pub(super) shifted_cu: Option<u64>,
+    pub(super) btf: Btf,
+    has_index: bool,
+    index: u32,
+    /// Section index → (VAR id, offset, size), in encounter order.
+    datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
+    map: Vec<u32>,
+    /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
+    /// is idempotent and the string section only grows, so a value once set
+    /// is final: the workers read it too (see `CuOut::strs_known`) and the
+    /// merge only looks up what they did not find.
+    pub(super) str_cache: Arc<strcache::StrCache>,
+    /// The same for offsets into the middle of a string (linkers merge
+    /// string tails), which `str_cache` has no slot for: 2 M of a vmlinux's
+    /// name look-ups, each a hash of the text and a compare against the
+    /// string table without this. Merge-only, so a plain map.
+    pub(super) tail_strs: hashbrown::HashMap<u32, u32>,
+    scratch: Vec<u32>,
+    pub(super) summary: Summary,
+    /// Saved function states (the function phase emits them).
+    pub(super) funcs: FuncStates,
+}
+
+impl Merger {
+    /// The merge of a run of `cus` units into a new BTF (split over `base`
+    /// if given) whose offsets are built after the CU loop.
+    pub(super) fn new(
+        base: Option<Arc<Btf>>,
+        endian: btf::Endian,
+        str_cache: Arc<strcache::StrCache>,
+        cus: usize,
+        merged: bool,
+    ) -> Merger {
+        let mut btf = match base {
+            Some(b) => Btf::new_split(b),
+            None => Btf::new(endian),
+        };
+        btf.set_endian(endian);
+        // the merge only appends; offsets are built after the CU loop
+        btf.defer_offsets();
+        Merger {
+            max_types: MAX_TYPES,
+            shifted_cu: None,
+            btf,
+            has_index: false,
+            index: 0,
+            datasecs: BTreeMap::new(),
+            map: Vec::new(),
+            str_cache,
+            tail_strs: hashbrown::HashMap::new(),
+            scratch: Vec::new(),
+            summary: Summary {
+                cus,
+                merged_units: merged,
+                ..Default::default()
+            },
+            funcs: FuncStates::default(),
+        }
+    }
+
+    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(rec);
+        let map = &self.map;
+        Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
+        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
+            self.scratch[2] = last_var;
+            return self.btf.push_words(&self.scratch);
+        }
+        Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
+            if *w != 0 {
+                *w = w.wrapping_add(off)
+            }
+        });
+        self.btf.push_words(&self.scratch)
+    }
+
+    fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
+        for i in from..to {
+            let known = out.strs_known[i];
+            if known != 0 {
+                self.map[i + 1] = known;
+                continue;
+            }
+            let s = out.strs[i];
+            let off = out.strs_off[i];
+            if off != local::NOT_IN_DEBUG_STR {
+                let btf = &mut self.btf;
+                let mut intern = || btf.add_str(dwarf::nm(s)).0;
+                self.map[i + 1] = match self.str_cache.get_or_insert_with(off, &mut intern) {
+                    Some(b) => b,
+                    None => *self.tail_strs.entry(off).or_insert_with(intern),
+                };
+            } else {
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
+            }
+        }
+    }
+
+    /// After a CU whose ids a nested DW_TAG_unspecified_type shifted: the
+    /// reference writes such CUs with every later reference pointing one
+    /// type further per unspecified type (we write the same bytes), which
+    /// only goes unnoticed while the shifted ids stay inside the BTF. One
+    /// past the last type is invalid BTF: refused instead. A pass over all
+    /// references, paid only by runs with such a CU (C++ only).
+    pub(super) fn check_refs_in_range(&self, cu: u64) -> Result<(), MergeError> {
+        let (start, last) = (self.btf.start_id(), self.btf.type_count());
+        for (i, &o) in self.btf.type_offsets().iter().enumerate() {
+            let w = &self.btf.raw_words()[o as usize..];
+            let mut bad = None;
+            Btf::for_each_type_ref(w, |t| {
+                if t > last && bad.is_none() {
+                    bad = Some(t);
+                }
+            });
+            if let Some(t) = bad {
+                return Err(MergeError::ShiftedPastEnd {
+                    id: start + i as u32,
+                    target: t,
+                    last,
+                    cu,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the BTF built so far, plus `more` types, is within the
+    /// format's limits; the message says which limit is passed.
+    pub(super) fn check_limits(&self, more: usize, more_words: usize) -> Result<(), MergeError> {
+        // as built: with the words dedup's chunked passes took out
+        let bytes = self.btf.type_section_len() as u64 + 4 * (self.btf.stubbed_words() + more_words as u64);
+        if bytes > u32::MAX as u64 {
+            return Err(MergeError::TypeSectionTooLong { bytes });
+        }
+        let n = self.btf.type_count() as u64 + more as u64;
+        if n > self.max_types as u64 {
+            return Err(MergeError::TooManyTypes {
+                types: n,
+                max: self.max_types,
+            });
+        }
+        if self.btf.strs_end() > MAX_STR_OFFSET {
+            return Err(MergeError::StringsTooLong {
+                bytes: self.btf.strs_end(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn merge<'a>(&mut self, mut out: CuOut<'a>) -> Result<(), MergeError> {
+        // Checked before any id is assigned: ids past the limit never exist,
+        // so none can wrap. +1 for the `int` an array may need.
+        self.check_limits(out.offs.len() + 1, out.words.len() + 4)?;
+        if out.shifted_ids && self.shifted_cu.is_none() {
+            self.shifted_cu = Some(out.cu_offset);
+        }
+        self.summary.cus_encoded += 1;
+        let off = self.btf.type_count();
+        let mut candidate = 0;
+        if !self.has_index {
+            match out.int_core {
+                Some(k) => {
+                    self.has_index = true;
+                    self.index = off + k;
+                }
+                None => candidate = off + out.nslots,
+            }
+        }
+        let index = if self.has_index { self.index } else { candidate };
+        self.map.clear();
+        self.map.resize(out.strs.len() + 1, 0);
+        self.intern_range(&out, 0, out.strs_in_types as usize);
+        let nrec = out.offs.len();
+        let rec = |out: &CuOut<'a>, i: usize| {
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < nrec {
+                out.offs[i + 1] as usize
+            } else {
+                out.words.len()
+            };
+            (s, e)
+        };
+        // The CU's types: one bulk copy, then names and references fixed in place.
+        let types_end = if out.n_types < nrec {
+            out.offs[out.n_types] as usize
+        } else {
+            out.words.len()
+        };
+        let base = self
+            .btf
+            .append_records(&out.words[..types_end], &out.offs[..out.n_types]);
+        let map = &self.map;
+        let w = self.btf.words_from_mut(base);
+        for i in 0..out.n_types {
+            let s = out.offs[i] as usize;
+            let e = if i + 1 < out.n_types {
+                out.offs[i + 1] as usize
+            } else {
+                types_end
+            };
+            let r = &mut w[s..e];
+            relocate(r, map, off);
+            if (r[1] >> 24) & 0x1f == Kind::Array as u32 {
+                r[4] = index;
+            }
+        }
+        if out.has_arrays && !self.has_index {
+            self.btf.add_int(b"int", 4, btf::INT_SIGNED);
+            self.has_index = true;
+            self.index = candidate;
+        }
+        self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
+        let mut vars = out.vars.iter().peekable();
+        let mut last_var = 0;
+        for i in out.n_types..nrec {
+            let (s, e) = rec(&out, i);
+            let words = std::mem::take(&mut out.words);
+            let id = self.push_record(&words[s..e], off, last_var);
+            out.words = words;
+            if let Some(v) = vars.peek()
+                && v.record as usize == i
+            {
+                self.datasecs
+                    .entry(v.section)
+                    .or_default()
+                    .push((id.0, v.offset, v.size));
+                self.summary.vars += 1;
+                last_var = id.0;
+                vars.next();
+            }
+        }
+        let map = &self.map;
+        self.funcs
+            .extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
+        self.summary.func_states = self.funcs.len();
+        Ok(())
+    }
+
+    /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
+    /// tags), before the DATASECs, as in the reference.
+    pub(super) fn emit_funcs(
+        &mut self,
+        elf: &ElfInfo<'_>,
+        data: &[u8],
+        f: &Features,
+        verbose: bool,
+    ) -> Result<(), crate::funcs::FuncsError> {
+        let marks = if f.decl_tag_kfuncs {
+            crate::funcs::KfuncMarks::from_elf(data, &elf.funcs)?
+        } else {
+            crate::funcs::KfuncMarks::none(elf.funcs.len())
+        };
+        let eo = crate::funcs::EmitOptions {
+            consistent_func: f.consistent_func,
+            decl_tag: f.decl_tag,
+            decl_tag_kfuncs: f.decl_tag_kfuncs,
+            attributes: f.attributes,
+        };
+        let log = verbose.then_some(&mut self.summary.func_skips);
+        crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;
+        // The states are spent; their memory is not needed for the DATASECs or dedup.
+        self.funcs = FuncStates::default();
+        Ok(())
+    }
+
+    pub(super) fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), MergeError> {
+        let secs = std::mem::take(&mut self.datasecs);
+        for (sec, mut entries) in secs {
+            // The reference counts a section's variables in 16 bits: it keeps
+            // the first `n mod 65536` met, sorts those and sizes the section
+            // by the last of them.
+            let n = entries.len();
+            entries.truncate(local::kept_entries(n));
+            if entries.is_empty() {
+                return Err(MergeError::DatasecCountWraps {
+                    section: String::from_utf8_lossy(elf.sections[sec as usize].name).into_owned(),
+                    vars: n,
+                });
+            }
+            entries.sort_by_key(|e| e.1);
+            let last = *entries.last().expect("datasec has entries");
+            let name = elf.sections[sec as usize].name;
+            let n = self.btf.add_str(name);
+            let vlen = entries.len() as u32;
+            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
+            for (v, o, s) in entries {
+                words.extend_from_slice(&[v, o, s]);
+            }
+            self.btf.push_words(&words);
+        }
+        Ok(())
+    }
+}
+
+/// The merge's rewrite of one of a CU's records: string ids through `map`,
+/// type ids but void shifted by `off`. The fields are those of
+/// [`Btf::str_ref_positions`] and [`Btf::type_ref_positions`], in one pass
+/// whose entry loops go over chunks (through the two position visitors it
+/// was 1.5 % of a vmlinux encode, on the merging thread).
+#[inline]
+fn relocate(r: &mut [u32], map: &[u32], off: u32) {
+    let shift = |x: &mut u32| {
+        if *x != 0 {
+            *x = x.wrapping_add(off)
+        }
+    };
+    r[0] = map[r[0] as usize];
+    let vlen = (r[1] & 0xffff) as usize;
+    match Kind::from_u8(((r[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
+        Kind::Ptr
+        | Kind::Typedef
+        | Kind::Volatile
+        | Kind::Const
+        | Kind::Restrict
+        | Kind::Func
+        | Kind::Var
+        | Kind::DeclTag
+        | Kind::TypeTag => shift(&mut r[2]),
+        Kind::Array => {
+            shift(&mut r[3]);
+            shift(&mut r[4]);
+        }
+        Kind::Struct | Kind::Union => {
+            for m in r[3..3 + 3 * vlen].chunks_exact_mut(3) {
+                m[0] = map[m[0] as usize];
+                shift(&mut m[1]);
+            }
+        }
+        Kind::Enum => r[3..3 + 2 * vlen]
+            .chunks_exact_mut(2)
+            .for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::Enum64 => r[3..3 + 3 * vlen]
+            .chunks_exact_mut(3)
+            .for_each(|e| e[0] = map[e[0] as usize]),
+        Kind::FuncProto => {
+            shift(&mut r[2]);
+            for p in r[3..3 + 2 * vlen].chunks_exact_mut(2) {
+                p[0] = map[p[0] as usize];
+                shift(&mut p[1]);
+            }
+        }
+        Kind::Datasec => r[3..3 + 3 * vlen].chunks_exact_mut(3).for_each(|v| shift(&mut v[0])),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn relocate_rewrites_what_the_position_visitors_list() {
+        use super::*;
+        let info = |k: Kind, vlen: u32| make_info(k, false, vlen);
+        let recs: Vec<Vec<u32>> = vec![
+            vec![1, info(Kind::Int, 0), 4, 32],
+            vec![2, info(Kind::Ptr, 0), 3],
+            vec![0, info(Kind::Const, 0), 0],
+            vec![1, info(Kind::Array, 0), 0, 5, 0, 3],
+            vec![3, info(Kind::Struct, 3), 8, 1, 2, 0, 2, 0, 32, 3, 6, 64],
+            vec![1, info(Kind::Union, 0), 0],
+            vec![1, info(Kind::Enum, 2), 4, 2, 0, 3, 1],
+            vec![1, info(Kind::Enum64, 1), 8, 2, 0, 0],
+            vec![0, info(Kind::FuncProto, 2), 4, 1, 12, 0, 0],
+            vec![3, info(Kind::Datasec, 2), 8, 13, 0, 4, 0, 4, 4],
+            vec![1, info(Kind::Var, 0), 10, 1],
+            vec![2, info(Kind::DeclTag, 0), 14, 0],
+            vec![1, info(Kind::Fwd, 0), 0],
+        ];
+        let map = [0u32, 100, 200, 300];
+        for r in &recs {
+            let mut want = r.clone();
+            Btf::for_each_str_ref_mut(&mut want, |x| *x = map[*x as usize]);
+            Btf::for_each_type_ref_mut(&mut want, |x| {
+                if *x != 0 {
+                    *x = x.wrapping_add(7)
+                }
+            });
+            let mut got = r.clone();
+            relocate(&mut got, &map, 7);
+            assert_eq!(got, want, "{r:?}");
+        }
+    }
+
+    use super::*;
+
+    fn merger() -> Merger {
+        Merger {
+            max_types: MAX_TYPES,
+            shifted_cu: None,
+            btf: Btf::new(btf::Endian::Little),
+            has_index: false,
+            index: 0,
+            datasecs: BTreeMap::new(),
+            map: Vec::new(),
+            str_cache: Arc::new(strcache::StrCache::empty()),
+            tail_strs: hashbrown::HashMap::new(),
+            scratch: Vec::new(),
+            summary: Summary::default(),
+            funcs: FuncStates::default(),
+        }
+    }
+
+    /// A CU of records (names are local string ids, refs core ids).
+    fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
+        let mut words = Vec::new();
+        let mut offs = Vec::new();
+        let mut has_arrays = false;
+        for r in &records {
+            offs.push(words.len() as u32);
+            has_arrays |= (r[1] >> 24) & 0x1f == Kind::Array as u32;
+            words.extend_from_slice(r);
+        }
+        let n = strs.len() as u32;
+        CuOut {
+            words,
+            offs,
+            n_types: records.len(),
+            has_arrays,
+            strs_off: vec![local::NOT_IN_DEBUG_STR; strs.len()],
+            strs_known: vec![0; strs.len()],
+            strs,
+            strs_in_types: n,
+            int_core,
+            nslots,
+            shifted_ids: false,
+            cu_offset: 0,
+            vars: vec![],
+            funcs: FuncStates::default(),
+        }
+    }
+
+    fn arr(elem: u32, n: u32) -> Vec<u32> {
+        vec![0, make_info(Kind::Array, false, 0), 0, elem, 0, n]
+    }
+    fn int(name: u32, size: u32) -> Vec<u32> {
+        vec![name, make_info(Kind::Int, false, 0), size, size * 8]
+    }
+
+    #[test]
+    fn index_type_is_decided_once_and_synthesized_when_missing() {
+        let mut m = merger();
+        // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
+        m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3)).unwrap();
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
+        assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
+        // CU 2 has its own `int`, but the index stays id 3.
+        m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3))
+            .unwrap();
+        assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
+        // Strings: first use order, "int" not duplicated.
+        assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
+    }
+
+    #[test]
+    fn more_types_than_the_format_allows_is_an_error_before_any_id_is_given() {
+        let mut m = merger();
+        m.max_types = 5;
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2))
+            .unwrap();
+        // 2 + 3, +1 for an `int` arrays may need: refused whole.
+        let e = m
+            .merge(cu(vec![int(1, 4), int(1, 4), int(1, 4)], vec![b"int"], Some(1), 3))
+            .unwrap_err();
+        assert_eq!(e.to_string(), "6 types: more than BTF's 5 (type ids are 31-bit)");
+        assert_eq!(m.btf.type_count(), 2, "nothing of a refused CU is kept");
+        m.merge(cu(vec![int(1, 4), int(1, 4)], vec![b"int"], Some(1), 2))
+            .unwrap();
+        assert_eq!(m.btf.type_count(), 4);
+        // The final check (functions and DATASECs are added after the CUs).
+        assert!(m.check_limits(1, 0).is_ok());
+        assert_eq!(m.check_limits(2, 0), Err(MergeError::TooManyTypes { types: 6, max: 5 }));
+        // The type section's length is 32-bit too.
+        let e = m.check_limits(0, (u32::MAX / 4) as usize).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "type section of {} bytes: more than BTF's 32-bit length",
+                64 + 4 * (u32::MAX as u64 / 4)
+            )
+        );
+        // The real limit is libbpf's BTF_MAX_NR_TYPES.
+        assert_eq!(MAX_TYPES, 0x7fff_ffff);
+    }
+
+    #[test]
+    fn a_cu_with_int_decides_the_index_before_any_array() {
+        let mut m = merger();
+        m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
+        m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3)).unwrap();
+        assert_eq!(m.btf.type_count(), 3);
+        assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
+    }
+
+    #[test]
+    fn shifted_ids_are_refused_only_when_they_leave_the_btf() {
+        let ptr = |to: u32| vec![0, make_info(Kind::Ptr, false, 0), to];
+        // Core ids 1 (an unspecified type: no record), 2 int, 3 pointer to
+        // core 2: the records are int, ptr -> 2 (the int is type 1 now).
+        let mut shifted = cu(vec![int(1, 4), ptr(2)], vec![b"int"], Some(2), 4);
+        shifted.shifted_ids = true;
+        let mut m = merger();
+        m.merge(shifted).unwrap();
+        assert_eq!(m.shifted_cu, Some(0));
+        // type 2 -> 2 stays inside the BTF: the reference's bytes, accepted
+        assert!(m.check_refs_in_range(0).is_ok());
+        // a pointer to core 3 would be type 3, past the last: refused
+        let mut past = cu(vec![int(1, 4), ptr(3)], vec![b"int"], Some(2), 4);
+        past.shifted_ids = true;
+        let mut m = merger();
+        m.merge(past).unwrap();
+        let e = m.check_refs_in_range(0).unwrap_err().to_string();
+        assert!(
+            e.contains("type [2] refers to type 3") && e.contains("DW_TAG_unspecified_type"),
+            "{e}"
+        );
+    }
+}

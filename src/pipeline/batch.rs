@@ -1,0 +1,167 @@
+//! Many modules in one process: the base is loaded and indexed once and
+//! shared (`Arc<Btf>`), modules are spread over threads (one module per
+//! task, each encoded single-threaded so the pools do not nest), and a
+//! failing module is reported without stopping the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{Error, encode_btf, size_global_pool, write_in_place};
+use crate::btf::{self, Btf};
+use crate::dedup::BaseIndex;
+use crate::encode::{self, Options};
+
+/// A batch: the module files, their base and where each one's BTF goes.
+pub struct BatchPlan {
+    pub files: Vec<PathBuf>,
+    /// Write [`output_name`] of each module into this directory.
+    pub out_dir: Option<PathBuf>,
+    /// Write `.BTF` (and `.BTF.base` with the `distilled_base` feature) into each module.
+    pub in_place: bool,
+    pub base: Option<PathBuf>,
+    pub dedup: bool,
+    /// `jobs` is the number of modules encoded at once.
+    pub opts: Options,
+}
+
+/// What one module produced: its own types and BTF bytes.
+pub struct Module {
+    pub types: u64,
+    pub bytes: u64,
+    /// Wall time of this module's encode, dedup and write.
+    pub wall: Duration,
+    /// CPU time of its decode and per-CU encode (summed over its threads),
+    /// with [`Options::timings`].
+    pub cpu: Duration,
+}
+
+/// Each module's outcome, in the order of [`BatchPlan::files`].
+pub struct BatchOutcome {
+    pub modules: Vec<Result<Module, Error>>,
+    /// Modules encoded at once.
+    pub threads: usize,
+}
+
+/// `<module>.btf` for `dir/<module>.ko`.
+pub fn output_name(input: &Path) -> PathBuf {
+    let stem = input.file_stem().unwrap_or(input.as_os_str());
+    let mut n = stem.to_os_string();
+    n.push(".btf");
+    PathBuf::from(n)
+}
+
+/// Runs the batch; `done(n, module)` is called as the `n`th module
+/// finishes (from the thread that encoded it). Fails only if the base
+/// cannot be used; a module's failure is its entry in the outcome.
+pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<BatchOutcome, Error> {
+    size_global_pool(plan.opts.jobs);
+    let files = &plan.files;
+    let base: Option<Arc<Btf>> = match &plan.base {
+        Some(p) => {
+            let base = crate::elf::load_btf(p, None).map_err(|source| Error::Base {
+                path: p.clone(),
+                source,
+            })?;
+            // Build the base's string index now, once, rather than under the
+            // first modules' lookups.
+            base.strtab().find_own(b"");
+            Some(Arc::new(base))
+        }
+        None => None,
+    };
+    // Likewise dedup's view of the base (its records laid out, the candidate
+    // table after the prep pass): once, not once per module.
+    let base_index = match (&base, plan.dedup) {
+        (Some(bb), true) => Some(Arc::new(BaseIndex::new(bb).map_err(|source| Error::BaseIndex {
+            path: plan.base.clone().expect("base given"),
+            source,
+        })?)),
+        _ => None,
+    };
+    let threads = encode::effective_jobs(plan.opts.jobs, files.len());
+    let one = Options {
+        jobs: 1,
+        // a pool per module encode (of one thread): the modules run side by side
+        global_pool: false,
+        ..plan.opts.clone()
+    };
+    let next = AtomicUsize::new(0);
+    let done_count = AtomicUsize::new(0);
+    let total = files.len();
+    // Plain threads pulling the next module: a rayon worker that waits for
+    // the encoder's own pool would steal further modules onto its stack
+    // meanwhile, holding every one of them in memory at once.
+    let per_thread: Vec<Vec<(usize, Result<Module, Error>)>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads.min(total))
+            .map(|_| {
+                std::thread::Builder::new()
+                    // Dedup and the DWARF walk recurse as deep as the types
+                    // nest; the single-module path runs them on the 8 MiB main
+                    // thread. Only touched pages cost memory.
+                    .stack_size(64 << 20)
+                    .spawn_scoped(sc, || {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(f) = files.get(i) else { break };
+                            mine.push((i, encode_one(f, plan, base.clone(), base_index.as_ref(), &one)));
+                            let n = done_count.fetch_add(1, Ordering::Relaxed) + 1;
+                            done(n, f);
+                        }
+                        mine
+                    })
+                    .expect("cannot start a batch thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a batch thread panicked"))
+            .collect()
+    });
+    let mut modules: Vec<Option<Result<Module, Error>>> = (0..total).map(|_| None).collect();
+    for (i, r) in per_thread.into_iter().flatten() {
+        modules[i] = Some(r);
+    }
+    let modules = modules.into_iter().map(|r| r.expect("every module ran")).collect();
+    Ok(BatchOutcome { modules, threads })
+}
+
+fn encode_one(
+    f: &Path,
+    plan: &BatchPlan,
+    base: Option<Arc<Btf>>,
+    base_index: Option<&Arc<BaseIndex>>,
+    opts: &Options,
+) -> Result<Module, Error> {
+    let t0 = Instant::now();
+    let (out, summary, _) = encode_btf(f, base, base_index, opts, plan.dedup)?;
+    let cpu = summary
+        .loop_cpu
+        .map(|c| c.decode + c.cu_encode + c.merge)
+        .unwrap_or_default();
+    if let Some(dir) = &plan.out_dir {
+        crate::output::write_atomic_with(&dir.join(output_name(f)), |w| btf::write::write_to(&out, w))
+            .map_err(Error::Output)?;
+    }
+    if plan.in_place {
+        write_in_place(f, &out, opts.features.distilled_base)?;
+    }
+    Ok(Module {
+        types: out.own_type_count() as u64,
+        bytes: btf::write::raw_len(&out) as u64,
+        wall: t0.elapsed(),
+        cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_name_is_module_stem_dot_btf() {
+        assert_eq!(output_name(Path::new("/x/kernel/net/fou.ko")), PathBuf::from("fou.btf"));
+    }
+}
