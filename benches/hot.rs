@@ -51,7 +51,7 @@ fn dwarf_decode(c: &mut Criterion) {
         btfkit::btf::Endian::Big => gimli::RunTimeEndian::Big,
     };
     let dw = dwarf::dwarf(&elf.debug, endian);
-    let headers = dwarf::unit_headers(&dw, &path).unwrap();
+    let headers = dwarf::unit_headers(&dw).unwrap();
     let decoder = Decoder {
         dwarf: &dw,
         opts: DecodeOpts {

@@ -29,7 +29,7 @@ fn main() {
             Endian::Big => gimli::RunTimeEndian::Big,
         };
         let dw = dwarf::dwarf(&elf.debug, endian);
-        let Ok(headers) = dwarf::unit_headers(&dw, path) else {
+        let Ok(headers) = dwarf::unit_headers(&dw) else {
             continue;
         };
         let mut syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();

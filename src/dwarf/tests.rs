@@ -3,7 +3,6 @@ use super::*;
 use crate::elf::debug::DebugSections;
 use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections, UnitEntryId};
 use std::borrow::Cow;
-use std::path::Path;
 
 #[test]
 fn bucketed_reference_lookup_matches_binary_search() {
@@ -53,7 +52,7 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
         ..Default::default()
     }));
     let d: &'static Dwarf<'static> = Box::leak(Box::new(dwarf(secs, RunTimeEndian::Little)));
-    let headers = unit_headers(d, Path::new("t.o")).unwrap();
+    let headers = unit_headers(d).unwrap();
     let dec = Decoder {
         dwarf: d,
         opts: DecodeOpts {

@@ -1,7 +1,6 @@
 //! Setting up gimli over the debug sections, unit headers, and the
 //! source context of a DIE for error messages.
 
-use std::path::Path;
 
 use gimli::{EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
 
@@ -94,9 +93,25 @@ pub fn unit<'a>(d: &Dwarf<'a>, header: gimli::UnitHeader<R<'a>>) -> gimli::Resul
     Ok(unit)
 }
 
-/// All unit headers of `.debug_info`, in order. A damaged header is an error
-/// naming its offset.
-pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHeader<R<'a>>>, String> {
+/// A unit header of `.debug_info` that cannot be read.
+#[derive(Debug, Clone)]
+pub struct HeaderError {
+    /// Where the header starts (the end of the last good unit).
+    pub at: u64,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, ".debug_info: bad unit header at offset {:#x}: {}", self.at, self.why)
+    }
+}
+
+impl std::error::Error for HeaderError {}
+
+/// All unit headers of `.debug_info`, in order.
+pub fn unit_headers<'a>(d: &Dwarf<'a>) -> Result<Vec<gimli::UnitHeader<R<'a>>>, HeaderError> {
     let mut out = Vec::new();
     let mut it = d.units();
     let mut last_end = 0u64;
@@ -109,12 +124,10 @@ pub fn unit_headers<'a>(d: &Dwarf<'a>, path: &Path) -> Result<Vec<gimli::UnitHea
             }
             Ok(None) => break,
             Err(e) => {
-                return Err(format!(
-                    "{}: .debug_info: bad unit header at offset {:#x}: {}",
-                    path.display(),
-                    last_end,
-                    unit_length_fault(d.debug_info.reader(), last_end).unwrap_or_else(|| e.to_string())
-                ));
+                return Err(HeaderError {
+                    at: last_end,
+                    why: unit_length_fault(d.debug_info.reader(), last_end).unwrap_or_else(|| e.to_string()),
+                });
             }
         }
     }

@@ -52,6 +52,12 @@ pub enum EncodeError {
     /// The reference stops reading the file at this CU but writes what it has.
     #[error("{path}: {msg}")]
     StopFile { path: PathBuf, msg: String },
+    /// A unit header that cannot be read.
+    #[error("{path}: {source}")]
+    Header {
+        path: PathBuf,
+        source: dwarf::HeaderError,
+    },
     /// The merge refused the BTF built so far (a limit, or invalid BTF).
     #[error("{path}: {source}")]
     Merge { path: PathBuf, source: MergeError },
@@ -350,9 +356,9 @@ pub fn encode_elf_with(
     let resolve = opts.type_units == TypeUnitMode::Resolve;
     let joined_sections = joined_type_units(elf, resolve);
     let dw = dwarf::dwarf(joined_sections.as_ref().unwrap_or(&elf.debug), endian);
-    let headers = dwarf::unit_headers(&dw, path).map_err(|m| EncodeError::Input {
+    let headers = dwarf::unit_headers(&dw).map_err(|source| EncodeError::Header {
         path: path.to_path_buf(),
-        msg: m.split_once(": ").map(|x| x.1.to_string()).unwrap_or(m),
+        source,
     })?;
     let type_units = resolve.then(|| dwarf::TypeUnits::index(&headers));
     let decoder = Decoder {
