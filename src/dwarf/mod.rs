@@ -54,6 +54,8 @@ pub enum DecodeErrorKind {
     MergedMode,
 }
 
+impl std::error::Error for DecodeError {}
+
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.die {

@@ -1,7 +1,6 @@
 //! Setting up gimli over the debug sections, unit headers, and the
 //! source context of a DIE for error messages.
 
-
 use gimli::{EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
 
 use super::dies;

@@ -41,28 +41,107 @@ pub use local::CuOut;
 
 #[derive(Debug, Error)]
 pub enum EncodeError {
-    #[error("{path}: {msg}")]
-    Input { path: PathBuf, msg: String },
-    /// A construct BTF cannot express, or one the reference rejects.
-    #[error("{path}: {msg}")]
-    Unsupported { path: PathBuf, msg: String },
+    /// Damaged DWARF: a unit or DIE that cannot be read.
+    #[error("{path}: .debug_info: {source}")]
+    Damaged { path: PathBuf, source: dwarf::DecodeError },
+    /// A reference across units in a file the reference reads unit by unit
+    /// (its LTO note says it is no LTO build).
+    #[error("{path}: .debug_info: {source}")]
+    CrossUnitRef { path: PathBuf, source: dwarf::DecodeError },
+    /// A loop in a CU's type references that BTF cannot hold.
+    #[error("{path}: .debug_info: {tag} {what} at DIE {die:#x} (CU {cu:#x})")]
+    TypeLoop {
+        path: PathBuf,
+        tag: gimli::DwTag,
+        what: String,
+        die: u64,
+        cu: u64,
+    },
+    /// A construct BTF cannot express, or one the reference rejects, with
+    /// the DIE's place in the source when the DWARF names it.
+    #[error("{path}: {what} at DIE {die:#x} (CU {cu:#x}){}", context.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
+    Unsupported {
+        path: PathBuf,
+        what: String,
+        die: u64,
+        cu: u64,
+        context: Option<String>,
+    },
+    /// A CU-level variable BTF cannot hold.
+    #[error("{path}: DW_TAG_variable `{name}` at DIE {die:#x} (CU {cu:#x}){problem}")]
+    Variable {
+        path: PathBuf,
+        name: String,
+        die: u64,
+        cu: u64,
+        problem: VarProblem,
+    },
+    /// DWARF 4 `.debug_types` with `--type-units=resolve`.
+    #[error(
+        "{path}: .debug_types: --type-units=resolve reads DWARF 5 type units only; DWARF 4 `.debug_types` are not \
+         resolved (without the flag they are passed over, as the reference does)"
+    )]
+    Dwarf4TypeUnits { path: PathBuf },
     /// The input has no DWARF, or every CU was filtered out.
-    #[error("{path}: {msg}")]
-    Nothing { path: PathBuf, msg: String },
+    #[error("{path}: {}", match what {
+        Nothing::NoDebugInfo => "no DWARF debug info (.debug_info is missing or empty)",
+        Nothing::AllFiltered => "nothing to encode: no compile unit is left after the language filters",
+    })]
+    Nothing { path: PathBuf, what: Nothing },
+    /// Functions are wanted but the file has no symbol table.
+    #[error("{path}: no .symtab section: cannot build the ELF function table")]
+    NoSymtab { path: PathBuf },
     /// The reference stops reading the file at this CU but writes what it has.
-    #[error("{path}: {msg}")]
-    StopFile { path: PathBuf, msg: String },
+    #[error(
+        "{path}: warning: {source}: error decoding this CU; it and the rest of the file are dropped, as \
+         the reference does"
+    )]
+    StopFile { path: PathBuf, source: dwarf::DecodeError },
+    /// The function phase failed (a kfunc table the reference refuses too).
+    #[error("{path}: {source}")]
+    Funcs {
+        path: PathBuf,
+        source: crate::funcs::FuncsError,
+    },
+    /// The encoder's own thread pool could not start.
+    #[error("{path}: cannot start threads: {source}")]
+    Threads {
+        path: PathBuf,
+        source: rayon::ThreadPoolBuildError,
+    },
     /// A unit header that cannot be read.
     #[error("{path}: {source}")]
-    Header {
-        path: PathBuf,
-        source: dwarf::HeaderError,
-    },
+    Header { path: PathBuf, source: dwarf::HeaderError },
     /// The merge refused the BTF built so far (a limit, or invalid BTF).
     #[error("{path}: {source}")]
     Merge { path: PathBuf, source: MergeError },
     #[error(transparent)]
     Elf(#[from] crate::Error),
+}
+
+/// Why there is nothing to encode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nothing {
+    NoDebugInfo,
+    AllFiltered,
+}
+
+/// What is wrong with a variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarProblem {
+    /// Its name is not a C identifier BTF accepts.
+    BadName,
+    /// It has no type.
+    NoType,
+}
+
+impl std::fmt::Display for VarProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VarProblem::BadName => ": not a valid BTF variable name",
+            VarProblem::NoType => " has no type",
+        })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -405,9 +484,9 @@ pub fn encode_elf_with(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(effective_jobs(opts.jobs, headers.len()))
                 .build()
-                .map_err(|e| EncodeError::Input {
+                .map_err(|source| EncodeError::Threads {
                     path: path.to_path_buf(),
-                    msg: format!("cannot start threads: {e}"),
+                    source,
                 })?,
         )
     };
@@ -446,21 +525,17 @@ fn check_input(path: &Path, elf: &ElfInfo<'_>, opts: &Options) -> Result<(), Enc
     if elf.debug.info.is_empty() {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
-            msg: "no DWARF debug info (.debug_info is missing or empty)".into(),
+            what: Nothing::NoDebugInfo,
         });
     }
     if !elf.has_symtab {
-        return Err(EncodeError::Input {
+        return Err(EncodeError::NoSymtab {
             path: path.to_path_buf(),
-            msg: "no .symtab section: cannot build the ELF function table".into(),
         });
     }
     if opts.type_units == TypeUnitMode::Resolve && elf.grouped_types {
-        return Err(EncodeError::Unsupported {
+        return Err(EncodeError::Dwarf4TypeUnits {
             path: path.to_path_buf(),
-            msg: ".debug_types: --type-units=resolve reads DWARF 5 type units only; DWARF 4 `.debug_types` \
-                  are not resolved (without the flag they are passed over, as the reference does)"
-                .into(),
         });
     }
     Ok(())
@@ -564,20 +639,9 @@ impl<'a> CuWork<'_, 'a> {
     fn decode_err(&self, e: dwarf::DecodeError) -> EncodeError {
         let path = self.path.to_path_buf();
         match e.kind {
-            dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile {
-                path,
-                msg: format!(
-                    "warning: {e}: error decoding this CU; it and the rest of the file are dropped, as the reference does"
-                ),
-            },
-            dwarf::DecodeErrorKind::MergedMode => EncodeError::Unsupported {
-                path,
-                msg: format!(".debug_info: {e}"),
-            },
-            dwarf::DecodeErrorKind::Damaged => EncodeError::Input {
-                path,
-                msg: format!(".debug_info: {e}"),
-            },
+            dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile { path, source: e },
+            dwarf::DecodeErrorKind::MergedMode => EncodeError::CrossUnitRef { path, source: e },
+            dwarf::DecodeErrorKind::Damaged => EncodeError::Damaged { path, source: e },
         }
     }
 
@@ -775,14 +839,14 @@ fn functions_phase(
     if m.summary.cus_encoded == 0 {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
-            msg: "nothing to encode: no compile unit is left after the language filters".into(),
+            what: Nothing::AllFiltered,
         });
     }
     if !opts.no_funcs {
         m.emit_funcs(elf, data, &opts.features, opts.verbose)
-            .map_err(|e| EncodeError::Input {
+            .map_err(|source| EncodeError::Funcs {
                 path: path.to_path_buf(),
-                msg: e.to_string(),
+                source,
             })?;
     }
     m.finish_datasecs(elf).map_err(refused)?;

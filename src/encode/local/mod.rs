@@ -89,12 +89,22 @@ impl<'a> Enc<'_, '_, 'a> {
             btf::Endian::Little => gimli::RunTimeEndian::Little,
             btf::Endian::Big => gimli::RunTimeEndian::Big,
         };
-        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), die)
-            .map(|c| format!(": {c}"))
-            .unwrap_or_default();
+        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), die);
         EncodeError::Unsupported {
             path: self.path(),
-            msg: format!("{msg} at DIE {die:#x} (CU {:#x}){context}", self.cu.offset),
+            what: msg,
+            die,
+            cu: self.cu.offset,
+            context,
+        }
+    }
+    fn bad_var(&self, name: &[u8], die: u64, problem: crate::encode::VarProblem) -> EncodeError {
+        EncodeError::Variable {
+            path: self.path(),
+            name: String::from_utf8_lossy(name).into_owned(),
+            die,
+            cu: self.cu.offset,
+            problem,
         }
     }
     fn path(&self) -> PathBuf {
@@ -172,9 +182,12 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     o.o.n_types = o.o.offs.len();
     if let Some((core, msg)) = type_loop(&o.o, &rec_at, &down) {
         let s = &cu.slots[core as usize - 1];
-        return Err(EncodeError::Input {
+        return Err(EncodeError::TypeLoop {
             path: enc.path(),
-            msg: format!(".debug_info: {} {msg} at DIE {:#x} (CU {:#x})", s.tag, s.die, cu.offset),
+            tag: s.tag,
+            what: msg,
+            die: s.die,
+            cu: cu.offset,
         });
     }
     o.o.strs_in_types = o.o.strs.len() as u32;

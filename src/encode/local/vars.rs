@@ -4,7 +4,7 @@ use super::out::Out;
 use super::{Enc, VarOut};
 use crate::btf::{self, Kind, make_info};
 use crate::dwarf::{UnitOff, nm};
-use crate::encode::EncodeError;
+use crate::encode::{EncodeError, VarProblem};
 
 pub(super) fn valid_var_name(n: &[u8]) -> bool {
     if n.is_empty() || n.len() > 128 {
@@ -61,30 +61,14 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
             if f.encode_force {
                 continue;
             }
-            return Err(EncodeError::Unsupported {
-                path: enc.path(),
-                msg: format!(
-                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}): not a valid BTF variable name",
-                    String::from_utf8_lossy(name),
-                    v.die,
-                    cu.offset
-                ),
-            });
+            return Err(enc.bad_var(name, v.die, VarProblem::BadName));
         }
         let core = cu.core(ty);
         let Some(id) = core else {
             if f.encode_force {
                 continue;
             }
-            return Err(EncodeError::Unsupported {
-                path: enc.path(),
-                msg: format!(
-                    "DW_TAG_variable `{}` at DIE {:#x} (CU {:#x}) has no type",
-                    String::from_utf8_lossy(name),
-                    v.die,
-                    cu.offset
-                ),
-            });
+            return Err(enc.bad_var(name, v.die, VarProblem::NoType));
         };
         let size = enc.size_of(core, 0);
         if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
