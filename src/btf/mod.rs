@@ -11,6 +11,7 @@
 pub mod cdump;
 pub mod distill;
 pub mod dump;
+pub mod kind;
 pub mod lint;
 pub mod read;
 pub mod strtab;
@@ -18,6 +19,7 @@ pub mod write;
 
 use std::sync::Arc;
 
+pub use kind::{Info, KIND_MAX, Kind, RawRecord, make_info};
 pub use strtab::StrTab;
 
 /// A BTF type id. Id 0 is the implicit `void`.
@@ -43,120 +45,6 @@ pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
 
 /// Deferred types between two marks of [`Btf::build_offsets`]'s parallel walk.
 const DEFER_MARK_TYPES: u32 = 1 << 16;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Kind {
-    Unkn = 0,
-    Int = 1,
-    Ptr = 2,
-    Array = 3,
-    Struct = 4,
-    Union = 5,
-    Enum = 6,
-    Fwd = 7,
-    Typedef = 8,
-    Volatile = 9,
-    Const = 10,
-    Restrict = 11,
-    Func = 12,
-    FuncProto = 13,
-    Var = 14,
-    Datasec = 15,
-    Float = 16,
-    DeclTag = 17,
-    TypeTag = 18,
-    Enum64 = 19,
-}
-
-pub const KIND_MAX: u8 = 19;
-
-impl Kind {
-    pub fn from_u8(k: u8) -> Option<Kind> {
-        if k > KIND_MAX {
-            return None;
-        }
-        // SAFETY-free: table lookup.
-        const ALL: [Kind; 20] = [
-            Kind::Unkn,
-            Kind::Int,
-            Kind::Ptr,
-            Kind::Array,
-            Kind::Struct,
-            Kind::Union,
-            Kind::Enum,
-            Kind::Fwd,
-            Kind::Typedef,
-            Kind::Volatile,
-            Kind::Const,
-            Kind::Restrict,
-            Kind::Func,
-            Kind::FuncProto,
-            Kind::Var,
-            Kind::Datasec,
-            Kind::Float,
-            Kind::DeclTag,
-            Kind::TypeTag,
-            Kind::Enum64,
-        ];
-        Some(ALL[k as usize])
-    }
-
-    /// The name bpftool prints for the kind.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Unkn => "UNKNOWN",
-            Kind::Int => "INT",
-            Kind::Ptr => "PTR",
-            Kind::Array => "ARRAY",
-            Kind::Struct => "STRUCT",
-            Kind::Union => "UNION",
-            Kind::Enum => "ENUM",
-            Kind::Fwd => "FWD",
-            Kind::Typedef => "TYPEDEF",
-            Kind::Volatile => "VOLATILE",
-            Kind::Const => "CONST",
-            Kind::Restrict => "RESTRICT",
-            Kind::Func => "FUNC",
-            Kind::FuncProto => "FUNC_PROTO",
-            Kind::Var => "VAR",
-            Kind::Datasec => "DATASEC",
-            Kind::Float => "FLOAT",
-            Kind::DeclTag => "DECL_TAG",
-            Kind::TypeTag => "TYPE_TAG",
-            Kind::Enum64 => "ENUM64",
-        }
-    }
-
-    /// Words of trailing data per vlen entry, and fixed trailing words.
-    #[inline]
-    pub fn trailing_words(self, vlen: u32) -> u32 {
-        match self {
-            Kind::Int | Kind::Var | Kind::DeclTag => 1,
-            Kind::Array => 3,
-            Kind::Struct | Kind::Union | Kind::Datasec | Kind::Enum64 => 3 * vlen,
-            Kind::Enum | Kind::FuncProto => 2 * vlen,
-            _ => 0,
-        }
-    }
-
-    /// Kinds whose third word is a type id (as opposed to a size).
-    pub fn has_type_ref(self) -> bool {
-        matches!(
-            self,
-            Kind::Ptr
-                | Kind::Typedef
-                | Kind::Volatile
-                | Kind::Const
-                | Kind::Restrict
-                | Kind::Func
-                | Kind::FuncProto
-                | Kind::Var
-                | Kind::DeclTag
-                | Kind::TypeTag
-        )
-    }
-}
 
 /// Byte order of a BTF blob (and of the ELF it came from or goes into).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,11 +74,6 @@ pub const LINKAGE_STATIC: u32 = 0;
 pub const LINKAGE_GLOBAL: u32 = 1;
 pub const LINKAGE_EXTERN: u32 = 2;
 
-#[inline]
-pub fn make_info(kind: Kind, kflag: bool, vlen: u32) -> u32 {
-    ((kflag as u32) << 31) | ((kind as u32) << 24) | (vlen & 0xffff)
-}
-
 /// A borrowed view of one type record (host-order words).
 #[derive(Clone, Copy, Debug)]
 pub struct Type<'a> {
@@ -209,15 +92,15 @@ impl<'a> Type<'a> {
     #[inline]
     pub fn kind(&self) -> Kind {
         // The reader validated the kind; builders only push valid ones.
-        Kind::from_u8(((self.words[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn)
+        Kind::from_u8(self.words.kind() as u8).unwrap_or(Kind::Unkn)
     }
     #[inline]
     pub fn vlen(&self) -> u32 {
-        self.words[1] & 0xffff
+        self.words.vlen() as u32
     }
     #[inline]
     pub fn kflag(&self) -> bool {
-        self.words[1] >> 31 != 0
+        self.words.kflag()
     }
     /// The size/type word, as a size.
     #[inline]
@@ -368,8 +251,11 @@ impl Deferred {
 /// one this crate wrote: the records were appended through the API).
 #[inline]
 fn record_len(info: u32) -> usize {
-    let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
-    3 + kind.trailing_words(info & 0xffff) as usize
+    debug_assert!(
+        Info(info).kind() <= KIND_MAX as u32,
+        "appended records have known kinds"
+    );
+    Info(info).len()
 }
 
 impl Btf {
@@ -916,27 +802,21 @@ impl Btf {
     /// reference visitors walk (it reads no words, so a visitor may write them).
     #[inline]
     pub fn type_ref_positions(info: u32, mut f: impl FnMut(usize)) {
-        let vlen = (info & 0xffff) as usize;
-        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
-            Kind::Ptr
-            | Kind::Typedef
-            | Kind::Volatile
-            | Kind::Const
-            | Kind::Restrict
-            | Kind::Func
-            | Kind::Var
-            | Kind::DeclTag
-            | Kind::TypeTag => f(2),
-            Kind::Array => {
+        use kind::*;
+        let info = Info(info);
+        let vlen = info.vlen();
+        match info.kind() {
+            PTR | TYPEDEF | VOLATILE | CONST | RESTRICT | FUNC | VAR | DECL_TAG | TYPE_TAG => f(2),
+            ARRAY => {
                 f(3);
                 f(4);
             }
-            Kind::Struct | Kind::Union => (0..vlen).for_each(|i| f(3 + 3 * i + 1)),
-            Kind::FuncProto => {
+            STRUCT | UNION => (0..vlen).for_each(|i| f(3 + 3 * i + 1)),
+            FUNC_PROTO => {
                 f(2);
                 (0..vlen).for_each(|i| f(3 + 2 * i + 1));
             }
-            Kind::Datasec => (0..vlen).for_each(|i| f(3 + 3 * i)),
+            DATASEC => (0..vlen).for_each(|i| f(3 + 3 * i)),
             _ => {}
         }
     }
@@ -945,11 +825,13 @@ impl Btf {
     /// is `info`, in record order (type name first, then entry names).
     #[inline]
     pub fn str_ref_positions(info: u32, mut f: impl FnMut(usize)) {
-        let vlen = (info & 0xffff) as usize;
+        use kind::*;
+        let info = Info(info);
+        let vlen = info.vlen();
         f(0);
-        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
-            Kind::Struct | Kind::Union | Kind::Enum64 => (0..vlen).for_each(|i| f(3 + 3 * i)),
-            Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(3 + 2 * i)),
+        match info.kind() {
+            STRUCT | UNION | ENUM64 => (0..vlen).for_each(|i| f(3 + 3 * i)),
+            ENUM | FUNC_PROTO => (0..vlen).for_each(|i| f(3 + 2 * i)),
             _ => {}
         }
     }

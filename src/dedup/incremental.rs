@@ -159,7 +159,7 @@ impl Incremental {
                 return self.stop("records too long for the packed offsets");
             }
             let rec = &words[off..off + len];
-            let k = kind(rec);
+            let k = rec.kind();
             self.link.push(id, is_enum_fwd(rec));
             if represents_itself(k) {
                 self.state.set(id, ST_MAPPED);
@@ -216,7 +216,7 @@ impl Incremental {
         let mut first_mapped = None;
         for id in from..end {
             let w = rec_from(words, &self.nodes, id);
-            if !is_composite(kind(w)) {
+            if !is_composite(w.kind()) {
                 continue;
             }
             let canonical = self.state.get(id) == ST_MAPPED && self.link.get(id) == id;
@@ -248,7 +248,7 @@ impl Incremental {
         let is_live = |id: u32| live[((id - from) >> 6) as usize] & (1u64 << ((id - from) & 63)) != 0;
         // the first record to stub: the ones before it stay where they are
         let Some(first) = first_mapped
-            .and_then(|m| (m..end).find(|&id| is_composite(kind(rec_from(words, &self.nodes, id))) && !is_live(id)))
+            .and_then(|m| (m..end).find(|&id| is_composite(rec_from(words, &self.nodes, id).kind()) && !is_live(id)))
         else {
             return Ok(());
         };

@@ -132,6 +132,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
+use crate::btf::kind::*;
 use crate::btf::{Btf, STUB_INFO, StrTab};
 use hypot::{HypotMap, Mark};
 use offsets::Offsets;
@@ -199,7 +200,7 @@ impl BaseIndex {
             if let Some(h) = prep_hash(w, id)? {
                 table.insert(h, id);
             }
-            if is_composite(kind(w)) {
+            if is_composite(w.kind()) {
                 composite_names.entry(w[0]).and_modify(|v| *v = 0).or_insert(id);
             }
         }
@@ -219,7 +220,7 @@ impl BaseIndex {
 
 /// The hash the prep pass files base type `id` under (None: not filed).
 fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
-    Ok(Some(match kind(w) {
+    Ok(Some(match w.kind() {
         VAR | DATASEC => return Ok(None),
         CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => hash_common(w),
         INT | DECL_TAG => hash_int_tag(w),
@@ -260,38 +261,6 @@ impl DedupError {
 const MAX_ID: u32 = 0x7fff_ffff;
 const MAX_EMBED_DEPTH: u32 = 4096;
 
-const INT: u32 = 1;
-const PTR: u32 = 2;
-const ARRAY: u32 = 3;
-const STRUCT: u32 = 4;
-const UNION: u32 = 5;
-const ENUM: u32 = 6;
-const FWD: u32 = 7;
-const TYPEDEF: u32 = 8;
-const VOLATILE: u32 = 9;
-const CONST: u32 = 10;
-const RESTRICT: u32 = 11;
-const FUNC: u32 = 12;
-const FUNC_PROTO: u32 = 13;
-const VAR: u32 = 14;
-const DATASEC: u32 = 15;
-const FLOAT: u32 = 16;
-const DECL_TAG: u32 = 17;
-const TYPE_TAG: u32 = 18;
-const ENUM64: u32 = 19;
-
-#[inline]
-fn kind(w: &[u32]) -> u32 {
-    (w[1] >> 24) & 0x1f
-}
-#[inline]
-fn vlen(w: &[u32]) -> usize {
-    (w[1] & 0xffff) as usize
-}
-#[inline]
-fn kflag(w: &[u32]) -> bool {
-    w[1] >> 31 != 0
-}
 #[inline]
 fn is_composite(k: u32) -> bool {
     k == STRUCT || k == UNION
@@ -364,13 +333,13 @@ fn equal_enum(a: &[u32], b: &[u32]) -> bool {
 }
 #[inline]
 fn is_enum_fwd(w: &[u32]) -> bool {
-    is_any_enum(kind(w)) && vlen(w) == 0
+    is_any_enum(w.kind()) && w.vlen() == 0
 }
 fn compat_enum(a: &[u32], b: &[u32]) -> bool {
     if !is_enum_fwd(a) && !is_enum_fwd(b) {
         return equal_enum(a, b);
     }
-    a[0] == b[0] && is_any_enum(kind(a)) && is_any_enum(kind(b))
+    a[0] == b[0] && is_any_enum(a.kind()) && is_any_enum(b.kind())
 }
 fn shallow_equal_struct(a: &[u32], b: &[u32]) -> bool {
     if !equal_common(a, b) {
@@ -396,18 +365,18 @@ fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
 /// Positions of the type-id words of a record, in libbpf's field-iterator order
 /// (`BTF_FIELD_ITER_IDS`; note FWD's size/type word counts).
 fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
-    match kind(w) {
+    match w.kind() {
         FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => f(2),
         ARRAY => {
             f(3);
             f(4);
         }
-        STRUCT | UNION => (0..vlen(w)).for_each(|i| f(3 + 3 * i + 1)),
+        STRUCT | UNION => (0..w.vlen()).for_each(|i| f(3 + 3 * i + 1)),
         FUNC_PROTO => {
             f(2);
-            (0..vlen(w)).for_each(|i| f(3 + 2 * i + 1));
+            (0..w.vlen()).for_each(|i| f(3 + 2 * i + 1));
         }
-        DATASEC => (0..vlen(w)).for_each(|i| f(3 + 3 * i)),
+        DATASEC => (0..w.vlen()).for_each(|i| f(3 + 3 * i)),
         _ => {}
     }
 }
@@ -419,7 +388,7 @@ fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
 #[inline(always)]
 fn ids_below(w: &[u32], end: u32) -> bool {
     let all_below = |stride: usize, at: usize| w.get(3..).unwrap_or(&[]).chunks_exact(stride).all(|e| e[at] < end);
-    match kind(w) {
+    match w.kind() {
         FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => w[2] < end,
         ARRAY => w[3] < end && w[4] < end,
         STRUCT | UNION => all_below(3, 1),
@@ -431,38 +400,12 @@ fn ids_below(w: &[u32], end: u32) -> bool {
 
 static VOID: [u32; 3] = [0, 0, 0];
 
-/// Trailing words of a record: `FIXED[kind] + PER_ENTRY[kind] * vlen`.
-const FIXED: [u8; 32] = {
-    let mut t = [0u8; 32];
-    t[INT as usize] = 1;
-    t[VAR as usize] = 1;
-    t[DECL_TAG as usize] = 1;
-    t[ARRAY as usize] = 3;
-    t
-};
-const PER_ENTRY: [u8; 32] = {
-    let mut t = [0u8; 32];
-    t[STRUCT as usize] = 3;
-    t[UNION as usize] = 3;
-    t[DATASEC as usize] = 3;
-    t[ENUM64 as usize] = 3;
-    t[ENUM as usize] = 2;
-    t[FUNC_PROTO as usize] = 2;
-    t
-};
-
-#[inline]
-fn rec_len(info: u32) -> usize {
-    let k = ((info >> 24) & 0x1f) as usize;
-    3 + FIXED[k] as usize + PER_ENTRY[k] as usize * (info & 0xffff) as usize
-}
-
 /// The length of the record at word `off`, if it fits in `words`.
 #[inline]
 fn fitting_len(words: &[u32], off: usize) -> Option<usize> {
     words
         .get(off + 1)
-        .map(|&info| rec_len(info))
+        .map(|&info| Info(info).len())
         .filter(|len| off + len <= words.len())
 }
 
@@ -483,7 +426,7 @@ const ST_MAPPED: u8 = 2;
 #[inline(always)]
 fn rec_at(words: &[u32], off: u32) -> &[u32] {
     let s = off as usize;
-    &words[s..s + rec_len(words[s + 1])]
+    &words[s..s + Info(words[s + 1]).len()]
 }
 
 /// The words from the record of `id` on (0 is void): for reading fields at
@@ -500,7 +443,7 @@ fn rec_from<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
 /// A [`rec_from`] slice cut to its record.
 #[inline(always)]
 fn exact(w: &[u32]) -> &[u32] {
-    &w[..rec_len(w[1])]
+    &w[..w.rec_len()]
 }
 
 /// The record of `id` (ids of the whole space; 0 is void).
@@ -706,7 +649,7 @@ fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, Sta
             }
             Some(f) => f.push(off as u32),
         }
-        if represents_itself(kind(&words[off..off + len])) {
+        if represents_itself(words[off..off + len].kind()) {
             state.set(id, ST_MAPPED);
         }
         off += len;
@@ -816,7 +759,7 @@ fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<
                 } else {
                     s[(id - a) as usize] = u16::try_from(o - base).ok()?;
                 }
-                if represents_itself(kind(&words[off..off + len])) {
+                if represents_itself(words[off..off + len].kind()) {
                     mapped.push(id);
                 }
                 off += len;
@@ -964,8 +907,7 @@ fn layout<'a>(
                     bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
                     return ST_MAPPED;
                 }
-                let kind = (w[off as usize + 1] >> 24) & 0x1f;
-                if represents_itself(kind) {
+                if represents_itself(Info(w[off as usize + 1]).kind()) {
                     ST_MAPPED
                 } else {
                     ST_UNPROCESSED
@@ -992,12 +934,12 @@ fn bad_record(id: u32) -> DedupError {
 #[inline(always)]
 fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> Option<usize> {
     let info = *w.get(off + 1)?;
-    let len = rec_len(info);
+    let len = Info(info).len();
     let r = w.get(off..off + len)?;
     let mut ok = true;
     if check_ids {
         ok = ids_below(r, end);
-    } else if kind(r) == FWD {
+    } else if r.kind() == FWD {
         // libbpf's id iterator counts a FWD's size/type word, which the
         // reader does not check (it is no reference in BTF): compaction
         // renumbers it, so an id past the end must be refused here.
@@ -1318,7 +1260,7 @@ impl<'a, L: Links> Dedup<'a, L> {
         if id == 0 {
             return 0;
         }
-        (self.words[self.nodes.get(id) as usize + 1] >> 24) & 0x1f
+        Info(self.words[self.nodes.get(id) as usize + 1]).kind()
     }
 
     /// libbpf's `map[id] <= BTF_MAX_NR_TYPES`.
@@ -1371,7 +1313,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                     (h, self.first_match(h, |c| equal_common(w, c)))
                 }
                 ENUM | ENUM64
-                    if self.start == 1 && vlen(rec!(self, id)) > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
+                    if self.start == 1 && rec!(self, id).vlen() > 0 && !self.enum_fwds.contains(&rec!(self, id)[0]) =>
                 {
                     // Fast path, same result: no enum fwd shares the name, so
                     // the walk could only stop at an equal candidate, and
@@ -1391,7 +1333,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                 ENUM | ENUM64 => {
                     let w = rec!(self, id);
                     let h = hash_enum(w);
-                    if vlen(w) == 0 {
+                    if w.vlen() == 0 {
                         self.enum_fwds.insert(w[0]);
                     }
                     let mut found = None;
@@ -1421,7 +1363,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                         }
                         cur = self.table.next(c);
                     }
-                    if found.is_none() && vlen(w) > 0 && self.start == 1 {
+                    if found.is_none() && w.vlen() > 0 && self.start == 1 {
                         let ch = content_hash(w);
                         let (words, nodes) = (&self.words, &self.nodes);
                         self.enums
@@ -1460,12 +1402,12 @@ impl<'a, L: Links> Dedup<'a, L> {
 
     fn identical_arrays(&self, a: u32, b: u32) -> bool {
         let (x, y) = (rec!(self, a), rec!(self, b));
-        kind(x) == ARRAY && kind(y) == ARRAY && equal_array(x, y)
+        x.kind() == ARRAY && y.kind() == ARRAY && equal_array(x, y)
     }
 
     fn identical_ptrs(&self, a: u32, b: u32) -> bool {
         let (x, y) = (rec!(self, a), rec!(self, b));
-        kind(x) == PTR && kind(y) == PTR && x[2] == y[2]
+        x.kind() == PTR && y.kind() == PTR && x[2] == y[2]
     }
 
     /// Structs equal down to raw member ids (or identical arrays/structs there).
@@ -1480,7 +1422,7 @@ impl<'a, L: Links> Dedup<'a, L> {
         if self.overlap && (x[1] | y[1]) & STUB_INFO != 0 {
             return Err(stub_reached(a, b));
         }
-        if !is_composite(kind(x)) || kind(x) != kind(y) || !shallow_equal_struct(x, y) {
+        if !is_composite(x.kind()) || x.kind() != y.kind() || !shallow_equal_struct(x, y) {
             return Ok(false);
         }
         for (m1, m2) in x[3..].chunks_exact(3).zip(y[3..].chunks_exact(3)) {
@@ -1533,10 +1475,10 @@ impl<'a, L: Links> Dedup<'a, L> {
         // popped pair is new: the queue drops pairs the map holds).
         let mut kw = rec_queued(self.words, &self.nodes, k, ok);
         let mut k = k;
-        if kind(kw) == FWD {
+        if kw.kind() == FWD {
             let r = self.resolve(k);
             let rw = rec_from(self.words, &self.nodes, r);
-            if kind(rw) != FWD {
+            if rw.kind() != FWD {
                 (k, kw) = (r, rw);
             }
         }
@@ -1544,7 +1486,7 @@ impl<'a, L: Links> Dedup<'a, L> {
         if self.overlap && (cw[1] | kw[1]) & STUB_INFO != 0 {
             return Err(stub_reached(c, k));
         }
-        let (ck, kk) = (kind(cw), kind(kw));
+        let (ck, kk) = (cw.kind(), kw.kind());
         // what the merge after a successful walk looks at (see merge_hypot)
         let mark = match (ck == FWD || kk == FWD, is_composite(ck)) {
             (true, _) => Mark::Fwd,
@@ -1563,7 +1505,7 @@ impl<'a, L: Links> Dedup<'a, L> {
             return Ok(false);
         }
         if (ck == FWD || kk == FWD) && ck != kk {
-            let fwd_kind = |w: &[u32]| if kflag(w) { UNION } else { STRUCT };
+            let fwd_kind = |w: &[u32]| if w.kflag() { UNION } else { STRUCT };
             let (real, fwd) = if ck == FWD {
                 (kk, fwd_kind(cw))
             } else {
@@ -1619,7 +1561,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                 // Queued first to last, then turned around so the first member
                 // pops first, as in libbpf's recursion (equal info: equal
                 // lengths).
-                let n = vlen(cw);
+                let n = cw.vlen();
                 let (cm, km) = (&cw[3..3 + 3 * n], &kw[3..3 + 3 * n]);
                 let from = st.len();
                 let mut prev = (u32::MAX, u32::MAX);
@@ -1641,7 +1583,7 @@ impl<'a, L: Links> Dedup<'a, L> {
                 }
                 // as for struct members, a repeat of the previous pair (the
                 // return type's for the first parameter) is settled
-                let n = vlen(cw);
+                let n = cw.vlen();
                 let (cp, kp) = (&cw[3..3 + 2 * n], &kw[3..3 + 2 * n]);
                 let from = st.len();
                 let mut prev = (cw[2], kw[2]);
@@ -1833,7 +1775,7 @@ impl Dedup<'_> {
         let composites = in_stretches(first, self.end, |ids, out| {
             for id in ids.filter(|&id| canonical(id)) {
                 let w = rec_from(words, nodes, id);
-                if is_composite(kind(w)) {
+                if is_composite(w.kind()) {
                     out.push((w[0], id));
                 }
             }
@@ -1844,14 +1786,14 @@ impl Dedup<'_> {
         let resolved = in_stretches(self.start, self.end, |ids, out| {
             for id in ids.filter(|&id| canonical(id)) {
                 let w = rec_from(words, nodes, id);
-                if kind(w) != FWD {
+                if w.kind() != FWD {
                     continue;
                 }
                 let Some(&cand) = names.get(&w[0]).filter(|&&c| c != 0) else {
                     continue;
                 };
-                let ck = kind(rec_from(words, nodes, cand));
-                let union = kflag(w);
+                let ck = rec_from(words, nodes, cand).kind();
+                let union = w.kflag();
                 if (ck == STRUCT && !union) || (ck == UNION && union) {
                     out.push((id, cand));
                 }
@@ -1880,7 +1822,7 @@ impl Dedup<'_> {
             for id in ids {
                 let l = link[id as usize].load(Relaxed);
                 if id >= start && l == id && state.get(id) == ST_MAPPED {
-                    out.push((id, rec_len(words[nodes.get(id) as usize + 1])));
+                    out.push((id, Info(words[nodes.get(id) as usize + 1]).len()));
                 } else if l != id {
                     link[id as usize].store(resolve_shared(link, l), Relaxed);
                 }
@@ -1995,7 +1937,7 @@ fn compact(
     for &id in survivors {
         let off = nodes.get(id) as usize;
         let len = if in_place {
-            let len = rec_len(out[off + 1]);
+            let len = Info(out[off + 1]).len();
             out.copy_within(off..off + len, at);
             len
         } else {
@@ -2078,7 +2020,7 @@ mod tests {
             vec![1, info(DECL_TAG, 0), 14, 0],
         ];
         for r in &recs {
-            assert_eq!(r.len(), rec_len(r[1]));
+            assert_eq!(r.len(), Info(r[1]).len());
             for end in 0..16 {
                 let mut all = true;
                 for_each_id_pos(r, |p| all &= r[p] < end);

@@ -210,7 +210,7 @@ impl<'d> RefPass<'d> {
             // needs no walk: libbpf would just resolve it and look it up.
             let w = self.rec(id);
             let single = matches!(
-                kind(w),
+                w.kind(),
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG
             );
             if single && self.fenced(w[2]) {
@@ -277,7 +277,7 @@ impl<'d> RefPass<'d> {
                     st.push((t, ENTER));
                 }
             };
-            match kind(w) {
+            match w.kind() {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => visit(w[2]),
                 ARRAY => {
                     visit(w[4]);
@@ -319,7 +319,7 @@ impl<'d> RefPass<'d> {
     /// its referenced ids resolved.
     #[inline]
     fn rewritten(&self, w: &[u32]) -> Key {
-        let k = kind(w);
+        let k = w.kind();
         if k != ARRAY && k != FUNC_PROTO {
             // only the third word is an id (DECL_TAG's fourth is an index)
             let four = if k == DECL_TAG { w[3] } else { 0 };
@@ -334,7 +334,7 @@ impl<'d> RefPass<'d> {
             c[4] = self.resolve(w[4]);
         } else {
             c[2] = self.resolve(w[2]);
-            for i in 0..vlen(w) {
+            for i in 0..w.vlen() {
                 c[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
             }
         }
@@ -346,7 +346,7 @@ impl<'d> RefPass<'d> {
     /// on the stack, without going through [`RefPass::rewritten`]).
     #[inline]
     fn finish(&mut self, id: u32, w: &[u32]) {
-        let k = kind(w);
+        let k = w.kind();
         let new = if k != ARRAY && k != FUNC_PROTO {
             let key = [w[0], w[1], self.resolve(w[2]), if k == DECL_TAG { w[3] } else { 0 }];
             self.look_up(id, w, &key[..if k == DECL_TAG { 4 } else { 3 }])
@@ -372,7 +372,7 @@ impl<'d> RefPass<'d> {
     /// libbpf's look-up of `id` (record `w`, rewritten `key`) in its
     /// candidate table, adding it if no candidate is equal.
     fn in_table(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
-        let k = kind(w);
+        let k = w.kind();
         let h = match k {
             ARRAY => hash_array(key),
             FUNC_PROTO => hash_fnproto(key),

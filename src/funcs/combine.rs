@@ -6,7 +6,7 @@
 //! its first state, decided, and emitted as
 //! `[TYPE_TAG, PTR]* FUNC_PROTO FUNC [bpf_kfunc] [bpf_fastcall] [annotation]*`.
 
-use crate::btf::{Btf, Kind, LINKAGE_STATIC, StrOff, TypeId, make_info};
+use crate::btf::{Btf, Kind, LINKAGE_STATIC, RawRecord, StrOff, TypeId, kind, make_info};
 use crate::elf::functab::FuncTable;
 
 use super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL, KfuncMarks};
@@ -50,15 +50,10 @@ const FASTCALL_TAG: &[u8] = b"bpf_fastcall";
 /// declares.
 #[inline]
 fn match_kind(words: &[u32]) -> u32 {
-    let kind = (words[1] >> 24) & 0x1f;
-    if kind == Kind::Fwd as u32 {
-        if words[1] >> 31 != 0 {
-            Kind::Union as u32
-        } else {
-            Kind::Struct as u32
-        }
-    } else {
-        kind
+    match words.kind() {
+        kind::FWD if words.kflag() => kind::UNION,
+        kind::FWD => kind::STRUCT,
+        k => k,
     }
 }
 
@@ -85,30 +80,17 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
         };
         let (kx, ky) = (match_kind(tx.words), match_kind(ty.words));
         if kx != ky {
-            if kx == Kind::Const as u32 {
+            if kx == kind::CONST {
                 x = tx.type_id();
                 continue;
             }
-            if ky == Kind::Const as u32 {
+            if ky == kind::CONST {
                 y = ty.type_id();
                 continue;
             }
             return false;
         }
-        const INT: u32 = Kind::Int as u32;
-        const FLOAT: u32 = Kind::Float as u32;
-        const TYPEDEF: u32 = Kind::Typedef as u32;
-        const STRUCT: u32 = Kind::Struct as u32;
-        const UNION: u32 = Kind::Union as u32;
-        const ENUM: u32 = Kind::Enum as u32;
-        const ENUM64: u32 = Kind::Enum64 as u32;
-        const PTR: u32 = Kind::Ptr as u32;
-        const VOLATILE: u32 = Kind::Volatile as u32;
-        const CONST: u32 = Kind::Const as u32;
-        const RESTRICT: u32 = Kind::Restrict as u32;
-        const TYPE_TAG: u32 = Kind::TypeTag as u32;
-        const ARRAY: u32 = Kind::Array as u32;
-        const FUNC_PROTO: u32 = Kind::FuncProto as u32;
+        use kind::*;
         match kx {
             INT => {
                 return tx.size() == ty.size()
