@@ -197,16 +197,11 @@ struct Deferred {
     /// `FINE_STEP - 1` records from there (the function phase looks types
     /// up without the offset column; 1 MiB for a vmlinux instead of 17).
     fine: Vec<u32>,
-    /// Words taken out by [`Btf::stub_deferred`].
-    stubbed_words: u64,
+    /// Words taken out by [`Btf::cut_deferred`].
+    cut_words: u64,
     /// Where the last deferred type starts (for adding entries to it).
     last: usize,
 }
-
-/// An unused bit of the info word (bits 16–23 are unused in BTF), set on a
-/// STRUCT or UNION record cut down to its first three words by
-/// [`Btf::stub_deferred`]: such a record must never be compared.
-pub const STUB_INFO: u32 = 1 << 23;
 
 /// Deferred types per [`Deferred::fine`] entry.
 const FINE_STEP: u32 = 16;
@@ -315,8 +310,7 @@ impl Btf {
     }
 
     /// The records, strings, byte order and base of a BTF whose offsets
-    /// are deferred, for a consumer that laid the records out itself
-    /// ([`crate::dedup::Incremental`]).
+    /// are deferred, for a consumer that laid the records out itself.
     pub(crate) fn into_parts_deferred(self) -> (Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
         let (words, _, strs, endian, base) = self.into_parts_with_marks();
         (words, strs, endian, base)
@@ -337,31 +331,31 @@ impl Btf {
         (self.words, marks, self.strs, self.endian, self.base)
     }
 
-    /// Cuts the records of the deferred types from id `first` on, which
-    /// start at word `at` and run to the end, down to their first three
-    /// words (name, info with [`STUB_INFO`] and vlen 0, size) where
-    /// `stub(id)` says so, moving the others down over the freed words;
-    /// `placed(id, word)` learns where each record starts now. For dedup's
-    /// chunked passes ([`crate::dedup::Incremental`]): a struct mapped onto
-    /// an earlier copy is never compared again unless a canonical type
-    /// reaches it, and such structs are most of a vmlinux's records. Name,
-    /// kind and size stay for the function phase's look-ups.
-    pub(crate) fn stub_deferred(
+    /// Cuts records of the deferred types from id `first` on, which start
+    /// at word `at` and run to the end, down to a prefix: `cut(id, record)`
+    /// may rewrite the record in place and returns how many of its first
+    /// words stay (its whole length to keep it), and a record cut short
+    /// must have an info word that gives its new length. The records kept
+    /// move down over the freed words; `placed(id, word)` learns where each
+    /// one starts now. For a consumer that knows which records nothing will
+    /// read whole again (dedup's chunked passes), at the encoder's memory
+    /// peak.
+    pub(crate) fn cut_deferred(
         &mut self,
         first: TypeId,
         at: usize,
-        mut stub: impl FnMut(u32) -> bool,
+        mut cut: impl FnMut(u32, &mut [u32]) -> usize,
         mut placed: impl FnMut(u32, usize),
     ) {
         let first_deferred = self.start_id() + self.offs.len() as u32;
-        let d = self.deferred.as_mut().expect("only deferred records are stubbed");
+        let d = self.deferred.as_mut().expect("only deferred records are cut");
         assert!(
             first.0 >= first_deferred && first.0 - first_deferred <= d.count,
             "type {} is not deferred",
             first.0
         );
         let (mut src, mut dst) = (at, at);
-        // records kept since the last stub: `run..src`, moved in one copy
+        // records kept whole since the last cut: `run..src`, moved in one copy
         let mut run = src;
         let mut last = d.last;
         let flush = |words: &mut Vec<u32>, run: usize, src: usize, dst: &mut usize| {
@@ -372,35 +366,38 @@ impl Btf {
         };
         for j in first.0 - first_deferred..d.count {
             let id = first_deferred + j;
-            let info = self.words[src + 1];
-            let len = record_len(info);
+            let len = record_len(self.words[src + 1]);
             let now = dst + (src - run);
             last = now;
             if j % FINE_STEP == 0 {
                 d.fine[(j / FINE_STEP) as usize] = now as u32;
             }
             placed(id, now);
-            let kind = (info >> 24) & 0x1f;
-            if (kind == Kind::Struct as u32 || kind == Kind::Union as u32) && stub(id) {
+            let keep = cut(id, &mut self.words[src..src + len]);
+            if keep < len {
+                assert_eq!(
+                    record_len(self.words[src + 1]),
+                    keep,
+                    "a cut record's info word gives its length"
+                );
                 flush(&mut self.words, run, src, &mut dst);
-                let (name, size) = (self.words[src], self.words[src + 2]);
-                self.words[dst..dst + 3].copy_from_slice(&[name, (info & !0xffff) | STUB_INFO, size]);
-                dst += 3;
+                self.words.copy_within(src..src + keep, dst);
+                dst += keep;
                 run = src + len;
             }
             src += len;
         }
         flush(&mut self.words, run, src, &mut dst);
-        assert_eq!(src, self.words.len(), "the stubbed records run to the end");
+        assert_eq!(src, self.words.len(), "the cut records run to the end");
         d.last = last;
-        d.stubbed_words += (src - dst) as u64;
+        d.cut_words += (src - dst) as u64;
         self.words.truncate(dst);
     }
 
-    /// Words [`Btf::stub_deferred`] took out: the type section as built
+    /// Words [`Btf::cut_deferred`] took out: the type section as built
     /// is this much longer than the records kept.
-    pub fn stubbed_words(&self) -> u64 {
-        self.deferred.as_ref().map_or(0, |d| d.stubbed_words)
+    pub fn cut_words(&self) -> u64 {
+        self.deferred.as_ref().map_or(0, |d| d.cut_words)
     }
 
     /// Whether offsets are deferred (see [`Btf::defer_offsets`]).
@@ -420,7 +417,7 @@ impl Btf {
                 count: 0,
                 from: self.words.len(),
                 fine: Vec::new(),
-                stubbed_words: 0,
+                cut_words: 0,
                 last: 0,
             });
         }
@@ -984,6 +981,35 @@ mod append_tests {
         assert!(deferred.get(TypeId(n + 1)).is_none());
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
+    }
+
+    #[test]
+    fn cut_records_move_the_later_ones_down() {
+        let mut b = build(true);
+        let before: Vec<Vec<u32>> = (1..=5).map(|id| b.ty(TypeId(id)).words.to_vec()).collect();
+        let start = b.raw_words().len() - before[3].len() - before[4].len();
+        let mut placed = Vec::new();
+        // type 4, the struct, cut to its common part with vlen 0
+        b.cut_deferred(
+            TypeId(4),
+            start,
+            |id, rec| {
+                if id == 4 {
+                    rec[1] &= !0xffff;
+                    3
+                } else {
+                    rec.len()
+                }
+            },
+            |id, w| placed.push((id, w)),
+        );
+        assert_eq!(placed, [(4, start), (5, start + 3)]);
+        assert_eq!(b.cut_words(), 6);
+        assert_eq!(b.ty(TypeId(4)).words, &[0, make_info(Kind::Struct, true, 0), 8]);
+        assert_eq!(b.ty(TypeId(5)).words, &before[4][..]);
+        assert_eq!(b.ty(TypeId(3)).words, &before[2][..]);
+        b.build_offsets();
+        assert_eq!(b.ty(TypeId(5)).words, &before[4][..]);
     }
 
     #[test]

@@ -39,15 +39,16 @@
 //! for a vmlinux). It pays for itself many times over: after each chunk,
 //! the structs and unions no later pass will read (mapped onto an earlier
 //! copy, and not reachable from a canonical type) are cut down to stubs
-//! ([`Btf::stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
+//! ([`stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
 //! that reaches a stub anyway makes the passes give up; the BTF can then
 //! not go through the whole-BTF dedup, and the caller encodes it again
 //! ([`Incremental::stubbed`]).
 
 use std::borrow::Cow;
 
+use super::stub::{is_stub, stub_deferred};
 use super::*;
-use crate::btf::{STUB_INFO, TypeId};
+use crate::btf::TypeId;
 
 /// The state of libbpf's first passes over the CUs merged so far.
 pub struct Incremental {
@@ -67,7 +68,7 @@ pub struct Incremental {
     words_done: usize,
     /// Why the chunked passes stopped (the whole-BTF dedup runs instead).
     gave_up: Option<&'static str>,
-    /// Whether records were stubbed ([`Btf::stub_deferred`]): the BTF fed
+    /// Whether records were stubbed ([`stub_deferred`]): the BTF fed
     /// can then no longer go through the whole-BTF dedup.
     stubbed: bool,
 }
@@ -132,7 +133,7 @@ impl Incremental {
     /// Lays out the types `btf` gained since the last call and runs the
     /// primitive and struct passes over them; then, if `btf`'s offsets are
     /// deferred, cuts the structs no later pass compares down to stubs
-    /// ([`Btf::stub_deferred`]). `btf` only ever grows by appending whole
+    /// ([`stub_deferred`]). `btf` only ever grows by appending whole
     /// types (the encoder's merge).
     pub fn feed(&mut self, btf: &mut Btf) {
         if self.gave_up.is_some() {
@@ -236,7 +237,7 @@ impl Incremental {
                         if mark(&mut live, t) {
                             stack.push(t);
                         }
-                    } else if t != 0 && rec_from(words, &self.nodes, t)[1] & STUB_INFO != 0 {
+                    } else if t != 0 && is_stub(rec_from(words, &self.nodes, t)) {
                         bad = true;
                     }
                 });
@@ -254,7 +255,8 @@ impl Incremental {
         };
         let at = self.nodes.get(first) as usize;
         let nodes = &mut self.nodes;
-        btf.stub_deferred(
+        stub_deferred(
+            btf,
             TypeId(first),
             at,
             |id| !is_live(id),

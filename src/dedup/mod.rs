@@ -124,6 +124,7 @@ mod offsets;
 mod refindex;
 mod refpass;
 mod states;
+mod stub;
 pub mod table;
 
 use std::borrow::Cow;
@@ -133,7 +134,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::btf::kind::*;
-use crate::btf::{Btf, STUB_INFO, StrTab};
+use crate::btf::{Btf, StrTab};
 use hypot::{HypotMap, Mark};
 use offsets::Offsets;
 use states::States;
@@ -1207,7 +1208,7 @@ fn prefetch(words: &[u32], at: u32) {
 }
 
 /// A walk of the chunked passes read a record cut down to a stub
-/// ([`crate::btf::Btf::stub_deferred`]): they give up.
+/// ([`stub::stub_deferred`]): they give up.
 #[cold]
 fn stub_reached(a: u32, b: u32) -> DedupError {
     DedupError::Invalid {
@@ -1419,7 +1420,7 @@ impl<'a, L: Links> Dedup<'a, L> {
             });
         }
         let (x, y) = (rec!(self, a), rec!(self, b));
-        if self.overlap && (x[1] | y[1]) & STUB_INFO != 0 {
+        if self.overlap && stub::either_is_stub(x, y) {
             return Err(stub_reached(a, b));
         }
         if !is_composite(x.kind()) || x.kind() != y.kind() || !shallow_equal_struct(x, y) {
@@ -1483,7 +1484,7 @@ impl<'a, L: Links> Dedup<'a, L> {
             }
         }
         let cw = rec_queued(self.words, &self.nodes, c, oc);
-        if self.overlap && (cw[1] | kw[1]) & STUB_INFO != 0 {
+        if self.overlap && stub::either_is_stub(cw, kw) {
             return Err(stub_reached(c, k));
         }
         let (ck, kk) = (cw.kind(), kw.kind());
