@@ -121,6 +121,34 @@ thread_local! {
 }
 
 /// Lets tests split small BTFs (this thread's dedups only).
+impl Dedup<'_> {
+    /// The reference pass ([`refpass`]): with its own index when there is
+    /// no base, else through libbpf's candidate table.
+    #[inline(never)]
+    pub(super) fn ref_types(&mut self) -> Result<(), DedupError> {
+        let lookup = if self.st.start == 1 && !refindex::forced_off() {
+            // nothing looks the table up any more: its memory goes to the
+            // index (at dedup's peak)
+            self.st.table = CandTable::EMPTY;
+            refpass::Lookup::Index(refindex::RefIndex::default())
+        } else {
+            refpass::Lookup::Table {
+                table: &mut self.st.table,
+                start: self.st.start,
+            }
+        };
+        refpass::run(
+            self.words,
+            &self.st.nodes,
+            &mut self.st.link,
+            &mut self.st.state,
+            lookup,
+            self.st.start,
+            self.st.end,
+        )
+    }
+}
+
 #[cfg(test)]
 fn set_tuning(min: u32, window: u32) {
     TUNING.with(|c| c.set((min, window)));
