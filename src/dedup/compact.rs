@@ -111,7 +111,7 @@ pub(super) fn compact(
         offs.push(at as u32);
         if !renumber(&mut out[at..at + len], link) {
             return Err(DedupError::Invalid {
-                id,
+                id: TypeId(id),
                 what: "a referenced type has no surviving representative",
             });
         }

@@ -283,10 +283,7 @@ impl Incremental {
         }
         if !usable || self.gave_up.is_some() {
             if self.stubbed {
-                return Err(DedupError::Invalid {
-                    id: 0,
-                    what: "dedup's chunked passes stopped after stubbing records: encode again without them",
-                });
+                return Err(DedupError::Stubbed);
             }
             drop(self);
             if btf.offsets_deferred() {

@@ -270,7 +270,7 @@ pub(super) fn layout<'a>(
 
 pub(super) fn bad_record(id: u32) -> DedupError {
     DedupError::Invalid {
-        id,
+        id: TypeId(id),
         what: "record runs past the type data or references an id past the last type",
     }
 }

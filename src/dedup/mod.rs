@@ -154,7 +154,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use thiserror::Error;
 
 use crate::btf::kind::*;
-use crate::btf::{Btf, StrTab};
+use crate::btf::{Btf, StrTab, TypeId};
 use compact::compact;
 use fwds::in_stretches;
 use hypot::HypotMap;
@@ -203,12 +203,16 @@ pub struct Options {
 /// Why dedup failed; the input is never modified.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum DedupError {
-    #[error("type [{id}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)")]
-    Loop { id: u32 },
-    #[error("type [{id}]: {what} (libbpf: -EINVAL)")]
-    Invalid { id: u32, what: &'static str },
-    #[error("type [{id}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)")]
-    TooDeep { id: u32, depth: u32 },
+    #[error("type [{}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)", .id.0)]
+    Loop { id: TypeId },
+    #[error("type [{}]: {what} (libbpf: -EINVAL)", .id.0)]
+    Invalid { id: TypeId, what: &'static str },
+    #[error("type [{}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)", .id.0)]
+    TooDeep { id: TypeId, depth: u32 },
+    /// [`Incremental::finish`] after the chunked passes gave up, having cut
+    /// records down to stubs: the whole-BTF dedup cannot run on them.
+    #[error("dedup's chunked passes stopped after stubbing records: encode again without them")]
+    Stubbed,
 }
 
 impl DedupError {
@@ -216,7 +220,7 @@ impl DedupError {
     pub fn errno(&self) -> i32 {
         match self {
             DedupError::Loop { .. } => -40,
-            DedupError::Invalid { .. } | DedupError::TooDeep { .. } => -22,
+            DedupError::Invalid { .. } | DedupError::TooDeep { .. } | DedupError::Stubbed => -22,
         }
     }
 }

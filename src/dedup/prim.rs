@@ -108,7 +108,7 @@ impl<L: Links> Dedup<'_, L> {
                 }
                 _ => {
                     return Err(DedupError::Invalid {
-                        id,
+                        id: TypeId(id),
                         what: "unknown kind",
                     });
                 }

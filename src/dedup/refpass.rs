@@ -286,7 +286,7 @@ impl<'d> RefPass<'d> {
                 continue;
             }
             match get_in(self.state, id) {
-                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id })),
+                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id: TypeId(id) })),
                 ST_MAPPED => continue,
                 _ => {}
             }
@@ -319,7 +319,7 @@ impl<'d> RefPass<'d> {
                 }
                 _ => {
                     return Err(Err(DedupError::Invalid {
-                        id,
+                        id: TypeId(id),
                         what: "reference pass reached an unexpected kind",
                     }));
                 }

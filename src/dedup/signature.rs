@@ -3,8 +3,8 @@
 
 use super::DedupError;
 use super::records::{is_any_enum, rec_at};
-use crate::btf::Btf;
 use crate::btf::kind::*;
+use crate::btf::{Btf, TypeId};
 
 /// libbpf's hash step: `h = h * 31 + value`.
 #[inline]
@@ -107,7 +107,7 @@ pub(super) fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
         FUNC_PROTO => hash_fnproto(w),
         _ => {
             return Err(DedupError::Invalid {
-                id,
+                id: TypeId(id),
                 what: "unknown kind in the base",
             });
         }

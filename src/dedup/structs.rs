@@ -101,7 +101,7 @@ pub(super) fn prefetch(words: &[u32], at: u32) {
 #[cold]
 pub(super) fn stub_reached(a: u32, b: u32) -> DedupError {
     DedupError::Invalid {
-        id: a.min(b),
+        id: TypeId(a.min(b)),
         what: "a struct walk reached a record stubbed after an earlier chunk",
     }
 }
@@ -121,7 +121,7 @@ impl<L: Links> Dedup<'_, L> {
     pub(super) fn identical_structs(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
         if depth > MAX_EMBED_DEPTH {
             return Err(DedupError::TooDeep {
-                id: a,
+                id: TypeId(a),
                 depth: MAX_EMBED_DEPTH,
             });
         }
@@ -305,7 +305,7 @@ impl<L: Links> Dedup<'_, L> {
                 Ok(true)
             }
             _ => Err(DedupError::Invalid {
-                id: c,
+                id: TypeId(c),
                 what: "struct equivalence reached a VAR, DATASEC or DECL_TAG",
             }),
         }

@@ -58,7 +58,7 @@ fn fwd_word_past_the_last_id_is_an_error() {
             ..Options::default()
         };
         let e = dedup(&b, &o).expect_err("refused");
-        assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
+        assert!(matches!(e, DedupError::Invalid { id: TypeId(2), .. }), "{e}");
     }
 }
 
@@ -106,7 +106,7 @@ fn deferred_records_are_laid_out_by_one_walk() {
     let first_bad = two.push_words(&[0, crate::btf::make_info(Kind::Ptr, false, 0), 999]);
     two.push_words(&[0, crate::btf::make_info(Kind::Struct, false, 5), 4]);
     match dedup_owned(two, &Options::default()) {
-        Err(DedupError::Invalid { id, .. }) => assert_eq!(id, first_bad.0),
+        Err(DedupError::Invalid { id, .. }) => assert_eq!(id, first_bad),
         other => panic!("{:?}", other.map(|b| b.type_count())),
     }
 }
@@ -253,7 +253,7 @@ fn out_of_range_id_is_an_error_not_a_panic() {
     int(&mut b);
     b.add_ref(Kind::Ptr, TypeId(99));
     let e = dedup(&b, &Options::default()).unwrap_err();
-    assert!(matches!(e, DedupError::Invalid { id: 2, .. }), "{e}");
+    assert!(matches!(e, DedupError::Invalid { id: TypeId(2), .. }), "{e}");
 }
 
 #[test]
