@@ -24,6 +24,8 @@
 //!    become canonical first, then it is looked up by exact content;
 //! 7. **compaction** and 8. **id remapping**.
 //!
+//! [`passes`] lists them in this order over one [`PassState`].
+//!
 //! # Why our result is the reference's
 //!
 //! Everything observable depends on three things, and each is reproduced
@@ -397,8 +399,9 @@ fn passes(
     d.ref_types()?;
     clock.lap("refs");
     let (survivors, nwords) = d.final_links();
-    let st = d.st;
-    let out = compact(words, &st.nodes, &st.link, &survivors, nwords)?;
+    // the rest of the state goes before compaction, at dedup's memory peak
+    let PassState { nodes, link, .. } = d.st;
+    let out = compact(words, &nodes, &link, &survivors, nwords)?;
     clock.lap("compact+remap");
     Ok(out)
 }
