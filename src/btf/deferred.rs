@@ -54,6 +54,7 @@ impl Deferred {
     }
 
     /// Where deferred type `i` (counted from the first deferred one) starts.
+    #[inline]
     pub(super) fn start_of(&self, words: &[u32], i: u32) -> usize {
         let mut w = self.fine[(i / FINE_STEP) as usize] as usize;
         for _ in 0..i % FINE_STEP {

@@ -34,6 +34,7 @@ pub enum Kind {
 pub const KIND_MAX: u8 = 19;
 
 impl Kind {
+    #[inline]
     pub fn from_u8(k: u8) -> Option<Kind> {
         if k > KIND_MAX {
             return None;

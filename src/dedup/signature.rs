@@ -4,6 +4,9 @@
 use super::DedupError;
 use super::records::{is_any_enum, rec_at};
 use crate::btf::kind::*;
+
+// Every function here is `#[inline]`: the passes that call them are in
+// other modules (other codegen units), and these are their inner loops.
 use crate::btf::{Btf, TypeId};
 
 /// libbpf's hash step: `h = h * 31 + value`.
@@ -25,6 +28,7 @@ pub(super) fn hash_enum(w: &[u32]) -> u64 {
 }
 /// A hash of a whole record or rewritten content (for the exact-content
 /// side indexes: full enums here, reference types in [`refindex`]).
+#[inline]
 pub(super) fn content_hash(w: &[u32]) -> u64 {
     let mut h: u64 = 0;
     for &x in w {
@@ -33,6 +37,7 @@ pub(super) fn content_hash(w: &[u32]) -> u64 {
     h ^ (h >> 32)
 }
 
+#[inline]
 pub(super) fn hash_struct(w: &[u32]) -> u64 {
     let mut h = hash_common(w);
     for m in w[3..].chunks_exact(3) {
@@ -44,6 +49,7 @@ pub(super) fn hash_struct(w: &[u32]) -> u64 {
 pub(super) fn hash_array(w: &[u32]) -> u64 {
     hc(hc(hc(hash_common(w), w[3]), w[4]), w[5])
 }
+#[inline]
 pub(super) fn hash_fnproto(w: &[u32]) -> u64 {
     let mut h = hash_common(w);
     for p in w[3..].chunks_exact(2) {
@@ -60,6 +66,7 @@ pub(super) fn equal_common(a: &[u32], b: &[u32]) -> bool {
 pub(super) fn equal_int_tag(a: &[u32], b: &[u32]) -> bool {
     equal_common(a, b) && a[3] == b[3]
 }
+#[inline]
 pub(super) fn equal_enum(a: &[u32], b: &[u32]) -> bool {
     // equal info implies equal kind and vlen, hence equal length
     equal_common(a, b) && a[3..] == b[3..]
@@ -68,12 +75,14 @@ pub(super) fn equal_enum(a: &[u32], b: &[u32]) -> bool {
 pub(super) fn is_enum_fwd(w: &[u32]) -> bool {
     is_any_enum(w.kind()) && w.vlen() == 0
 }
+#[inline]
 pub(super) fn compat_enum(a: &[u32], b: &[u32]) -> bool {
     if !is_enum_fwd(a) && !is_enum_fwd(b) {
         return equal_enum(a, b);
     }
     a[0] == b[0] && is_any_enum(a.kind()) && is_any_enum(b.kind())
 }
+#[inline]
 pub(super) fn shallow_equal_struct(a: &[u32], b: &[u32]) -> bool {
     if !equal_common(a, b) {
         return false;
@@ -83,9 +92,11 @@ pub(super) fn shallow_equal_struct(a: &[u32], b: &[u32]) -> bool {
         .zip(b[3..].chunks_exact(3))
         .all(|(x, y)| x[0] == y[0] && x[2] == y[2])
 }
+#[inline]
 pub(super) fn equal_array(a: &[u32], b: &[u32]) -> bool {
     equal_common(a, b) && a[3] == b[3] && a[4] == b[4] && a[5] == b[5]
 }
+#[inline]
 pub(super) fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
     a[0] == b[0]
         && a[1] == b[1]
