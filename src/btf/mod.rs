@@ -8,16 +8,24 @@
 //! in two allocations, makes the writer a byte-swap-and-copy, and lets every
 //! phase (dedup, dump, diff) read records without decoding them into objects.
 
+mod build;
 pub mod cdump;
+mod deferred;
 pub mod distill;
 pub mod dump;
+pub mod kind;
 pub mod lint;
 pub mod read;
+mod refs;
 pub mod strtab;
 pub mod write;
 
 use std::sync::Arc;
 
+use deferred::Deferred;
+
+pub use kind::{Info, KIND_MAX, Kind, RawRecord, make_info};
+pub use refs::needed_by;
 pub use strtab::StrTab;
 
 /// A BTF type id. Id 0 is the implicit `void`.
@@ -40,123 +48,6 @@ pub const BTF_MAGIC: u16 = 0xEB9F;
 pub const HDR_LEN: u32 = 24;
 /// The kernel's `BPF_BTF_LOAD` size limit.
 pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
-
-/// Deferred types between two marks of [`Btf::build_offsets`]'s parallel walk.
-const DEFER_MARK_TYPES: u32 = 1 << 16;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Kind {
-    Unkn = 0,
-    Int = 1,
-    Ptr = 2,
-    Array = 3,
-    Struct = 4,
-    Union = 5,
-    Enum = 6,
-    Fwd = 7,
-    Typedef = 8,
-    Volatile = 9,
-    Const = 10,
-    Restrict = 11,
-    Func = 12,
-    FuncProto = 13,
-    Var = 14,
-    Datasec = 15,
-    Float = 16,
-    DeclTag = 17,
-    TypeTag = 18,
-    Enum64 = 19,
-}
-
-pub const KIND_MAX: u8 = 19;
-
-impl Kind {
-    pub fn from_u8(k: u8) -> Option<Kind> {
-        if k > KIND_MAX {
-            return None;
-        }
-        // SAFETY-free: table lookup.
-        const ALL: [Kind; 20] = [
-            Kind::Unkn,
-            Kind::Int,
-            Kind::Ptr,
-            Kind::Array,
-            Kind::Struct,
-            Kind::Union,
-            Kind::Enum,
-            Kind::Fwd,
-            Kind::Typedef,
-            Kind::Volatile,
-            Kind::Const,
-            Kind::Restrict,
-            Kind::Func,
-            Kind::FuncProto,
-            Kind::Var,
-            Kind::Datasec,
-            Kind::Float,
-            Kind::DeclTag,
-            Kind::TypeTag,
-            Kind::Enum64,
-        ];
-        Some(ALL[k as usize])
-    }
-
-    /// The name bpftool prints for the kind.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Unkn => "UNKNOWN",
-            Kind::Int => "INT",
-            Kind::Ptr => "PTR",
-            Kind::Array => "ARRAY",
-            Kind::Struct => "STRUCT",
-            Kind::Union => "UNION",
-            Kind::Enum => "ENUM",
-            Kind::Fwd => "FWD",
-            Kind::Typedef => "TYPEDEF",
-            Kind::Volatile => "VOLATILE",
-            Kind::Const => "CONST",
-            Kind::Restrict => "RESTRICT",
-            Kind::Func => "FUNC",
-            Kind::FuncProto => "FUNC_PROTO",
-            Kind::Var => "VAR",
-            Kind::Datasec => "DATASEC",
-            Kind::Float => "FLOAT",
-            Kind::DeclTag => "DECL_TAG",
-            Kind::TypeTag => "TYPE_TAG",
-            Kind::Enum64 => "ENUM64",
-        }
-    }
-
-    /// Words of trailing data per vlen entry, and fixed trailing words.
-    #[inline]
-    pub fn trailing_words(self, vlen: u32) -> u32 {
-        match self {
-            Kind::Int | Kind::Var | Kind::DeclTag => 1,
-            Kind::Array => 3,
-            Kind::Struct | Kind::Union | Kind::Datasec | Kind::Enum64 => 3 * vlen,
-            Kind::Enum | Kind::FuncProto => 2 * vlen,
-            _ => 0,
-        }
-    }
-
-    /// Kinds whose third word is a type id (as opposed to a size).
-    pub fn has_type_ref(self) -> bool {
-        matches!(
-            self,
-            Kind::Ptr
-                | Kind::Typedef
-                | Kind::Volatile
-                | Kind::Const
-                | Kind::Restrict
-                | Kind::Func
-                | Kind::FuncProto
-                | Kind::Var
-                | Kind::DeclTag
-                | Kind::TypeTag
-        )
-    }
-}
 
 /// Byte order of a BTF blob (and of the ELF it came from or goes into).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,11 +77,6 @@ pub const LINKAGE_STATIC: u32 = 0;
 pub const LINKAGE_GLOBAL: u32 = 1;
 pub const LINKAGE_EXTERN: u32 = 2;
 
-#[inline]
-pub fn make_info(kind: Kind, kflag: bool, vlen: u32) -> u32 {
-    ((kflag as u32) << 31) | ((kind as u32) << 24) | (vlen & 0xffff)
-}
-
 /// A borrowed view of one type record (host-order words).
 #[derive(Clone, Copy, Debug)]
 pub struct Type<'a> {
@@ -209,15 +95,15 @@ impl<'a> Type<'a> {
     #[inline]
     pub fn kind(&self) -> Kind {
         // The reader validated the kind; builders only push valid ones.
-        Kind::from_u8(((self.words[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn)
+        Kind::from_u8(self.words.kind() as u8).unwrap_or(Kind::Unkn)
     }
     #[inline]
     pub fn vlen(&self) -> u32 {
-        self.words[1] & 0xffff
+        self.words.vlen() as u32
     }
     #[inline]
     pub fn kflag(&self) -> bool {
-        self.words[1] >> 31 != 0
+        self.words.kflag()
     }
     /// The size/type word, as a size.
     #[inline]
@@ -304,72 +190,15 @@ fn extend_words(words: &mut Vec<u32>, w: &[u32]) {
     words.extend_from_slice(w);
 }
 
-/// Types appended while offsets are deferred: they follow `offs`.
-#[derive(Clone, Debug)]
-struct Deferred {
-    /// How many, and the word where the first starts.
-    count: u32,
-    from: usize,
-    /// Where deferred type `FINE_STEP * j` starts: a look-up walks at most
-    /// `FINE_STEP - 1` records from there (the function phase looks types
-    /// up without the offset column; 1 MiB for a vmlinux instead of 17).
-    fine: Vec<u32>,
-    /// Words taken out by [`Btf::stub_deferred`].
-    stubbed_words: u64,
-    /// Where the last deferred type starts (for adding entries to it).
-    last: usize,
-}
-
-/// An unused bit of the info word (bits 16–23 are unused in BTF), set on a
-/// STRUCT or UNION record cut down to its first three words by
-/// [`Btf::stub_deferred`]: such a record must never be compared.
-pub const STUB_INFO: u32 = 1 << 23;
-
-/// Deferred types per [`Deferred::fine`] entry.
-const FINE_STEP: u32 = 16;
-
-impl Deferred {
-    /// `n` types appended, the first starting at word `at`, each at
-    /// `at + rel(i)`: notes the starts that fall on a `FINE_STEP`.
-    #[inline]
-    fn note(&mut self, n: u32, at: usize, rel: impl Fn(usize) -> usize) {
-        let mut i = self.count.next_multiple_of(FINE_STEP) - self.count;
-        while i < n {
-            self.fine.push((at + rel(i as usize)) as u32);
-            i += FINE_STEP;
-        }
-        if n > 0 {
-            self.last = at + rel(n as usize - 1);
-        }
-        self.count += n;
-    }
-
-    /// Where every [`DEFER_MARK_TYPES`]th deferred type after the first
-    /// starts, as (deferred types before, word index): the places
-    /// [`Btf::build_offsets`] splits its walk at to run it in parallel.
-    fn stretches(&self) -> Vec<(u32, usize)> {
-        (DEFER_MARK_TYPES..self.count)
-            .step_by(DEFER_MARK_TYPES as usize)
-            .map(|n| (n, self.fine[(n / FINE_STEP) as usize] as usize))
-            .collect()
-    }
-
-    /// Where deferred type `i` (counted from the first deferred one) starts.
-    fn start_of(&self, words: &[u32], i: u32) -> usize {
-        let mut w = self.fine[(i / FINE_STEP) as usize] as usize;
-        for _ in 0..i % FINE_STEP {
-            w += record_len(words[w + 1]);
-        }
-        w
-    }
-}
-
 /// The number of words of a record whose info word is `info` (its kind is
 /// one this crate wrote: the records were appended through the API).
 #[inline]
 fn record_len(info: u32) -> usize {
-    let kind = Kind::from_u8(((info >> 24) & 0x1f) as u8).expect("appended records have known kinds");
-    3 + kind.trailing_words(info & 0xffff) as usize
+    debug_assert!(
+        Info(info).kind() <= KIND_MAX as u32,
+        "appended records have known kinds"
+    );
+    Info(info).len()
 }
 
 impl Btf {
@@ -429,151 +258,10 @@ impl Btf {
     }
 
     /// The records, strings, byte order and base of a BTF whose offsets
-    /// are deferred, for a consumer that laid the records out itself
-    /// ([`crate::dedup::Incremental`]).
+    /// are deferred, for a consumer that laid the records out itself.
     pub(crate) fn into_parts_deferred(self) -> (Vec<u32>, StrTab, Endian, Option<Arc<Btf>>) {
         let (words, _, strs, endian, base) = self.into_parts_with_marks();
         (words, strs, endian, base)
-    }
-
-    /// [`Btf::into_parts_deferred`], with where stretches of records start
-    /// as (id, word index), about every 65,536 types after the first: the
-    /// places a walk can be split at.
-    #[allow(clippy::type_complexity)] // the model's parts, handed over once
-    pub(crate) fn into_parts_with_marks(self) -> (Vec<u32>, Vec<(u32, usize)>, StrTab, Endian, Option<Arc<Btf>>) {
-        assert!(self.offs.is_empty(), "only the deferred types are handed over");
-        let start = self.start_id();
-        let marks = self
-            .deferred
-            .as_ref()
-            .map(|d| d.stretches().into_iter().map(|(n, at)| (start + n, at)).collect())
-            .unwrap_or_default();
-        (self.words, marks, self.strs, self.endian, self.base)
-    }
-
-    /// Cuts the records of the deferred types from id `first` on, which
-    /// start at word `at` and run to the end, down to their first three
-    /// words (name, info with [`STUB_INFO`] and vlen 0, size) where
-    /// `stub(id)` says so, moving the others down over the freed words;
-    /// `placed(id, word)` learns where each record starts now. For dedup's
-    /// chunked passes ([`crate::dedup::Incremental`]): a struct mapped onto
-    /// an earlier copy is never compared again unless a canonical type
-    /// reaches it, and such structs are most of a vmlinux's records. Name,
-    /// kind and size stay for the function phase's look-ups.
-    pub(crate) fn stub_deferred(
-        &mut self,
-        first: TypeId,
-        at: usize,
-        mut stub: impl FnMut(u32) -> bool,
-        mut placed: impl FnMut(u32, usize),
-    ) {
-        let first_deferred = self.start_id() + self.offs.len() as u32;
-        let d = self.deferred.as_mut().expect("only deferred records are stubbed");
-        assert!(
-            first.0 >= first_deferred && first.0 - first_deferred <= d.count,
-            "type {} is not deferred",
-            first.0
-        );
-        let (mut src, mut dst) = (at, at);
-        // records kept since the last stub: `run..src`, moved in one copy
-        let mut run = src;
-        let mut last = d.last;
-        let flush = |words: &mut Vec<u32>, run: usize, src: usize, dst: &mut usize| {
-            if run != *dst {
-                words.copy_within(run..src, *dst);
-            }
-            *dst += src - run;
-        };
-        for j in first.0 - first_deferred..d.count {
-            let id = first_deferred + j;
-            let info = self.words[src + 1];
-            let len = record_len(info);
-            let now = dst + (src - run);
-            last = now;
-            if j % FINE_STEP == 0 {
-                d.fine[(j / FINE_STEP) as usize] = now as u32;
-            }
-            placed(id, now);
-            let kind = (info >> 24) & 0x1f;
-            if (kind == Kind::Struct as u32 || kind == Kind::Union as u32) && stub(id) {
-                flush(&mut self.words, run, src, &mut dst);
-                let (name, size) = (self.words[src], self.words[src + 2]);
-                self.words[dst..dst + 3].copy_from_slice(&[name, (info & !0xffff) | STUB_INFO, size]);
-                dst += 3;
-                run = src + len;
-            }
-            src += len;
-        }
-        flush(&mut self.words, run, src, &mut dst);
-        assert_eq!(src, self.words.len(), "the stubbed records run to the end");
-        d.last = last;
-        d.stubbed_words += (src - dst) as u64;
-        self.words.truncate(dst);
-    }
-
-    /// Words [`Btf::stub_deferred`] took out: the type section as built
-    /// is this much longer than the records kept.
-    pub fn stubbed_words(&self) -> u64 {
-        self.deferred.as_ref().map_or(0, |d| d.stubbed_words)
-    }
-
-    /// Whether offsets are deferred (see [`Btf::defer_offsets`]).
-    pub fn offsets_deferred(&self) -> bool {
-        self.deferred.is_some()
-    }
-
-    /// Stops recording where each appended type starts until
-    /// [`Btf::build_offsets`]. The encoder's merge only appends whole
-    /// records, and a vmlinux's 4.35 M offsets (17 MiB) would otherwise sit
-    /// through the CU loop, at the encoder's memory peak, unread. Looking a
-    /// type up in between walks at most 15 records from a start noted every
-    /// 16 types; anything that needs the column itself panics.
-    pub fn defer_offsets(&mut self) {
-        if self.deferred.is_none() {
-            self.deferred = Some(Deferred {
-                count: 0,
-                from: self.words.len(),
-                fine: Vec::new(),
-                stubbed_words: 0,
-                last: 0,
-            });
-        }
-    }
-
-    /// Records the offsets of the types appended since
-    /// [`Btf::defer_offsets`], by walking their records: one walk per stretch
-    /// between two marks, in parallel (a vmlinux's 4.35 M types took 46 ms
-    /// on one thread, between the CU loop and dedup where nothing else runs).
-    pub fn build_offsets(&mut self) {
-        use rayon::prelude::*;
-        let Some(d) = self.deferred.take() else {
-            return;
-        };
-        let (count, from, mut marks) = (d.count, d.from, d.stretches());
-        let n = count as usize;
-        self.offs.reserve_exact(n);
-        marks.insert(0, (0, from));
-        marks.push((count, self.words.len()));
-        // each stretch's part of the offset column, then its records
-        let mut outs = Vec::with_capacity(marks.len() - 1);
-        let mut rest = &mut self.offs.spare_capacity_mut()[..n];
-        for m in marks.windows(2) {
-            let (out, tail) = std::mem::take(&mut rest).split_at_mut((m[1].0 - m[0].0) as usize);
-            outs.push((out, m[0].1, m[1].1));
-            rest = tail;
-        }
-        let words = &self.words;
-        outs.into_par_iter().for_each(|(out, from, to)| {
-            let mut w = from;
-            for o in out.iter_mut() {
-                o.write(w as u32);
-                w += record_len(words[w + 1]);
-            }
-            assert_eq!(w, to, "appended records end where the next stretch starts");
-        });
-        // SAFETY: the stretches cover the `n` slots after the length (their
-        // lengths add up to `count`), and each walk wrote every slot of its own.
-        unsafe { self.offs.set_len(self.offs.len() + n) };
     }
 
     #[inline]
@@ -774,121 +462,6 @@ impl Btf {
         (s..s + self.own_type_count()).map(TypeId)
     }
 
-    // ---- libbpf-compatible builder API ----
-
-    pub fn add_int(&mut self, name: &[u8], size: u32, encoding: u32) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(
-            n,
-            make_info(Kind::Int, false, 0),
-            size,
-            &[(encoding << 24) | (size * 8)],
-        )
-    }
-    pub fn add_float(&mut self, name: &[u8], size: u32) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Float, false, 0), size, &[])
-    }
-    /// PTR, CONST, VOLATILE, RESTRICT: anonymous references.
-    pub fn add_ref(&mut self, kind: Kind, to: TypeId) -> TypeId {
-        self.push_raw(StrOff::EMPTY, make_info(kind, false, 0), to.0, &[])
-    }
-    pub fn add_typedef(&mut self, name: &[u8], to: TypeId) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Typedef, false, 0), to.0, &[])
-    }
-    pub fn add_type_tag(&mut self, value: &[u8], to: TypeId, attr: bool) -> TypeId {
-        let n = self.add_str(value);
-        self.push_raw(n, make_info(Kind::TypeTag, attr, 0), to.0, &[])
-    }
-    pub fn add_decl_tag(&mut self, value: &[u8], to: TypeId, component_idx: i32, attr: bool) -> TypeId {
-        let n = self.add_str(value);
-        self.push_raw(n, make_info(Kind::DeclTag, attr, 0), to.0, &[component_idx as u32])
-    }
-    pub fn add_array(&mut self, elem: TypeId, index: TypeId, nelems: u32) -> TypeId {
-        self.push_raw(
-            StrOff::EMPTY,
-            make_info(Kind::Array, false, 0),
-            0,
-            &[elem.0, index.0, nelems],
-        )
-    }
-    /// FWD of a struct (`union == false`) or a union.
-    pub fn add_fwd(&mut self, name: &[u8], union: bool) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Fwd, union, 0), 0, &[])
-    }
-    pub fn add_func(&mut self, name: &[u8], proto: TypeId, linkage: u32) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Func, false, linkage), proto.0, &[])
-    }
-    pub fn add_var(&mut self, name: &[u8], ty: TypeId, linkage: u32) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(Kind::Var, false, 0), ty.0, &[linkage])
-    }
-
-    /// Starts a STRUCT/UNION/ENUM/ENUM64/FUNC_PROTO/DATASEC with vlen 0; add
-    /// its entries with the `push_*` methods below, which bump vlen.
-    pub fn begin(&mut self, kind: Kind, name: &[u8], size_or_type: u32, kflag: bool) -> TypeId {
-        let n = self.add_str(name);
-        self.push_raw(n, make_info(kind, kflag, 0), size_or_type, &[])
-    }
-
-    fn bump_vlen(&mut self) -> usize {
-        let s = self.last_type_start();
-        let info = &mut self.words[s + 1];
-        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
-        s
-    }
-
-    /// Number of entries of the last type (untruncated by the 16-bit field is
-    /// not tracked: callers check the 65535 limit themselves).
-    pub fn last_vlen(&self) -> u32 {
-        let s = self.last_type_start();
-        self.words[s + 1] & 0xffff
-    }
-
-    fn last_type_start(&self) -> usize {
-        match &self.deferred {
-            Some(d) if d.count > 0 => d.last,
-            _ => *self.offs.last().expect("no open type") as usize,
-        }
-    }
-
-    /// STRUCT/UNION member, libbpf style: offset word is `bit_off | size<<24`,
-    /// kind_flag set once any member is a bitfield.
-    pub fn push_member(&mut self, name: &[u8], ty: TypeId, bit_off: u32, bitfield_size: u32) {
-        let n = self.add_str(name);
-        let s = self.bump_vlen();
-        if bitfield_size != 0 || !bit_off.is_multiple_of(8) {
-            self.words[s + 1] |= 1 << 31;
-        }
-        extend_words(&mut self.words, &[n.0, ty.0, bit_off | (bitfield_size << 24)]);
-    }
-    /// ENUM value (low 32 bits; kind_flag set when negative).
-    pub fn push_enum_value(&mut self, name: &[u8], val: i64) {
-        let n = self.add_str(name);
-        let s = self.bump_vlen();
-        if val < 0 {
-            self.words[s + 1] |= 1 << 31;
-        }
-        extend_words(&mut self.words, &[n.0, val as u32]);
-    }
-    pub fn push_enum64_value(&mut self, name: &[u8], val: u64) {
-        let n = self.add_str(name);
-        self.bump_vlen();
-        extend_words(&mut self.words, &[n.0, val as u32, (val >> 32) as u32]);
-    }
-    pub fn push_param(&mut self, name: &[u8], ty: TypeId) {
-        let n = self.add_str(name);
-        self.bump_vlen();
-        extend_words(&mut self.words, &[n.0, ty.0]);
-    }
-    pub fn push_var_secinfo(&mut self, var: TypeId, offset: u32, size: u32) {
-        self.bump_vlen();
-        extend_words(&mut self.words, &[var.0, offset, size]);
-    }
-
     /// Drops own types from id `keep_count+start` on (used to roll back a CU).
     pub fn truncate_types(&mut self, own_count: usize) {
         self.expect_offsets();
@@ -909,225 +482,5 @@ impl Btf {
     /// Byte length of the type section as written.
     pub fn type_section_len(&self) -> usize {
         self.words.len() * 4
-    }
-
-    /// Calls `f` with the word index of every type-id field of a record
-    /// whose info word is `info`, in record order: the one list both
-    /// reference visitors walk (it reads no words, so a visitor may write them).
-    #[inline]
-    pub fn type_ref_positions(info: u32, mut f: impl FnMut(usize)) {
-        let vlen = (info & 0xffff) as usize;
-        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
-            Kind::Ptr
-            | Kind::Typedef
-            | Kind::Volatile
-            | Kind::Const
-            | Kind::Restrict
-            | Kind::Func
-            | Kind::Var
-            | Kind::DeclTag
-            | Kind::TypeTag => f(2),
-            Kind::Array => {
-                f(3);
-                f(4);
-            }
-            Kind::Struct | Kind::Union => (0..vlen).for_each(|i| f(3 + 3 * i + 1)),
-            Kind::FuncProto => {
-                f(2);
-                (0..vlen).for_each(|i| f(3 + 2 * i + 1));
-            }
-            Kind::Datasec => (0..vlen).for_each(|i| f(3 + 3 * i)),
-            _ => {}
-        }
-    }
-
-    /// Word indices of every string-offset field of a record whose info word
-    /// is `info`, in record order (type name first, then entry names).
-    #[inline]
-    pub fn str_ref_positions(info: u32, mut f: impl FnMut(usize)) {
-        let vlen = (info & 0xffff) as usize;
-        f(0);
-        match Kind::from_u8(((info >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
-            Kind::Struct | Kind::Union | Kind::Enum64 => (0..vlen).for_each(|i| f(3 + 3 * i)),
-            Kind::Enum | Kind::FuncProto => (0..vlen).for_each(|i| f(3 + 2 * i)),
-            _ => {}
-        }
-    }
-
-    /// Calls `f` with every type-id field of the record, in record order.
-    #[inline]
-    pub fn for_each_type_ref(words: &[u32], mut f: impl FnMut(u32)) {
-        Btf::type_ref_positions(words[1], |p| f(words[p]));
-    }
-
-    /// Calls `f` with every string-offset field of the record, in record order.
-    #[inline]
-    pub fn for_each_str_ref(words: &[u32], mut f: impl FnMut(u32)) {
-        Btf::str_ref_positions(words[1], |p| f(words[p]));
-    }
-
-    /// Calls `f` on every type-id field of the record (mutable), in record order.
-    #[inline]
-    pub fn for_each_type_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
-        Btf::type_ref_positions(words[1], |p| f(&mut words[p]));
-    }
-
-    /// Calls `f` on every string-offset field of the record (mutable), in
-    /// record order (type name first, then entry names).
-    #[inline]
-    pub fn for_each_str_ref_mut(words: &mut [u32], mut f: impl FnMut(&mut u32)) {
-        Btf::str_ref_positions(words[1], |p| f(&mut words[p]));
-    }
-}
-
-/// The types `roots` refer to, directly or through others, with `roots`
-/// themselves, in id order (void left out).
-pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut stack: Vec<TypeId> = roots.to_vec();
-    while let Some(id) = stack.pop() {
-        if id.0 == 0 || !seen.insert(id) {
-            continue;
-        }
-        if let Some(t) = btf.get(id) {
-            Btf::for_each_type_ref(t.words, |r| stack.push(TypeId(r)));
-        }
-    }
-    seen.into_iter().collect()
-}
-
-#[cfg(test)]
-mod append_tests {
-    use super::*;
-
-    /// The same types appended with offsets recorded and with them deferred.
-    fn build(defer: bool) -> Btf {
-        let mut b = Btf::new(Endian::Little);
-        let int = b.add_int(b"int", 4, INT_SIGNED);
-        if defer {
-            b.defer_offsets();
-        }
-        let words = [
-            0,
-            make_info(Kind::Ptr, false, 0),
-            1,
-            0,
-            make_info(Kind::Array, false, 0),
-            0,
-            1,
-            1,
-            4,
-        ];
-        b.append_records(&words, &[0, 3]);
-        // struct { int; int :3; } (names left empty)
-        b.push_words(&[
-            0,
-            make_info(Kind::Struct, true, 2),
-            8,
-            0,
-            int.0,
-            0,
-            0,
-            int.0,
-            32 | (3 << 24),
-        ]);
-        b.push_words(&[0, make_info(Kind::Const, false, 0), 2]);
-        assert_eq!(b.type_count(), 5);
-        b
-    }
-
-    #[test]
-    fn deferred_offsets_are_rebuilt_from_the_records() {
-        let plain = build(false);
-        let mut deferred = build(true);
-        assert_eq!(deferred.own_type_count(), 5);
-        deferred.build_offsets();
-        assert_eq!(deferred.type_offsets(), plain.type_offsets());
-        assert_eq!(deferred.raw_words(), plain.raw_words());
-        assert_eq!(deferred.ty(TypeId(4)).vlen(), 2);
-        // building again is a no-op
-        deferred.build_offsets();
-        assert_eq!(deferred.type_offsets(), plain.type_offsets());
-    }
-
-    /// Enough types for several stretches of the parallel rebuild, appended
-    /// one by one and in bulk, records of varying length.
-    #[test]
-    fn deferred_offsets_over_many_stretches() {
-        let fill = |b: &mut Btf| {
-            for i in 0..3 * DEFER_MARK_TYPES + 123 {
-                match i % 3 {
-                    0 => {
-                        b.push_words(&[0, make_info(Kind::Ptr, false, 0), 1]);
-                    }
-                    1 => {
-                        let n = i % 5;
-                        let mut w = vec![0, make_info(Kind::Struct, false, n), 4];
-                        w.extend(std::iter::repeat_n([0, 1, 0], n as usize).flatten());
-                        b.push_words(&w);
-                    }
-                    _ => {
-                        let words = [
-                            0,
-                            make_info(Kind::Const, false, 0),
-                            1,
-                            0,
-                            make_info(Kind::Volatile, false, 0),
-                            1,
-                        ];
-                        b.append_records(&words, &[0, 3]);
-                    }
-                }
-            }
-        };
-        let mut plain = Btf::new(Endian::Little);
-        plain.add_int(b"int", 4, INT_SIGNED);
-        fill(&mut plain);
-        let mut deferred = Btf::new(Endian::Little);
-        deferred.add_int(b"int", 4, INT_SIGNED);
-        deferred.defer_offsets();
-        fill(&mut deferred);
-        let marks = deferred.deferred.as_ref().map_or(0, |d| d.stretches().len());
-        assert!(marks >= 3, "{marks}");
-        // look-ups while deferred: from a start noted every 16 types, also
-        // inside bulk appends, and past the types appended before deferring
-        let n = plain.type_count();
-        assert_eq!(deferred.type_count(), n);
-        for id in 1..=n {
-            assert!(
-                deferred.get(TypeId(id)).map(|t| t.words) == plain.get(TypeId(id)).map(|t| t.words),
-                "type {id}"
-            );
-        }
-        assert!(deferred.get(TypeId(n + 1)).is_none());
-        deferred.build_offsets();
-        assert_eq!(deferred.type_offsets(), plain.type_offsets());
-    }
-
-    #[test]
-    #[should_panic(expected = "deferred")]
-    fn the_offset_column_while_deferred_panics() {
-        let b = build(true);
-        assert_eq!(b.ty(TypeId(4)).vlen(), 2, "look-ups work while deferred");
-        b.type_offsets();
-    }
-
-    #[test]
-    fn bulk_append_keeps_record_boundaries() {
-        let mut b = Btf::new(Endian::Little);
-        b.add_int(b"int", 4, INT_SIGNED);
-        let words = [
-            0,
-            make_info(Kind::Ptr, false, 0),
-            1,
-            0,
-            make_info(Kind::Const, false, 0),
-            2,
-        ];
-        let at = b.append_records(&words, &[0, 3]);
-        b.words_from_mut(at)[5] = 1;
-        assert_eq!(b.type_count(), 3);
-        assert_eq!(b.ty(TypeId(2)).kind(), Kind::Ptr);
-        assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
     }
 }

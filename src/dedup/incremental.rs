@@ -39,35 +39,30 @@
 //! for a vmlinux). It pays for itself many times over: after each chunk,
 //! the structs and unions no later pass will read (mapped onto an earlier
 //! copy, and not reachable from a canonical type) are cut down to stubs
-//! ([`Btf::stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
+//! ([`stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
 //! that reaches a stub anyway makes the passes give up; the BTF can then
 //! not go through the whole-BTF dedup, and the caller encodes it again
 //! ([`Incremental::stubbed`]).
 
 use std::borrow::Cow;
 
+use super::stub::{is_stub, stub_deferred};
 use super::*;
-use crate::btf::{STUB_INFO, TypeId};
+use crate::btf::TypeId;
 
 /// The state of libbpf's first passes over the CUs merged so far.
 pub struct Incremental {
-    nodes: Offsets,
-    link: TrackedLinks,
-    state: States,
+    /// Ids `1..st.end` are laid out and through both passes.
+    st: PassState<TrackedLinks>,
+    /// The primitive pass's and the struct pass's candidate tables, swapped
+    /// into `st` for their pass.
     prim_table: CandTable,
     struct_table: CandTable,
-    hypot: HypotMap,
-    spare_hypot: HypotMap,
-    eq_stack: Vec<super::Queued>,
-    enum_fwds: hashbrown::HashSet<u32>,
-    enums: hashbrown::HashTable<u32>,
-    /// Ids `1..end` are laid out and through both passes.
-    end: u32,
-    /// Where the record of id `end` starts.
+    /// Where the record of id `st.end` starts.
     words_done: usize,
     /// Why the chunked passes stopped (the whole-BTF dedup runs instead).
     gave_up: Option<&'static str>,
-    /// Whether records were stubbed ([`Btf::stub_deferred`]): the BTF fed
+    /// Whether records were stubbed ([`stub_deferred`]): the BTF fed
     /// can then no longer go through the whole-BTF dedup.
     stubbed: bool,
 }
@@ -82,9 +77,10 @@ impl Incremental {
     pub fn new() -> Incremental {
         let mut inc = Incremental::empty();
         // void
-        inc.nodes.push(0);
-        inc.state = States::with_void(1);
-        inc.link.push(0, false);
+        inc.st.nodes.push(0);
+        inc.st.state = States::with_void(1);
+        inc.st.link.push(0, false);
+        inc.st.overlap = true;
         inc.prim_table = CandTable::with_capacity(1 << 12);
         inc.struct_table = CandTable::with_capacity(1 << 12);
         inc
@@ -112,27 +108,32 @@ impl Incremental {
 
     fn empty() -> Incremental {
         Incremental {
-            nodes: Offsets::growing(),
-            link: TrackedLinks::default(),
-            state: States::default(),
+            st: Incremental::placeholder(),
             prim_table: CandTable::with_capacity(0),
             struct_table: CandTable::with_capacity(0),
-            hypot: HypotMap::new(),
-            spare_hypot: HypotMap::new(),
-            eq_stack: Vec::new(),
-            enum_fwds: Default::default(),
-            enums: Default::default(),
-            end: 1,
             words_done: 0,
             gave_up: None,
             stubbed: false,
         }
     }
 
+    /// A state of no ids, holding no memory (taken out while a chunk's
+    /// passes run on the real one).
+    fn placeholder() -> PassState<TrackedLinks> {
+        PassState::new(
+            Offsets::growing(),
+            TrackedLinks::default(),
+            States::default(),
+            1,
+            1,
+            CandTable::EMPTY,
+        )
+    }
+
     /// Lays out the types `btf` gained since the last call and runs the
     /// primitive and struct passes over them; then, if `btf`'s offsets are
     /// deferred, cuts the structs no later pass compares down to stubs
-    /// ([`Btf::stub_deferred`]). `btf` only ever grows by appending whole
+    /// ([`stub_deferred`]). `btf` only ever grows by appending whole
     /// types (the encoder's merge).
     pub fn feed(&mut self, btf: &mut Btf) {
         if self.gave_up.is_some() {
@@ -143,11 +144,11 @@ impl Incremental {
         }
         let words = btf.raw_words();
         let new_end = btf.type_count() + 1;
-        let from = self.end;
+        let from = self.st.end;
         let n = (new_end - from) as usize;
-        self.state.grow_to(new_end as usize);
-        self.nodes.reserve(n);
-        self.link.reserve(n);
+        self.st.state.grow_to(new_end as usize);
+        self.st.nodes.reserve(n);
+        self.st.link.reserve(n);
         let mut off = self.words_done;
         for id in from..new_end {
             // a reference past the types so far (a shifted C++ CU) would
@@ -155,30 +156,34 @@ impl Incremental {
             let Some(len) = check_record(words, off, new_end, true) else {
                 return self.stop("a record refers past the types merged so far");
             };
-            if off > u32::MAX as usize || !self.nodes.push(off as u32) {
+            if off > u32::MAX as usize || !self.st.nodes.push(off as u32) {
                 return self.stop("records too long for the packed offsets");
             }
             let rec = &words[off..off + len];
-            let k = kind(rec);
-            self.link.push(id, is_enum_fwd(rec));
+            let k = rec.kind();
+            self.st.link.push(id, is_enum_fwd(rec));
             if represents_itself(k) {
-                self.state.set(id, ST_MAPPED);
+                self.st.state.set(id, ST_MAPPED);
             }
             off += len;
         }
         self.words_done = off;
-        let mut d = self.take_dedup(words, new_end, from);
-        std::mem::swap(&mut d.table, &mut self.prim_table);
-        let mut ok = d.prim_types_in(from, new_end).is_ok() && d.give_up.is_none();
-        std::mem::swap(&mut d.table, &mut self.prim_table);
+        self.st.end = new_end;
+        let mut d = Dedup {
+            base_index: None,
+            words,
+            st: std::mem::replace(&mut self.st, Incremental::placeholder()),
+        };
+        std::mem::swap(&mut d.st.table, &mut self.prim_table);
+        let mut ok = d.prim_types_in(from, new_end).is_ok() && d.st.give_up.is_none();
+        std::mem::swap(&mut d.st.table, &mut self.prim_table);
         if ok {
-            std::mem::swap(&mut d.table, &mut self.struct_table);
-            ok = d.struct_types_in(from, new_end).is_ok() && d.give_up.is_none();
-            std::mem::swap(&mut d.table, &mut self.struct_table);
+            std::mem::swap(&mut d.st.table, &mut self.struct_table);
+            ok = d.struct_types_in(from, new_end).is_ok() && d.st.give_up.is_none();
+            std::mem::swap(&mut d.st.table, &mut self.struct_table);
         }
-        let why = d.give_up.unwrap_or("an error in the primitive or struct pass");
-        self.put_back(d);
-        self.end = new_end;
+        let why = d.st.give_up.unwrap_or("an error in the primitive or struct pass");
+        self.st = d.st;
         if !ok {
             return self.stop(why);
         }
@@ -215,11 +220,11 @@ impl Incremental {
         // the first struct or union mapped onto another: none, nothing to stub
         let mut first_mapped = None;
         for id in from..end {
-            let w = rec_from(words, &self.nodes, id);
-            if !is_composite(kind(w)) {
+            let w = rec_from(words, &self.st.nodes, id);
+            if !is_composite(w.kind()) {
                 continue;
             }
-            let canonical = self.state.get(id) == ST_MAPPED && self.link.get(id) == id;
+            let canonical = self.st.state.get(id) == ST_MAPPED && self.st.link.get(id) == id;
             if !canonical {
                 first_mapped = first_mapped.or(Some(id));
                 continue;
@@ -228,7 +233,7 @@ impl Incremental {
                 stack.push(id);
             }
             while let Some(x) = stack.pop() {
-                let w = rec_from(words, &self.nodes, x);
+                let w = rec_from(words, &self.st.nodes, x);
                 let mut bad = false;
                 for_each_id_pos(w, |p| {
                     let t = w[p];
@@ -236,7 +241,7 @@ impl Incremental {
                         if mark(&mut live, t) {
                             stack.push(t);
                         }
-                    } else if t != 0 && rec_from(words, &self.nodes, t)[1] & STUB_INFO != 0 {
+                    } else if t != 0 && is_stub(rec_from(words, &self.st.nodes, t)) {
                         bad = true;
                     }
                 });
@@ -247,14 +252,15 @@ impl Incremental {
         }
         let is_live = |id: u32| live[((id - from) >> 6) as usize] & (1u64 << ((id - from) & 63)) != 0;
         // the first record to stub: the ones before it stay where they are
-        let Some(first) = first_mapped
-            .and_then(|m| (m..end).find(|&id| is_composite(kind(rec_from(words, &self.nodes, id))) && !is_live(id)))
-        else {
+        let Some(first) = first_mapped.and_then(|m| {
+            (m..end).find(|&id| is_composite(rec_from(words, &self.st.nodes, id).kind()) && !is_live(id))
+        }) else {
             return Ok(());
         };
-        let at = self.nodes.get(first) as usize;
-        let nodes = &mut self.nodes;
-        btf.stub_deferred(
+        let at = self.st.nodes.get(first) as usize;
+        let nodes = &mut self.st.nodes;
+        stub_deferred(
+            btf,
             TypeId(first),
             at,
             |id| !is_live(id),
@@ -277,10 +283,7 @@ impl Incremental {
         }
         if !usable || self.gave_up.is_some() {
             if self.stubbed {
-                return Err(DedupError::Invalid {
-                    id: 0,
-                    what: "dedup's chunked passes stopped after stubbing records: encode again without them",
-                });
+                return Err(DedupError::Stubbed);
             }
             drop(self);
             if btf.offsets_deferred() {
@@ -289,7 +292,6 @@ impl Incremental {
             return dedup_owned(btf, opts);
         }
         let clock = Timer::new(opts.timings);
-        let end = self.end;
         let (words, strtab, endian, base) = if btf.offsets_deferred() {
             btf.into_parts_deferred()
         } else {
@@ -300,38 +302,15 @@ impl Incremental {
         // The passes left are the FWD pass, which looks nothing up, and the
         // reference pass, which without a base keeps its own index
         // (`refindex`): libbpf's table after the struct pass is not needed.
-        let Incremental { nodes, link, state, .. } = self;
-        let mut d = Dedup::new(&words, nodes, link.into_column(), state, 1, end, CandTable::EMPTY, None);
-        let (survivors, nwords) = d.last_passes(&clock)?;
-        let Dedup { nodes, link, .. } = d;
-        let (w, o) = compact(Cow::Owned(words), &nodes, &link, &survivors, nwords)?;
-        clock.lap("compact+remap");
+        let Incremental { st, .. } = self;
+        let mut st = st.with_links(TrackedLinks::into_column);
+        st.overlap = false;
+        // the primitive pass's indexes go before the passes left, as the
+        // tables do
+        st.enum_fwds = Default::default();
+        st.enums = Default::default();
+        let (w, o) = passes(Cow::Owned(words), st, None, Done::Structs, &clock)?;
         Ok(Btf::from_parts(w, o, strtab, endian, base))
-    }
-
-    fn take_dedup<'w>(&mut self, words: &'w [u32], end: u32, struct_done: u32) -> Dedup<'w, TrackedLinks> {
-        let nodes = std::mem::replace(&mut self.nodes, Offsets::growing());
-        let (link, state) = (std::mem::take(&mut self.link), std::mem::take(&mut self.state));
-        let mut d = Dedup::new(words, nodes, link, state, 1, end, CandTable::with_capacity(0), None);
-        d.hypot = std::mem::take(&mut self.hypot);
-        d.spare_hypot = std::mem::take(&mut self.spare_hypot);
-        d.eq_stack = std::mem::take(&mut self.eq_stack);
-        d.enum_fwds = std::mem::take(&mut self.enum_fwds);
-        d.enums = std::mem::take(&mut self.enums);
-        d.overlap = true;
-        d.struct_done = struct_done;
-        d
-    }
-
-    fn put_back(&mut self, d: Dedup<'_, TrackedLinks>) {
-        self.nodes = d.nodes;
-        self.link = d.link;
-        self.state = d.state;
-        self.hypot = d.hypot;
-        self.eq_stack = d.eq_stack;
-        self.enum_fwds = d.enum_fwds;
-        self.enums = d.enums;
-        self.spare_hypot = d.spare_hypot;
     }
 }
 

@@ -80,7 +80,7 @@ impl Offsets {
     }
 
     /// Moves `id`'s record down to `off`. Called for every id from some id
-    /// to the last, in order ([`crate::btf::Btf::stub_deferred`]): a block
+    /// to the last, in order ([`super::stub::stub_deferred`]): a block
     /// start moves with its first id, and a step only shrinks, since the
     /// records before it in its block shrank or stayed.
     pub(super) fn move_down(&mut self, id: u32, off: u32) {

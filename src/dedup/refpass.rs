@@ -121,6 +121,34 @@ thread_local! {
 }
 
 /// Lets tests split small BTFs (this thread's dedups only).
+impl Dedup<'_> {
+    /// The reference pass ([`refpass`]): with its own index when there is
+    /// no base, else through libbpf's candidate table.
+    #[inline(never)]
+    pub(super) fn ref_types(&mut self) -> Result<(), DedupError> {
+        let lookup = if self.st.start == 1 && !refindex::forced_off() {
+            // nothing looks the table up any more: its memory goes to the
+            // index (at dedup's peak)
+            self.st.table = CandTable::EMPTY;
+            refpass::Lookup::Index(refindex::RefIndex::default())
+        } else {
+            refpass::Lookup::Table {
+                table: &mut self.st.table,
+                start: self.st.start,
+            }
+        };
+        refpass::run(
+            self.words,
+            &self.st.nodes,
+            &mut self.st.link,
+            &mut self.st.state,
+            lookup,
+            self.st.start,
+            self.st.end,
+        )
+    }
+}
+
 #[cfg(test)]
 fn set_tuning(min: u32, window: u32) {
     TUNING.with(|c| c.set((min, window)));
@@ -210,7 +238,7 @@ impl<'d> RefPass<'d> {
             // needs no walk: libbpf would just resolve it and look it up.
             let w = self.rec(id);
             let single = matches!(
-                kind(w),
+                w.kind(),
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG
             );
             if single && self.fenced(w[2]) {
@@ -258,7 +286,7 @@ impl<'d> RefPass<'d> {
                 continue;
             }
             match get_in(self.state, id) {
-                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id })),
+                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id: TypeId(id) })),
                 ST_MAPPED => continue,
                 _ => {}
             }
@@ -277,7 +305,7 @@ impl<'d> RefPass<'d> {
                     st.push((t, ENTER));
                 }
             };
-            match kind(w) {
+            match w.kind() {
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG => visit(w[2]),
                 ARRAY => {
                     visit(w[4]);
@@ -291,7 +319,7 @@ impl<'d> RefPass<'d> {
                 }
                 _ => {
                     return Err(Err(DedupError::Invalid {
-                        id,
+                        id: TypeId(id),
                         what: "reference pass reached an unexpected kind",
                     }));
                 }
@@ -319,7 +347,7 @@ impl<'d> RefPass<'d> {
     /// its referenced ids resolved.
     #[inline]
     fn rewritten(&self, w: &[u32]) -> Key {
-        let k = kind(w);
+        let k = w.kind();
         if k != ARRAY && k != FUNC_PROTO {
             // only the third word is an id (DECL_TAG's fourth is an index)
             let four = if k == DECL_TAG { w[3] } else { 0 };
@@ -334,7 +362,7 @@ impl<'d> RefPass<'d> {
             c[4] = self.resolve(w[4]);
         } else {
             c[2] = self.resolve(w[2]);
-            for i in 0..vlen(w) {
+            for i in 0..w.vlen() {
                 c[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
             }
         }
@@ -346,7 +374,7 @@ impl<'d> RefPass<'d> {
     /// on the stack, without going through [`RefPass::rewritten`]).
     #[inline]
     fn finish(&mut self, id: u32, w: &[u32]) {
-        let k = kind(w);
+        let k = w.kind();
         let new = if k != ARRAY && k != FUNC_PROTO {
             let key = [w[0], w[1], self.resolve(w[2]), if k == DECL_TAG { w[3] } else { 0 }];
             self.look_up(id, w, &key[..if k == DECL_TAG { 4 } else { 3 }])
@@ -372,7 +400,7 @@ impl<'d> RefPass<'d> {
     /// libbpf's look-up of `id` (record `w`, rewritten `key`) in its
     /// candidate table, adding it if no candidate is equal.
     fn in_table(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
-        let k = kind(w);
+        let k = w.kind();
         let h = match k {
             ARRAY => hash_array(key),
             FUNC_PROTO => hash_fnproto(key),

@@ -8,6 +8,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// libbpf's `map[id]` is UNPROCESSED, IN_PROGRESS or an id. We keep the id in
+/// `link` (see `PassState::link`) and which of the three it is in two bits
+/// ([`States`]).
+pub(super) const ST_UNPROCESSED: u8 = 0;
+pub(super) const ST_IN_PROGRESS: u8 = 1;
+pub(super) const ST_MAPPED: u8 = 2;
+
 #[derive(Default)]
 pub(super) struct States {
     words: Vec<AtomicU64>,
@@ -33,7 +40,7 @@ impl States {
     pub(super) fn with_void(n: u32) -> States {
         let mut s = States::default();
         s.grow_to(n.max(1) as usize);
-        s.set(0, super::ST_MAPPED);
+        s.set(0, ST_MAPPED);
         s
     }
 

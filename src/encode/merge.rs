@@ -174,7 +174,7 @@ impl Merger {
     /// format's limits; the message says which limit is passed.
     pub(super) fn check_limits(&self, more: usize, more_words: usize) -> Result<(), MergeError> {
         // as built: with the words dedup's chunked passes took out
-        let bytes = self.btf.type_section_len() as u64 + 4 * (self.btf.stubbed_words() + more_words as u64);
+        let bytes = self.btf.type_section_len() as u64 + 4 * (self.btf.cut_words() + more_words as u64);
         if bytes > u32::MAX as u64 {
             return Err(MergeError::TypeSectionTooLong { bytes });
         }

@@ -6,11 +6,17 @@
 //! its first state, decided, and emitted as
 //! `[TYPE_TAG, PTR]* FUNC_PROTO FUNC [bpf_kfunc] [bpf_fastcall] [annotation]*`.
 
-use crate::btf::{Btf, Kind, LINKAGE_STATIC, StrOff, TypeId, make_info};
+mod compare;
+mod emit;
+
+use crate::btf::Btf;
 use crate::elf::functab::FuncTable;
 
-use super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL, KfuncMarks};
+use super::kfuncs::KfuncMarks;
 use super::{FuncStates, FuncsError, StateId, flags};
+use compare::funcs_mismatch;
+pub use compare::types_match;
+use emit::emit_one;
 
 /// The features the function phase looks at.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,122 +48,6 @@ pub struct EmitSummary {
     pub arena_tags: usize,
 }
 
-const ARENA_ATTR: &[u8] = b"address_space(1)";
-const KFUNC_TAG: &[u8] = b"bpf_kfunc";
-const FASTCALL_TAG: &[u8] = b"bpf_fastcall";
-
-/// The kind as `types_match` sees it: a FWD counts as the STRUCT or UNION it
-/// declares.
-#[inline]
-fn match_kind(words: &[u32]) -> u32 {
-    let kind = (words[1] >> 24) & 0x1f;
-    if kind == Kind::Fwd as u32 {
-        if words[1] >> 31 != 0 {
-            Kind::Union as u32
-        } else {
-            Kind::Struct as u32
-        }
-    } else {
-        kind
-    }
-}
-
-#[inline]
-fn names_match(btf: &Btf, a: u32, b: u32) -> bool {
-    a == b || btf.str_at(StrOff(a)).unwrap_or(b"") == btf.str_at(StrOff(b)).unwrap_or(b"")
-}
-
-/// The reference's loose type comparison between two ids of one BTF: names
-/// for named kinds, structure through modifiers, pointers and arrays, `const`
-/// skipped where only one side has it. FUNC_PROTO compares the vlen and the
-/// return types only (v1.31 compares the return types once per parameter
-/// instead of the parameters). Ids outside the BTF compare unequal.
-pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
-    loop {
-        if x == y {
-            return true;
-        }
-        if x.0 == 0 || y.0 == 0 {
-            return false;
-        }
-        let (Some(tx), Some(ty)) = (btf.get(x), btf.get(y)) else {
-            return false;
-        };
-        let (kx, ky) = (match_kind(tx.words), match_kind(ty.words));
-        if kx != ky {
-            if kx == Kind::Const as u32 {
-                x = tx.type_id();
-                continue;
-            }
-            if ky == Kind::Const as u32 {
-                y = ty.type_id();
-                continue;
-            }
-            return false;
-        }
-        const INT: u32 = Kind::Int as u32;
-        const FLOAT: u32 = Kind::Float as u32;
-        const TYPEDEF: u32 = Kind::Typedef as u32;
-        const STRUCT: u32 = Kind::Struct as u32;
-        const UNION: u32 = Kind::Union as u32;
-        const ENUM: u32 = Kind::Enum as u32;
-        const ENUM64: u32 = Kind::Enum64 as u32;
-        const PTR: u32 = Kind::Ptr as u32;
-        const VOLATILE: u32 = Kind::Volatile as u32;
-        const CONST: u32 = Kind::Const as u32;
-        const RESTRICT: u32 = Kind::Restrict as u32;
-        const TYPE_TAG: u32 = Kind::TypeTag as u32;
-        const ARRAY: u32 = Kind::Array as u32;
-        const FUNC_PROTO: u32 = Kind::FuncProto as u32;
-        match kx {
-            INT => {
-                return tx.size() == ty.size()
-                    && tx.words.get(3) == ty.words.get(3)
-                    && names_match(btf, tx.words[0], ty.words[0]);
-            }
-            FLOAT => return tx.size() == ty.size() && names_match(btf, tx.words[0], ty.words[0]),
-            TYPEDEF | STRUCT | UNION | ENUM | ENUM64 => return names_match(btf, tx.words[0], ty.words[0]),
-            PTR | VOLATILE | CONST | RESTRICT | TYPE_TAG => {
-                x = tx.type_id();
-                y = ty.type_id();
-            }
-            ARRAY => {
-                let (ex, _, nx) = tx.array();
-                let (ey, _, ny) = ty.array();
-                if nx != ny {
-                    return false;
-                }
-                x = ex;
-                y = ey;
-            }
-            FUNC_PROTO => return tx.vlen() == ty.vlen() && types_match(btf, tx.type_id(), ty.type_id()),
-            _ => return false,
-        }
-    }
-}
-
-/// Why two states of a function disagree, in the reference's words (its
-/// `--verbose` line), or `None` when they have the same parameter count
-/// (varargs slot included), return type and parameter types; names are not
-/// compared.
-fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> Option<String> {
-    let (pa, pb) = (st.params(a), st.params(b));
-    if pa.len() != pb.len() {
-        return Some(format!(
-            "param count mismatch; {} params != {} params",
-            pa.len(),
-            pb.len()
-        ));
-    }
-    if !types_match(btf, st.ret(a), st.ret(b)) {
-        return Some("return type mismatch".into());
-    }
-    let name = |p: &super::Param| String::from_utf8_lossy(btf.str_at(p.name).unwrap_or(b"")).into_owned();
-    (pa.iter().zip(pb).enumerate())
-        .find(|(_, (p, q))| !types_match(btf, p.ty, q.ty))
-        .map(|(i, (p, q))| format!("param type mismatch for param#{} {} != {}", i + 1, name(p), name(q)))
-}
-
 /// State ids ordered by ELF entry, stable (counting sort: O(states +
 /// entries)), and where each entry's group starts in that order (one more
 /// element than there are entries).
@@ -178,56 +68,6 @@ fn sorted_order(states: &FuncStates, nentries: usize) -> (Vec<StateId>, Vec<u32>
         *slot += 1;
     }
     (order, start)
-}
-
-/// TYPE_TAG `address_space(1)` (kind flag 1) on the PTR's target, then a new
-/// PTR to it; `None` if `ptr` is not a PTR.
-fn arena_ptr(btf: &mut Btf, ptr: TypeId) -> Option<TypeId> {
-    let t = btf.get(ptr)?;
-    if ptr.0 == 0 || t.kind() != Kind::Ptr {
-        return None;
-    }
-    let target = t.type_id();
-    let tag = btf.add_type_tag(ARENA_ATTR, target, true);
-    Some(btf.add_ref(Kind::Ptr, tag))
-}
-
-fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name: &[u8]) -> Result<usize, FuncsError> {
-    let func = || String::from_utf8_lossy(name).into_owned();
-    let mut n = 0;
-    if kflags & KF_ARENA_RET != 0 {
-        let ret = st.ret(s);
-        let p = arena_ptr(btf, ret).ok_or_else(|| FuncsError::ArenaNotPtr {
-            func: func(),
-            flag: "KF_ARENA_RET",
-            what: format!("the return type (id {}) is not a pointer", ret.0),
-        })?;
-        st.set_ret(s, p);
-        n += 1;
-    }
-    for (bit, idx, flag) in [
-        (KF_ARENA_ARG1, 0usize, "KF_ARENA_ARG1"),
-        (KF_ARENA_ARG2, 1, "KF_ARENA_ARG2"),
-    ] {
-        if kflags & bit == 0 {
-            continue;
-        }
-        let Some(param) = st.params(s).get(idx).copied() else {
-            return Err(FuncsError::ArenaNotPtr {
-                func: func(),
-                flag,
-                what: format!("the function has only {} parameter(s)", st.params(s).len()),
-            });
-        };
-        let p = arena_ptr(btf, param.ty).ok_or_else(|| FuncsError::ArenaNotPtr {
-            func: func(),
-            flag,
-            what: format!("parameter {idx} (type id {}) is not a pointer", param.ty.0),
-        })?;
-        st.set_param_type(s, idx, p);
-        n += 1;
-    }
-    Ok(n)
 }
 
 /// The function phase after the last CU: sorts `states` by name, combines
@@ -325,70 +165,11 @@ pub fn emit_funcs_logged(
     Ok(sum)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn emit_one(
-    btf: &mut Btf,
-    st: &mut FuncStates,
-    s: StateId,
-    name: &[u8],
-    entry: u32,
-    kfuncs: &KfuncMarks,
-    opts: &EmitOptions,
-    sum: &mut EmitSummary,
-) -> Result<(), FuncsError> {
-    let kfunc = kfuncs.flags(entry);
-    if let Some(kf) = kfunc
-        && opts.decl_tag_kfuncs
-        && opts.attributes
-    {
-        sum.arena_tags += arena_tags(btf, st, s, kf, name)?;
-    }
-    let params = st.params(s);
-    if params.len() > 0xffff {
-        return Err(FuncsError::TooManyParams {
-            func: String::from_utf8_lossy(name).into_owned(),
-            count: params.len(),
-        });
-    }
-    // on the stack for up to 14 parameters: one allocation per function
-    // was 47 k in the serial tail of a vmlinux encode
-    let mut words: smallvec::SmallVec<[u32; 32]> = smallvec::SmallVec::with_capacity(3 + 2 * params.len());
-    words.extend_from_slice(&[0, make_info(Kind::FuncProto, false, params.len() as u32), st.ret(s).0]);
-    for p in params {
-        words.extend_from_slice(&[p.name.0, p.ty.0]);
-    }
-    let proto = btf.push_words(&words);
-    if name.is_empty() {
-        return Err(FuncsError::EmptyName { entry });
-    }
-    let func = btf.add_func(name, proto, LINKAGE_STATIC);
-    sum.emitted += 1;
-    if let Some(kf) = kfunc
-        && opts.decl_tag_kfuncs
-        && opts.decl_tag
-    {
-        btf.add_decl_tag(KFUNC_TAG, func, -1, false);
-        sum.kfunc_tags += 1;
-        if kf & KF_FASTCALL != 0 {
-            btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
-            sum.fastcall_tags += 1;
-        }
-    }
-    for a in st.annots(s) {
-        btf.push_raw(
-            a.value,
-            make_info(Kind::DeclTag, false, 0),
-            func.0,
-            &[a.component as u32],
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL};
     use super::*;
-    use crate::btf::{Endian, INT_SIGNED};
+    use crate::btf::{Endian, INT_SIGNED, Kind, LINKAGE_STATIC, StrOff, TypeId};
     use crate::elf::functab::FuncTable;
 
     /// A pre-dedup BTF with the types the tests need.

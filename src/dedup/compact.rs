@@ -1,0 +1,124 @@
+//! The final links (old id → new id) and compaction: the survivors' records
+//! moved down and renumbered.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::*;
+
+const MAX_ID: u32 = 0x7fff_ffff;
+
+impl Dedup<'_> {
+    /// Turns `link` into old id -> new id (libbpf reuses its hypothetical
+    /// map for this): first every link points straight at its canonical
+    /// type, then each survivor's own link holds its new id, tagged with
+    /// [`NEW`] so a lookup through a non-survivor can tell "new id" from
+    /// "canonical old id". Returns the surviving own ids and their words.
+    /// The first part runs over stretches of ids in parallel: a link is
+    /// rewritten only by its own stretch, and whether a reader following it
+    /// sees it before or after, it ends at the same canonical type.
+    #[inline(never)]
+    pub(super) fn final_links(&mut self) -> (Vec<u32>, usize) {
+        let (start, end) = (self.st.start, self.st.end);
+        let (words, nodes, state) = (self.words, &self.st.nodes, &self.st.state);
+        let link = shared_u32(&mut self.st.link);
+        // the survivors with their lengths
+        let kept = in_stretches(0, end, |ids, out| {
+            for id in ids {
+                let l = link[id as usize].load(Relaxed);
+                if id >= start && l == id && state.get(id) == ST_MAPPED {
+                    out.push((id, Info(words[nodes.get(id) as usize + 1]).len()));
+                } else if l != id {
+                    link[id as usize].store(resolve_shared(link, l), Relaxed);
+                }
+            }
+        });
+        let nwords = kept.iter().map(|&(_, len)| len).sum();
+        let survivors: Vec<u32> = kept.into_iter().map(|(id, _)| id).collect();
+        // base types keep their ids
+        for id in 0..start {
+            if self.st.link[id as usize] == id {
+                self.st.link[id as usize] = id | NEW;
+            }
+        }
+        for (i, &id) in survivors.iter().enumerate() {
+            self.st.link[id as usize] = (start + i as u32) | NEW;
+        }
+        (survivors, nwords)
+    }
+}
+
+/// Tags a final link as a new id (see [`Dedup::final_links`]).
+pub(super) const NEW: u32 = 1 << 31;
+
+/// The new id of `id` from the final links; above `MAX_ID` if its canonical
+/// type did not survive.
+#[inline]
+pub(super) fn new_id(link: &[u32], id: u32) -> u32 {
+    let l = link[id as usize];
+    if l & NEW != 0 {
+        return l & !NEW;
+    }
+    let c = link[l as usize];
+    if c & NEW != 0 { c & !NEW } else { u32::MAX }
+}
+
+/// Rewrites the type ids of `rec` (a survivor's record, already in its
+/// output place) to new ids; `false` if one has no surviving representative.
+#[inline]
+pub(super) fn renumber(rec: &mut [u32], link: &[u32]) -> bool {
+    let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
+    for_each_id_pos(rec, |p| pos.push(p));
+    for p in pos {
+        let n = new_id(link, rec[p]);
+        if n > MAX_ID {
+            return false;
+        }
+        rec[p] = n;
+    }
+    true
+}
+
+/// The survivors' records with their ids renumbered, and their offsets.
+#[inline(never)]
+pub(super) fn compact(
+    mut words: Cow<'_, [u32]>,
+    nodes: &Offsets,
+    link: &[u32],
+    survivors: &[u32],
+    nwords: usize,
+) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+    // Owned records are compacted in place: survivors keep their order, so
+    // each record moves to or below where it was and never over one not yet
+    // moved. That saves the output's allocation at dedup's memory peak.
+    let (mut out, in_place) = match &mut words {
+        Cow::Owned(w) => (std::mem::take(w), true),
+        Cow::Borrowed(_) => (Vec::with_capacity(nwords), false),
+    };
+    let mut offs = Vec::with_capacity(survivors.len());
+    let mut at = 0usize;
+    for &id in survivors {
+        let off = nodes.get(id) as usize;
+        let len = if in_place {
+            let len = Info(out[off + 1]).len();
+            out.copy_within(off..off + len, at);
+            len
+        } else {
+            let rec = rec_at(&words, off as u32);
+            out.extend_from_slice(rec);
+            rec.len()
+        };
+        offs.push(at as u32);
+        if !renumber(&mut out[at..at + len], link) {
+            return Err(DedupError::Invalid {
+                id: TypeId(id),
+                what: "a referenced type has no surviving representative",
+            });
+        }
+        at += len;
+    }
+    debug_assert_eq!(at, nwords);
+    out.truncate(at);
+    out.shrink_to_fit();
+    Ok((out, offs))
+}
