@@ -61,10 +61,10 @@ fn sorted_order(states: &FuncStates, nentries: usize) -> (Vec<StateId>, Vec<u32>
         start[i + 1] += start[i];
     }
     let mut next = start.clone();
-    let mut order = vec![0 as StateId; entries.len()];
+    let mut order = vec![StateId(0); entries.len()];
     for (s, &e) in entries.iter().enumerate() {
         let slot = &mut next[e as usize];
-        order[*slot as usize] = s as StateId;
+        order[*slot as usize] = StateId(s as u32);
         *slot += 1;
     }
     (order, start)
@@ -480,7 +480,7 @@ mod tests {
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!(sum.emitted, 1);
         assert_ne!(
-            st.flags(0) & flags::OPTIMIZED_PARMS,
+            st.flags(StateId(0)) & flags::OPTIMIZED_PARMS,
             0,
             "flags accumulate into the first state"
         );
@@ -526,7 +526,7 @@ mod tests {
         let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!((sum.emitted, sum.dropped_unexpected_reg), (0, 1));
         assert_eq!(
-            s2.flags(0) & flags::INCONSISTENT,
+            s2.flags(StateId(0)) & flags::INCONSISTENT,
             0,
             "no comparison after unexpected_reg"
         );

@@ -104,8 +104,17 @@ pub struct FuncStates {
     annots: Vec<Annot>,
 }
 
-/// Index of a state in a [`FuncStates`].
-pub type StateId = u32;
+/// A state in a [`FuncStates`] (its index in every column).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[repr(transparent)]
+pub struct StateId(pub u32);
+
+impl StateId {
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 impl FuncStates {
     pub fn new() -> FuncStates {
@@ -127,7 +136,7 @@ impl FuncStates {
     /// Starts a state for ELF table entry `entry` with return type `ret`
     /// (0 = void) and the recording-time flags (see [`flags`]).
     pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8) -> StateId {
-        let id = self.entry.len() as StateId;
+        let id = StateId(self.entry.len() as u32);
         self.entry.push(entry);
         self.ret.push(ret);
         self.flags.push(flags);
@@ -155,7 +164,7 @@ impl FuncStates {
 
     /// Ors `f` into the flags of state `s`.
     pub fn add_flags(&mut self, s: StateId, f: u8) {
-        self.flags[s as usize] |= f;
+        self.flags[s.index()] |= f;
     }
 
     pub fn len(&self) -> usize {
@@ -172,26 +181,26 @@ impl FuncStates {
     }
 
     pub fn entry(&self, s: StateId) -> u32 {
-        self.entry[s as usize]
+        self.entry[s.index()]
     }
 
     pub fn ret(&self, s: StateId) -> TypeId {
-        self.ret[s as usize]
+        self.ret[s.index()]
     }
 
     pub fn flags(&self, s: StateId) -> u8 {
-        self.flags[s as usize]
+        self.flags[s.index()]
     }
 
     pub fn params(&self, s: StateId) -> &[Param] {
-        let i = s as usize;
+        let i = s.index();
         let start = self.param_start[i] as usize;
         let end = self.param_start.get(i + 1).map_or(self.params.len(), |&e| e as usize);
         &self.params[start..end]
     }
 
     pub fn annots(&self, s: StateId) -> &[Annot] {
-        let i = s as usize;
+        let i = s.index();
         let start = self.annot_start[i] as usize;
         let end = self.annot_start.get(i + 1).map_or(self.annots.len(), |&e| e as usize);
         &self.annots[start..end]
@@ -246,12 +255,12 @@ impl FuncStates {
 
     /// Overrides the type of parameter `i` of state `s` (arena tags).
     pub(crate) fn set_param_type(&mut self, s: StateId, i: usize, ty: TypeId) {
-        let start = self.param_start[s as usize] as usize;
+        let start = self.param_start[s.index()] as usize;
         self.params[start + i].ty = ty;
     }
 
     pub(crate) fn set_ret(&mut self, s: StateId, ty: TypeId) {
-        self.ret[s as usize] = ty;
+        self.ret[s.index()] = ty;
     }
 
     pub(crate) fn entries(&self) -> &[u32] {
@@ -282,7 +291,7 @@ mod tests {
         let s = sample();
         assert_eq!(s.len(), 3);
         assert_eq!(
-            s.params(0),
+            s.params(StateId(0)),
             &[
                 Param {
                     name: StrOff(5),
@@ -295,30 +304,30 @@ mod tests {
             ]
         );
         assert_eq!(
-            s.annots(0),
+            s.annots(StateId(0)),
             &[Annot {
                 value: StrOff(12),
                 component: -1
             }]
         );
-        assert!(s.params(1).is_empty());
-        assert!(s.annots(1).is_empty());
-        assert_eq!(s.flags(1), flags::OPTIMIZED_PARMS);
+        assert!(s.params(StateId(1)).is_empty());
+        assert!(s.annots(StateId(1)).is_empty());
+        assert_eq!(s.flags(StateId(1)), flags::OPTIMIZED_PARMS);
         assert_eq!(
-            s.params(2)[1],
+            s.params(StateId(2))[1],
             Param {
                 name: StrOff::EMPTY,
                 ty: TypeId::VOID
             }
         );
         assert_eq!(
-            s.annots(2),
+            s.annots(StateId(2)),
             &[Annot {
                 value: StrOff(20),
                 component: 0
             }]
         );
-        assert_eq!(s.entry(2), 2);
+        assert_eq!(s.entry(StateId(2)), 2);
     }
 
     #[test]
@@ -327,11 +336,11 @@ mod tests {
         let cu = sample();
         run.extend_relocated(&cu, 100, |s| StrOff(s.0 + 1000));
         assert_eq!(run.len(), 6);
-        assert_eq!(run.entry(3), 3);
-        assert_eq!(run.ret(3), TypeId(101));
-        assert_eq!(run.ret(4), TypeId(0), "void stays void");
+        assert_eq!(run.entry(StateId(3)), 3);
+        assert_eq!(run.ret(StateId(3)), TypeId(101));
+        assert_eq!(run.ret(StateId(4)), TypeId(0), "void stays void");
         assert_eq!(
-            run.params(3),
+            run.params(StateId(3)),
             &[
                 Param {
                     name: StrOff(1005),
@@ -344,7 +353,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            run.params(5)[1],
+            run.params(StateId(5))[1],
             Param {
                 name: StrOff::EMPTY,
                 ty: TypeId::VOID
@@ -352,16 +361,16 @@ mod tests {
             "varargs slot untouched"
         );
         assert_eq!(
-            run.annots(5),
+            run.annots(StateId(5)),
             &[Annot {
                 value: StrOff(1020),
                 component: 0
             }]
         );
         // The first half is unchanged.
-        assert_eq!(run.params(0), sample().params(0));
+        assert_eq!(run.params(StateId(0)), sample().params(StateId(0)));
         let mut plain = FuncStates::new();
         plain.extend(&cu);
-        assert_eq!(plain.params(2), cu.params(2));
+        assert_eq!(plain.params(StateId(2)), cu.params(StateId(2)));
     }
 }

@@ -9,6 +9,7 @@ use crate::elf::debug::DebugSections;
 use crate::elf::functab::FuncTable;
 use crate::encode::lang::DW_LANG_RUST;
 use crate::encode::strcache::StrCache;
+use crate::funcs::StateId;
 
 #[test]
 fn plain_member_offsets_are_the_general_path_without_bitfields() {
@@ -499,14 +500,17 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
     let out = encode_cu(&ctx, &c).unwrap();
     // Both instances of `f` (entry 0 of the table) are saved.
     assert_eq!(out.funcs.len(), 2);
-    assert_eq!((out.funcs.entry(0), out.funcs.entry(1)), (0, 0));
+    assert_eq!((out.funcs.entry(StateId(0)), out.funcs.entry(StateId(1))), (0, 0));
     // Both intern the parameter name once; nothing else is interned.
     assert_eq!(out.strs, vec![&b"abs_a"[..]]);
     let p = crate::funcs::Param {
         name: btf::StrOff(1),
         ty: btf::TypeId(0),
     };
-    assert_eq!((out.funcs.params(0), out.funcs.params(1)), (&[p][..], &[p][..]));
+    assert_eq!(
+        (out.funcs.params(StateId(0)), out.funcs.params(StateId(1))),
+        (&[p][..], &[p][..])
+    );
 }
 
 /// Facts of a concrete parameter reach its abstract origin before any
@@ -553,7 +557,9 @@ fn recording_time_flags() {
         str_cache: &StrCache::empty(),
     };
     let out = encode_cu(&ctx, &c).unwrap();
-    let flags: Vec<u8> = (0..out.funcs.len() as u32).map(|s| out.funcs.flags(s)).collect();
+    let flags: Vec<u8> = (0..out.funcs.len() as u32)
+        .map(|s| out.funcs.flags(StateId(s)))
+        .collect();
     assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);
 }
 
