@@ -4,7 +4,7 @@
 //!
 //! glibc keeps what a phase freed in its arenas (the decode workers' arenas
 //! and holes in the main heap are not at the top, so they are never trimmed
-//! on their own). On a vmlinux that was about 20 MiB of resident memory
+//! on their own). On a vmlinux that was tens of MiB of resident memory
 //! that the next phase, whose own allocations are fewer but larger, did
 //! not reuse. `malloc_trim(0)` releases the free pages of every arena; it
 //! costs a few milliseconds, so it runs only at phase boundaries.
@@ -16,9 +16,9 @@
 /// size on; so once a decode worker's first large scratch buffer has come
 /// and gone, buffers of many MiB are carved from the arenas and kept there
 /// when freed. A fixed limit turns that adjustment off. 2 MiB: on a vmlinux
-/// at -j2 the peak RSS went from 197 to 185 MiB, for about 35 k more minor
-/// faults and 0.1 s more system time (4 MiB: 185-187 MiB, 1 MiB: 184-186
-/// with more faults). Call before any thread starts.
+/// at -j2 it lowered the peak RSS for a few more minor faults and a little
+/// more system time (4 MiB saved less, 1 MiB no more, with more faults).
+/// Call before any thread starts.
 pub fn return_freed_memory_promptly() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets the allocator's own parameters; called
@@ -30,7 +30,8 @@ pub fn return_freed_memory_promptly() {
 
 /// Below this much work a phase's freed memory is not worth a trim: each
 /// call walks every arena (a few milliseconds and page faults afterwards),
-/// which in a batch of 1,138 modules cost 5 s of system time for nothing.
+/// which in a batch of a kernel's modules cost seconds of system time for
+/// nothing.
 const WORTH_TRIMMING: usize = 64 << 20;
 
 /// Returns the allocator's free pages to the system (glibc only; elsewhere

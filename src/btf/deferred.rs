@@ -174,8 +174,8 @@ impl Btf {
 
     /// Records the offsets of the types appended since
     /// [`Btf::defer_offsets`], by walking their records: one walk per stretch
-    /// between two marks, in parallel (a vmlinux's 4.35 M types took 46 ms
-    /// on one thread, between the CU loop and dedup where nothing else runs).
+    /// between two marks, in parallel (on one thread a vmlinux's walk was
+    /// a pause between the CU loop and dedup, where nothing else runs).
     pub fn build_offsets(&mut self) {
         use rayon::prelude::*;
         let Some(d) = self.deferred.take() else {

@@ -163,11 +163,11 @@ pub struct Btf {
 }
 
 /// Makes room for `extra` more elements. Past 1 MiB a vector grows by a
-/// sixty-fourth instead of doubling: a vmlinux's pre-dedup BTF is 168 MB,
-/// and doubling would reserve up to twice that, an eighth up to 21 MB more
+/// sixty-fourth instead of doubling: a vmlinux's pre-dedup BTF is large,
+/// and doubling, or even an eighth, would reserve much of it again unused
 /// at the encoder's memory peak (large blocks are moved by `mremap`, so the
-/// extra steps copy nothing; a thirty-second left up to 5 MB unused at the
-/// end of the CU loop, where dedup's first passes now keep their state).
+/// extra steps copy nothing; a thirty-second still left megabytes unused at
+/// the end of the CU loop, where dedup's first passes now keep their state).
 #[inline]
 fn grow(v: &mut Vec<u32>, extra: usize) {
     let len = v.len();

@@ -7,8 +7,8 @@ use super::*;
 /// What dedup derives from a base BTF alone: its records and nodes laid out,
 /// the candidate table after the prep pass, and the names of its structs and
 /// unions for the unambiguous-FWD pass. A batch of modules over one vmlinux
-/// builds it once instead of once per module, where it was a third of the
-/// CPU time (inserting 107 k base types, checking and copying their records).
+/// builds it once instead of once per module, where it was much of the
+/// CPU time (inserting every base type, checking and copying their records).
 /// Using it gives the same state the per-module passes would build: they
 /// depend on the base alone.
 pub struct BaseIndex {

@@ -35,11 +35,11 @@
 //! Only standalone BTF (no base) with the encoder's string section kept is
 //! handled this way; anything else goes to [`dedup_owned`]. The state kept
 //! during the CU loop is what the struct pass reads for every id: packed
-//! record offsets (`Offsets`), the state bits and the links (about 27 MiB
-//! for a vmlinux). It pays for itself many times over: after each chunk,
-//! the structs and unions no later pass will read (mapped onto an earlier
-//! copy, and not reachable from a canonical type) are cut down to stubs
-//! ([`stub_deferred`]), 55 of a vmlinux's 158 MB of records. A walk
+//! record offsets (`Offsets`), the state bits and the links. It pays for
+//! itself many times over: after each chunk, the structs and unions no
+//! later pass will read (mapped onto an earlier copy, and not reachable
+//! from a canonical type) are cut down to stubs ([`stub_deferred`]), much
+//! of a vmlinux's records. A walk
 //! that reaches a stub anyway makes the passes give up; the BTF can then
 //! not go through the whole-BTF dedup, and the caller encodes it again
 //! ([`Incremental::stubbed`]).

@@ -42,7 +42,7 @@ const FREE: Slot = Slot {
 pub struct CandTable {
     /// Open addressing with linear probing, at most 7/8 full: one load of
     /// 16 bytes for most look-ups (hashbrown's control-byte group first and
-    /// the slot second measured 14 % slower in the reference pass).
+    /// the slot second measured slower in the reference pass).
     slots: Vec<Slot>,
     keys: usize,
     ids: Vec<u32>,

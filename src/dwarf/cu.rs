@@ -144,7 +144,7 @@ pub struct Cu<'a> {
     /// Per 2^BUCKET_SHIFT bytes of unit offset, the first `index` position at
     /// or past it (built with [`Cu::build_buckets`]; empty = binary search).
     /// Type references resolve in a step or two instead of a 13-step binary
-    /// search with a cache miss per step, which was 4 % of an encode.
+    /// search with a cache miss per step, a visible part of an encode.
     pub buckets: Vec<u32>,
     /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
     pub has_nested_unspecified: bool,
@@ -183,7 +183,7 @@ impl<'a> Cu<'a> {
             // parameter per 109, a function per 228, a function parameter
             // per 166, a variable per 123 and bitfield attributes per 433
             // (the members' sizing at a 28th made most CUs copy the column
-            // once: 0.3 G instructions).
+            // once).
             slots: Vec::with_capacity(unit_len / 34),
             members: Vec::with_capacity(unit_len / 19),
             member_bits: Vec::with_capacity(unit_len / 400),

@@ -33,7 +33,7 @@ pub fn dwarf<'a>(s: &'a DebugSections<'_>, endian: RunTimeEndian) -> Dwarf<'a> {
 /// gimli's `Unit::new` without what BTF never reads: the unit's name and
 /// directory as gimli resolves them, its `low_pc`, and above all the
 /// line-number program header, which gimli parses for every unit (file and
-/// directory tables of hundreds of entries per kernel CU: about 1 % of a
+/// directory tables of hundreds of entries per kernel CU: a visible part of a
 /// vmlinux encode, and `.debug_line` pages touched for nothing). The bases
 /// the location and string readers use are set exactly as gimli sets them.
 ///

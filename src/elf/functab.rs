@@ -30,7 +30,7 @@ pub struct FuncTable<'a> {
     pub syms: Vec<(&'a [u8], u64)>,
     /// Entry index by key hash: every DWARF function of every CU looks its
     /// name up, and a binary search over a vmlinux's 60 k keys (16 string
-    /// compares, each a likely cache miss) cost 4 % of a whole encode.
+    /// compares, each a likely cache miss) was a visible part of an encode.
     index: hashbrown::HashTable<u32>,
     hasher: hashbrown::DefaultHashBuilder,
 }
@@ -54,8 +54,8 @@ impl<'a> FuncTable<'a> {
         // key still sorts first), with its length: they decide all but a
         // few comparisons, and the grouping of equal keys, without reading
         // the names. A vmlinux's 100 k keys share long prefixes (`__pfx_`,
-        // `__x64_sys_`); sorted and grouped by name they took 33-45 ms of
-        // cache misses before the first CU could start.
+        // `__x64_sys_`); sorted and grouped by name they took tens of
+        // milliseconds of cache misses before the first CU could start.
         let mut keyed: Vec<Keyed> = recs
             .iter()
             .enumerate()

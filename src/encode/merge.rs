@@ -342,7 +342,7 @@ impl Merger {
 /// type ids but void shifted by `off`. The fields are those of
 /// [`Btf::str_ref_positions`] and [`Btf::type_ref_positions`], in one pass
 /// whose entry loops go over chunks (through the two position visitors it
-/// was 1.5 % of a vmlinux encode, on the merging thread).
+/// showed in a vmlinux encode's profile, on the merging thread).
 #[inline]
 fn relocate(r: &mut [u32], map: &[u32], off: u32) {
     let shift = |x: &mut u32| {

@@ -375,7 +375,7 @@ fn with_type_units<'a>(
 /// Threads worth starting for `units` units of work at `-j requested`: no
 /// more than there are units, nor more than four per core (a larger `-j`
 /// buys nothing but memory and scheduling; -j 5000 on a one-CU object
-/// took 7.5 s starting threads).
+/// spent seconds starting threads).
 pub fn effective_jobs(requested: usize, units: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     requested.min(units).min(4 * cores).max(1)
@@ -399,9 +399,9 @@ pub fn encode_bytes_with(
 const CHUNK_BYTES: u64 = 8 << 20;
 /// CUs per chunk: enough per thread that one large CU does not leave the
 /// other threads idle at the chunk's end, few enough that the window stays
-/// small. On the vmlinux at -j2, 8 per thread against 16: peak RSS 186 ->
-/// 175 MiB (the window's .debug_info pages and decoded CUs), wall and CPU
-/// medians the same over 6 alternating runs.
+/// small. On the vmlinux at -j2, 8 per thread against 16 lowered the peak
+/// RSS (the window's .debug_info pages and decoded CUs) at the same wall
+/// and CPU time.
 fn chunk_max_cus(jobs: usize) -> usize {
     (8 * jobs).max(4)
 }
@@ -582,7 +582,7 @@ fn phase_ended(opts: &Options, name: &'static str) {
 /// In the encoder's own pool, or in the global one; either way on a
 /// worker of the pool, so that the loop's joins and parallel iterators
 /// are local work-stealing, not a hand-over from an outside thread each
-/// (that cost 4-6 % of a vmlinux encode).
+/// (that was a visible part of a vmlinux encode).
 fn in_pool<R: Send>(pool: &Option<rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
     match pool {
         Some(p) => p.install(f),

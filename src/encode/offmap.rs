@@ -3,7 +3,7 @@
 //!
 //! Every name a CU's records use is looked up here (a vmlinux: about 13 M
 //! look-ups in 2,400 CUs, 2,750 distinct names in an average CU). A fresh
-//! `HashMap` per CU cost 4.5 % of an encode's instructions: its allocation
+//! `HashMap` per CU cost a share of an encode's instructions: its allocation
 //! and the general probe. Here a CU uses a power-of-two prefix of one
 //! allocation, sized to the CU and zeroed at its start (tens of kilobytes:
 //! it stays in the first-level cache while the decoder streams through
@@ -32,8 +32,8 @@ impl OffMap {
     /// Empties the map for a new CU expecting at most about `expect` keys.
     /// The encoder's estimate is about 1.5 times a CU's names; 1.5 times
     /// that, rounded up, leaves the table under half full in most CUs, and
-    /// growing (0.3-0.4 % of an encode's samples when the estimate alone
-    /// was the size) rare.
+    /// growing (visible in an encode's profile when the estimate alone was
+    /// the size) rare.
     pub fn start(&mut self, expect: usize) {
         self.len = 0;
         self.resize((expect + expect / 2).max(16).next_power_of_two());

@@ -251,9 +251,9 @@ fn dedup_keep(
 /// CUs are merged ([`dedup::Incremental`]), overlapping the decoding of
 /// later ones instead of running alone after the last, and the structs
 /// they map onto earlier copies (and no canonical type reaches) are cut
-/// down to stubs as they go: on a vmlinux the heap peaks at 150-154 MiB
-/// instead of 196. If the passes have to stop after stubbing (a case the
-/// corpus never reaches), the input is encoded again for the whole-BTF
+/// down to stubs as they go, which lowers a vmlinux's heap peak well below
+/// the whole-BTF dedup's. If the passes have to stop after stubbing (a case
+/// the corpus never reaches), the input is encoded again for the whole-BTF
 /// dedup.
 fn encode_overlapped(
     input: &Path,

@@ -92,7 +92,7 @@ pub(super) struct Dies<'a> {
     /// on, read only as far as the codes met so far need: gimli parsed
     /// every table whole into per-abbreviation lists, and an attribute list
     /// past five entries went to the heap and grew one push at a time
-    /// (400 k of a vmlinux encode's 700 k allocator calls).
+    /// (most of a vmlinux encode's allocator calls).
     abbrev: R<'a>,
     /// Whether `abbrev` has reached the table's end.
     abbrev_done: bool,
@@ -133,7 +133,7 @@ impl<'a> Dies<'a> {
             abbrev,
             abbrev_done: false,
             // room for a kernel CU's table (about 150 abbreviations, 8 ops
-            // each): grown from empty, these made about 100 k of the 345 k
+            // each): grown from empty, these made a good part of the
             // allocator calls left in a vmlinux encode
             specs: Vec::with_capacity(32),
             by_code: Vec::with_capacity(256),

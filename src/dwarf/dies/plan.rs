@@ -93,7 +93,7 @@ pub(in crate::dwarf) enum Op {
     Present(Field),
     /// The end of a plan. Plans end in a marker rather than carry their
     /// lengths: the compiled abbreviation every DIE copies is 12 bytes, not
-    /// 20 (2.3 % of a module's encode went into moving the larger one).
+    /// 20 (moving the larger one showed in a module's encode).
     /// Smaller still, with the skip plan's start kept among the ops, was
     /// slower again.
     End,

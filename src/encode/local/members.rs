@@ -125,7 +125,7 @@ impl<'a> Enc<'_, '_, 'a> {
 }
 
 /// [`bit_offset_of`] for a member without bitfield attributes (nearly every
-/// member; the general path was 1.4 % of a vmlinux encode): every
+/// member; the general path showed in a vmlinux encode's profile): every
 /// adjustment is zero, and the byte offset's bits fit 32 bits below 2^29
 /// bytes.
 #[inline]

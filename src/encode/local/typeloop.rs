@@ -47,8 +47,8 @@ pub(super) const NO_EDGES: u8 = REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEA
 /// whether it has none at all (a search reaching it is done with it at
 /// once: a pointer's struct, a member's base type). Taken as each record is
 /// written, while it is in cache; it mirrors `edges` in [`type_loop`]
-/// (deriving it through `edges` per member measured 1.5 % more
-/// instructions for a whole vmlinux encode).
+/// (deriving it through `edges` per member measured more instructions
+/// for a whole vmlinux encode).
 pub(super) fn down_flags(w: &[u32], root: u32) -> u8 {
     let vlen = (w[1] & 0xffff) as usize;
     let below = |t: u32| t < root;

@@ -87,7 +87,7 @@ pub(super) fn emit_one(
         });
     }
     // on the stack for up to 14 parameters: one allocation per function
-    // was 47 k in the serial tail of a vmlinux encode
+    // added up in the serial tail of a vmlinux encode
     let mut words: smallvec::SmallVec<[u32; 32]> = smallvec::SmallVec::with_capacity(3 + 2 * params.len());
     words.extend_from_slice(&[0, make_info(Kind::FuncProto, false, params.len() as u32), st.ret(s).0]);
     for p in params {
