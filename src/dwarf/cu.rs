@@ -281,6 +281,7 @@ impl<'a> Cu<'a> {
     }
 
     /// Keeps a member's bitfield attributes, if it has any (most do not).
+    #[inline]
     pub fn add_member_bits(&mut self, b: MemberBits) -> Option<BitsId> {
         if b.data_bit_offset.is_none() && b.bit_size.is_none() && b.byte_size.is_none() && b.bit_offset.is_none() {
             return None;

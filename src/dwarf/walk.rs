@@ -711,6 +711,7 @@ fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
     }
 }
 
+#[inline]
 fn place<'a>(cu: &mut Cu<'a>, s: Slot<'a>) {
     let core = CoreId::at(cu.slots.len());
     cu.index.push((s.uoff, core));
