@@ -16,16 +16,30 @@ use super::{
     MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
 };
 
-/// The DIE being visited.
+/// The DIE being visited. Its two offsets are derived where they are
+/// needed: most DIEs are skipped without either.
 #[derive(Clone, Copy)]
 struct At {
     depth: isize,
-    /// Its `.debug_info` offset (for messages and `--stats`).
-    die: u64,
-    /// Its offset as references name it (unit or section, per [`Refs`]).
-    uoff: UnitOff,
-    tag: DwTag,
+    /// Its offset from the start of its unit.
+    off: u64,
     abbrev: dies::Abbrev,
+}
+
+impl At {
+    /// Its `.debug_info` offset (for messages and `--stats`), given the unit's.
+    #[inline(always)]
+    fn die(self, unit: u64) -> u64 {
+        unit + self.off
+    }
+
+    /// Its offset as references name it, given what they are relative to
+    /// (see [`Refs`]).
+    #[inline(always)]
+    fn uoff(self, base: u64) -> UnitOff {
+        // (below 4 GiB: the unit or section was checked)
+        UnitOff::new((base + self.off) as u32).expect("offset below 4 GiB")
+    }
 }
 
 /// Children of the frames still open, one column per kind.
@@ -138,16 +152,14 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let mut first = true;
         loop {
             let depth = self.entries.next_depth();
-            let die = self.cu.offset + self.entries.next_offset();
+            let off = self.entries.next_offset();
             if self.entries.is_empty() {
                 break;
             }
-            // (below 4 GiB: the unit or section was checked)
-            let uoff = UnitOff::new((self.base + self.entries.next_offset()) as u32).expect("offset below 4 GiB");
-            let abbrev = self
-                .entries
-                .entry()
-                .map_err(|e| self.dec.err(self.cu.offset, Some(die), format!("cannot read DIE: {e}")))?;
+            let abbrev = self.entries.entry().map_err(|e| {
+                let die = self.cu.offset + off;
+                self.dec.err(self.cu.offset, Some(die), format!("cannot read DIE: {e}"))
+            })?;
             if abbrev.is_null() {
                 continue;
             }
@@ -156,13 +168,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 let f = self.stack.pop().unwrap();
                 self.finish(f);
             }
-            let at = At {
-                depth,
-                die,
-                uoff,
-                tag: abbrev.tag,
-                abbrev,
-            };
+            let at = At { depth, off, abbrev };
             if first {
                 first = false;
                 match self.root(at, keep)? {
@@ -192,15 +198,17 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         self.read(at)?;
         self.cu.language = self.attrs.language.unwrap_or(0);
         self.cu.name = nm(self.attrs.name);
-        match at.tag {
+        match at.abbrev.tag {
             dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
             // The merged unit takes every unit's children.
             dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit if self.refs == Refs::Section => {}
             dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => return Ok(Root::Ignored),
             tag => {
-                return Err(self
-                    .dec
-                    .err(self.cu.offset, Some(at.die), format!("unexpected unit DIE {tag}")));
+                return Err(self.dec.err(
+                    self.cu.offset,
+                    Some(at.die(self.cu.offset)),
+                    format!("unexpected unit DIE {tag}"),
+                ));
             }
         }
         if !keep(self.cu.language, self.cu.name) {
@@ -214,13 +222,15 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     #[inline(always)]
     fn child(&mut self, at: At) -> Result<(), DecodeError> {
         let parent = self.stack.last().map(|f| f.ctx).unwrap_or(Ctx::Skip);
-        let ctx = match classify(parent, at.tag) {
+        let ctx = match classify(parent, at.abbrev.tag) {
             Role::Skip => {
                 self.skip(at)?;
                 Ctx::Skip
             }
             Role::ImportedUnit => {
-                let mut e = self.dec.err(self.cu.offset, Some(at.die), "DW_TAG_imported_unit");
+                let mut e = self
+                    .dec
+                    .err(self.cu.offset, Some(at.die(self.cu.offset)), "DW_TAG_imported_unit");
                 e.kind = DecodeErrorKind::StopFile;
                 return Err(e);
             }
@@ -266,7 +276,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     }
                     Role::Func => return self.func(at, ty),
                     // Only CU-level DW_TAG_variable can become a VAR.
-                    Role::Var if parent == Ctx::Root && at.tag == dw::DW_TAG_variable => return self.var(at, ty),
+                    Role::Var if parent == Ctx::Root && at.abbrev.tag == dw::DW_TAG_variable => {
+                        return self.var(at, ty);
+                    }
                     Role::Namespace => Ctx::Namespace,
                     _ => Ctx::Skip,
                 }
@@ -295,7 +307,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             at.abbrev,
             &mut self.attrs,
             cu_off,
-            at.die,
+            at.die(self.cu.offset),
             refs,
             base,
         )?;
@@ -316,8 +328,11 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn skip(&mut self, at: At) -> Result<(), DecodeError> {
         let cu_off = self.cu.offset;
         self.entries.skip(at.abbrev).map_err(|e| {
-            self.dec
-                .err(cu_off, Some(at.die), format!("cannot read attributes: {e}"))
+            self.dec.err(
+                cu_off,
+                Some(at.die(self.cu.offset)),
+                format!("cannot read attributes: {e}"),
+            )
         })
     }
 
@@ -329,7 +344,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             ABSENT | NOT_UNIT => Ok(None),
             o if o >= self.ref_end => Err(self.dec.err(
                 self.cu.offset,
-                Some(at.die),
+                Some(at.die(self.cu.offset)),
                 format!("reference to unit offset {o:#x} outside its unit"),
             )),
             o => Ok(UnitOff::new(o as u32)),
@@ -354,7 +369,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// namespace's.
     fn skeleton(&mut self, at: At) -> Ctx {
         if let Some(target) = self.attrs.signature.and_then(|t| UnitOff::new(t as u32)) {
-            self.cu.aliases.push((at.uoff, target));
+            self.cu.aliases.push((at.uoff(self.base), target));
         }
         Ctx::Namespace
     }
@@ -363,9 +378,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn type_die(&mut self, at: At, parent: Ctx, ty: Option<UnitOff>) -> Result<(), DecodeError> {
         let a = &self.attrs;
         let s = Slot {
-            tag: at.tag,
-            die: at.die,
-            uoff: at.uoff,
+            tag: at.abbrev.tag,
+            die: at.die(self.cu.offset),
+            uoff: at.uoff(self.base),
             name: a.name,
             spec: self.uref(a.spec, at)?,
             ty,
@@ -377,7 +392,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             kids: IdxRange::EMPTY,
             annots: IdxRange::EMPTY,
         };
-        let mut ctx = match at.tag {
+        let mut ctx = match at.abbrev.tag {
             dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type | dw::DW_TAG_interface_type => {
                 Ctx::Struct
             }
@@ -388,7 +403,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             dw::DW_TAG_typedef | dw::DW_TAG_rvalue_reference_type => Ctx::Typedef,
             _ => Ctx::Leaf,
         };
-        if at.tag == dw::DW_TAG_unspecified_type {
+        if at.abbrev.tag == dw::DW_TAG_unspecified_type {
             if parent == Ctx::Root {
                 // Not placed: references to it are void.
                 ctx = Ctx::Skip;
@@ -440,7 +455,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let f = self.stack.last_mut().unwrap();
         let comp = f.counter;
         f.counter += 1;
-        if at.tag == dw::DW_TAG_member {
+        if at.abbrev.tag == dw::DW_TAG_member {
             let a = &self.attrs;
             // kept in the unit directly: members move between columns,
             // their index there does not
@@ -454,7 +469,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 name: a.name,
                 ty,
                 bits,
-                die: at.die,
+                die: at.die(self.cu.offset),
                 loc: a.member_loc,
             });
         }
@@ -508,7 +523,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         f.counter += 1;
         let facts = self.dec.param_facts(&self.unit, comp as usize, &self.attrs);
         let p = FParam {
-            uoff: at.uoff,
+            uoff: at.uoff(self.base),
             name: self.attrs.name,
             ty,
             has_type: self.attrs.ty != ABSENT,
@@ -523,8 +538,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn func(&mut self, at: At, ty: Option<UnitOff>) -> Result<(), DecodeError> {
         let a = &self.attrs;
         let func = Func {
-            uoff: at.uoff,
-            die: at.die,
+            uoff: at.uoff(self.base),
+            die: at.die(self.cu.offset),
             name: a.name,
             ty,
             has_type: a.ty != ABSENT,
@@ -551,8 +566,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             _ => None,
         };
         let var = Var {
-            uoff: at.uoff,
-            die: at.die,
+            uoff: at.uoff(self.base),
+            die: at.die(self.cu.offset),
             name: a.name,
             ty,
             spec: self.uref(a.spec, at)?,
@@ -591,8 +606,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 let f = self.stack.last_mut().unwrap();
                 let s = Slot {
                     tag: DW_TAG_LLVM_ANNOTATION,
-                    die: at.die,
-                    uoff: at.uoff,
+                    die: at.die(self.cu.offset),
+                    uoff: at.uoff(self.base),
                     name: value(),
                     spec: None,
                     ty: f.last_tag,
@@ -604,7 +619,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     kids: IdxRange::EMPTY,
                     annots: IdxRange::EMPTY,
                 };
-                f.last_tag = Some(at.uoff);
+                f.last_tag = Some(at.uoff(self.base));
                 place(&mut self.cu, s);
             }
             Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var if dec.opts.decl_tag && name == b"btf_decl_tag" => {
