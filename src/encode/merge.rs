@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use super::features::Features;
 use super::{CuOut, MAX_STR_OFFSET, MAX_TYPES, Summary, local, strcache};
-use crate::btf::{self, Btf, Kind, TypeId, make_info};
+use crate::btf::{self, Btf, Kind, RawRecord, TypeId, kind, make_info};
 use crate::dwarf;
 use crate::elf::debug::ElfInfo;
 use crate::funcs::FuncStates;
@@ -108,7 +108,7 @@ impl Merger {
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
-        if self.scratch[2] == local::VAR_REF_MARKER && (self.scratch[1] >> 24) & 0x1f == Kind::DeclTag as u32 {
+        if self.scratch[2] == local::VAR_REF_MARKER && self.scratch.kind() == kind::DECL_TAG {
             self.scratch[2] = last_var;
             return self.btf.push_words(&self.scratch);
         }
@@ -246,7 +246,7 @@ impl Merger {
             };
             let r = &mut w[s..e];
             relocate(r, map, off);
-            if (r[1] >> 24) & 0x1f == Kind::Array as u32 {
+            if r.kind() == kind::ARRAY {
                 r[4] = index;
             }
         }
@@ -351,8 +351,8 @@ fn relocate(r: &mut [u32], map: &[u32], off: u32) {
         }
     };
     r[0] = map[r[0] as usize];
-    let vlen = (r[1] & 0xffff) as usize;
-    match Kind::from_u8(((r[1] >> 24) & 0x1f) as u8).unwrap_or(Kind::Unkn) {
+    let vlen = r.vlen();
+    match Kind::from_u8(r.kind() as u8).unwrap_or(Kind::Unkn) {
         Kind::Ptr
         | Kind::Typedef
         | Kind::Volatile
@@ -452,7 +452,7 @@ mod tests {
         let mut has_arrays = false;
         for r in &records {
             offs.push(words.len() as u32);
-            has_arrays |= (r[1] >> 24) & 0x1f == Kind::Array as u32;
+            has_arrays |= r.kind() == kind::ARRAY;
             words.extend_from_slice(r);
         }
         let n = strs.len() as u32;

@@ -1,7 +1,8 @@
 //! The type-loop check: references BTF cannot hold, found on the CU's
 //! records just encoded.
 
-use crate::btf::Kind;
+use crate::btf::RawRecord;
+use crate::btf::kind::{ARRAY, CONST, FUNC_PROTO, PTR, RESTRICT, STRUCT, TYPE_TAG, TYPEDEF, UNION, VOLATILE};
 
 use super::CuOut;
 
@@ -21,16 +22,6 @@ enum Loop {
     Containment,
 }
 
-const PTR: u32 = Kind::Ptr as u32;
-const ARRAY: u32 = Kind::Array as u32;
-const STRUCT: u32 = Kind::Struct as u32;
-const UNION: u32 = Kind::Union as u32;
-const TYPEDEF: u32 = Kind::Typedef as u32;
-const VOLATILE: u32 = Kind::Volatile as u32;
-const CONST: u32 = Kind::Const as u32;
-const RESTRICT: u32 = Kind::Restrict as u32;
-const FUNC_PROTO: u32 = Kind::FuncProto as u32;
-const TYPE_TAG: u32 = Kind::TypeTag as u32;
 /// [`down_flags`]: every reference edge goes to a smaller core id.
 const REF_DOWN: u8 = 1;
 /// Every containment edge does.
@@ -50,10 +41,10 @@ pub(super) const NO_EDGES: u8 = REF_DOWN | CONTAIN_DOWN | REF_LEAF | CONTAIN_LEA
 /// (deriving it through `edges` per member measured more instructions
 /// for a whole vmlinux encode).
 pub(super) fn down_flags(w: &[u32], root: u32) -> u8 {
-    let vlen = (w[1] & 0xffff) as usize;
+    let vlen = w.vlen();
     let below = |t: u32| t < root;
     // (references down, containment down, no reference edge, no containment edge)
-    let (r, c, rl, cl) = match (w[1] >> 24) & 0x1f {
+    let (r, c, rl, cl) = match w.kind() {
         STRUCT | UNION => (
             true,
             w[3..3 + 3 * vlen].chunks_exact(3).all(|m| below(m[1])),
@@ -93,9 +84,9 @@ pub(super) fn type_loop(o: &CuOut<'_>, start: &[u32], down: &[u8]) -> Option<(u3
                 return (0, 0, 0);
             }
             let s = s as usize;
-            let info = words[s + 1];
-            let vlen = info & 0xffff;
-            match ((info >> 24) & 0x1f, mode) {
+            let info = crate::btf::Info(words[s + 1]);
+            let vlen = info.vlen() as u32;
+            match (info.kind(), mode) {
                 (CONST | VOLATILE | RESTRICT | TYPEDEF, _) => (s + 2, 1, 0),
                 // The element type.
                 (ARRAY, _) => (s + 3, 1, 0),
