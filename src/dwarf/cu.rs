@@ -280,6 +280,16 @@ impl<'a> Cu<'a> {
         self.build_buckets();
     }
 
+    /// Places a type: its core id is the next one, and references to its
+    /// offset find it once the index is sorted.
+    #[inline]
+    pub fn place(&mut self, s: Slot<'a>) -> CoreId {
+        let core = CoreId::at(self.slots.len());
+        self.index.push((s.uoff, core));
+        self.slots.push(s);
+        core
+    }
+
     /// Keeps a member's bitfield attributes, if it has any (most do not).
     #[inline]
     pub fn add_member_bits(&mut self, b: MemberBits) -> Option<BitsId> {

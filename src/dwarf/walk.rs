@@ -10,7 +10,7 @@ use gimli::{AttributeValue, DwTag, Section, constants as dw};
 
 use super::attrs::{ABSENT, Attrs, NOT_UNIT, udata};
 use super::dies::{self, Dies};
-use super::ids::{CoreId, IdxRange, UnitOff};
+use super::ids::{IdxRange, UnitOff};
 use super::{
     Annot, Cu, DW_TAG_LLVM_ANNOTATION, DecodeError, DecodeErrorKind, Decoder, Enumerator, FParam, Func, Member,
     MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
@@ -119,20 +119,22 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let (base, ref_end) = match refs {
             Refs::InUnit => (0, unit_end),
             Refs::Section => {
-                let len = dec.dwarf.debug_info.reader().len() as u64;
-                if len >= u32::MAX as u64 {
-                    return Err(dec.err(
-                        cu_off,
-                        None,
-                        format!(
-                            "merged-unit mode: .debug_info of {len} bytes is past the 4 GiB that offsets are kept in"
-                        ),
-                    ));
-                }
                 entries.read_cross_unit_refs();
-                (cu_off, len)
+                (cu_off, dec.dwarf.debug_info.reader().len() as u64)
             }
         };
+        // DIE offsets are kept in 32 bits (`UnitOff`), u32::MAX excluded.
+        if ref_end >= u32::MAX as u64 {
+            let what = match refs {
+                Refs::InUnit => format!("a unit of {ref_end} bytes"),
+                Refs::Section => format!("merged-unit mode: .debug_info of {ref_end} bytes"),
+            };
+            return Err(dec.err(
+                cu_off,
+                None,
+                format!("{what} is past the 4 GiB that offsets are kept in"),
+            ));
+        }
         Ok(Walker {
             dec,
             unit,
@@ -445,7 +447,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         if matches!(ctx, Ctx::Struct | Ctx::Typedef) {
             s.annots = IdxRange::new(cu.annots.len(), 0);
         }
-        place(cu, s);
+        cu.place(s);
     }
 
     /// DW_TAG_member or DW_TAG_inheritance of a struct; only members become
@@ -620,7 +622,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     annots: IdxRange::EMPTY,
                 };
                 f.last_tag = Some(at.uoff(self.base));
-                place(&mut self.cu, s);
+                self.cu.place(s);
             }
             Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var if dec.opts.decl_tag && name == b"btf_decl_tag" => {
                 self.scratch.annots.push(Annot {
@@ -655,7 +657,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             if matches!(f.ctx, Ctx::Struct | Ctx::Typedef) {
                 s.annots = move_tail(&mut cu.annots, &mut sc.annots, f.annots_start);
             }
-            place(cu, s);
+            cu.place(s);
         } else if let Some(mut func) = f.func.take() {
             func.params = move_tail(&mut cu.fparams, &mut sc.fparams, f.fparams_start);
             func.annots = move_tail(&mut cu.annots, &mut sc.annots, f.annots_start);
@@ -724,13 +726,6 @@ fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
         var: None,
         last_tag: None,
     }
-}
-
-#[inline]
-fn place<'a>(cu: &mut Cu<'a>, s: Slot<'a>) {
-    let core = CoreId::at(cu.slots.len());
-    cu.index.push((s.uoff, core));
-    cu.slots.push(s);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

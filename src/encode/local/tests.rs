@@ -80,10 +80,8 @@ fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -
 }
 
 fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
-    let core = CoreId::at(cu.slots.len());
-    cu.index.push((s.uoff, core));
+    let core = cu.place(s);
     cu.index.sort_unstable();
-    cu.slots.push(s);
     core.get()
 }
 
