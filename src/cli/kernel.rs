@@ -154,13 +154,34 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             report_path.display()
         );
     }
-    let plan = KernelPlan::new(
+    let mut plan = KernelPlan::new(
         a.out_dir.clone(),
         opts.clone(),
         env!("CARGO_PKG_VERSION").to_string(),
         previous,
     );
-    let first: Vec<Line> = header.into_iter().map(Line::Header).collect();
+    // Every item opened first (a tree's files listed), so that the new
+    // report starts with every line that can be reused as it is.
+    let mut first: Vec<Line> = header.into_iter().map(Line::Header).collect();
+    let mut opened = Vec::with_capacity(items.len());
+    for (path, name) in items {
+        let out_dir = match &name {
+            Some(n) => a.out_dir.join(n),
+            None => a.out_dir.clone(),
+        };
+        let item = match kernel::open_item(&path, name.clone()) {
+            Ok(mut i) => {
+                let done = kernel::settled(&plan, &mut i, &out_dir);
+                plan.mark_written(&done);
+                first.extend(done.into_iter().map(|r| Line::Record(Box::new(r))));
+                Ok(i)
+            }
+            // one list entry that cannot be opened: its line, and on to the next
+            Err(e) if name.is_some() => Err(e),
+            Err(e) => return Err(e.into()),
+        };
+        opened.push((path, name, out_dir, item));
+    }
     let report = ReportWriter::create(&report_path, &first)?;
     let pb = progress_bar();
     let on_record = |r: &Record| {
@@ -181,22 +202,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     };
     let mut totals = ItemTotals::default();
-    for (path, name) in items {
-        let out_dir = match &name {
-            Some(n) => a.out_dir.join(n),
-            None => a.out_dir.clone(),
-        };
-        let item = match kernel::open_item(&path, name.clone()) {
+    for (path, name, out_dir, item) in opened {
+        let item = match item {
             Ok(i) => i,
-            Err(e) if name.is_some() => {
-                // One list entry that cannot be opened: its line, and on to the next.
+            Err(e) => {
                 let r = unopened(&plan, name, &path, &e.to_string());
                 report.append(&Line::Record(Box::new(r.clone())))?;
+                pb.inc_length(1);
                 on_record(&r);
                 totals.failed += 1;
                 continue;
             }
-            Err(e) => return Err(e.into()),
         };
         pb.inc_length(1 + item.module_count.unwrap_or(0) as u64);
         let t = kernel::run_item(&plan, item, &out_dir, &report, &on_record)?;

@@ -22,7 +22,7 @@
 //! outcome `ok` or `reused`, its output still has the recorded sha256, and
 //! (for a module) the base it was split over is the current `vmlinux.btf`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -556,6 +556,9 @@ pub struct KernelPlan {
     pub version: String,
     /// The previous run's records, by (item, input), for resume.
     pub previous: HashMap<(Option<String>, String), Record>,
+    /// The (item, input) whose `reused` line the new report holds already
+    /// (the new report's first lines).
+    pub written: HashSet<(Option<String>, String)>,
 }
 
 impl KernelPlan {
@@ -573,6 +576,17 @@ impl KernelPlan {
             opts,
             version,
             previous,
+            written: HashSet::new(),
+        }
+    }
+
+    /// Notes `records` as written into the new report (see [`settled`]):
+    /// they replace the previous lines of their inputs.
+    pub fn mark_written(&mut self, records: &[Record]) {
+        for r in records {
+            let key = (r.item.clone(), r.input.clone());
+            self.previous.insert(key.clone(), r.clone());
+            self.written.insert(key);
         }
     }
 }
@@ -595,6 +609,84 @@ impl ItemTotals {
     }
 }
 
+/// `out` (relative to `out_dir`) relative to the report's directory.
+fn output_rel(plan: &KernelPlan, out_dir: &Path, out: &str) -> String {
+    let p = out_dir.join(out);
+    p.strip_prefix(&plan.report_dir)
+        .unwrap_or(&p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The `reused` record of `input` (of item `item`, fingerprint `fp`, split
+/// over a vmlinux.btf of sha256 `base`) if its previous line still holds:
+/// same fingerprint, version and flags, outcome ok or reused, the same
+/// base, and its output still has the recorded sha256. A line the
+/// rewritten report holds already is taken as it is.
+fn reuse(
+    plan: &KernelPlan,
+    item: Option<&str>,
+    input: &Input,
+    fp: &str,
+    base: Option<&str>,
+    out_dir: &Path,
+) -> Option<Record> {
+    let key = (item.map(str::to_string), input.rel.clone());
+    let old = plan.previous.get(&key)?;
+    if plan.written.contains(&key) {
+        return Some(old.clone());
+    }
+    let same = old.fingerprint == fp
+        && old.version == plan.version
+        && old.flags == flags_string(&plan.opts)
+        && matches!(old.outcome, Outcome::Ok | Outcome::Reused)
+        && old.output.as_deref() == Some(output_rel(plan, out_dir, &input.out).as_str())
+        && old.base_sha256.as_deref() == base;
+    if !same {
+        return None;
+    }
+    let sha = file_sha256(&out_dir.join(&input.out))?;
+    (Some(&sha) == old.sha256.as_ref()).then(|| Record {
+        outcome: Outcome::Reused,
+        error: None,
+        wall_s: 0.0,
+        cpu_s: 0.0,
+        ..old.clone()
+    })
+}
+
+/// The lines of `item` that can be reused as they are, known before it
+/// runs: its vmlinux's and, when that is reused, its modules' (the modules
+/// are collected to be checked and put back in their order: for a tree, a
+/// list of paths). Write them into the new report, then [`KernelPlan::mark_written`]
+/// them, so that [`run_item`] counts them without writing them again.
+pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Record> {
+    let name = item.name.clone();
+    let vm = &item.vmlinux;
+    let Some(vm_rec) = vm
+        .fingerprint()
+        .ok()
+        .and_then(|fp| reuse(plan, name.as_deref(), vm, &fp, None, out_dir))
+    else {
+        return Vec::new();
+    };
+    let base = vm_rec.sha256.clone();
+    let mut out = vec![vm_rec];
+    let modules: Vec<_> = std::mem::replace(&mut item.modules, Box::new(std::iter::empty())).collect();
+    for m in modules.iter().flatten() {
+        if let Some(r) = m
+            .fingerprint()
+            .ok()
+            .and_then(|fp| reuse(plan, name.as_deref(), m, &fp, base.as_deref(), out_dir))
+        {
+            out.push(r);
+        }
+    }
+    item.module_count = Some(modules.len());
+    item.modules = Box::new(modules.into_iter());
+    out
+}
+
 /// Called with each input's record as it is written (progress).
 pub type OnRecord<'a> = dyn Fn(&Record) + Sync + 'a;
 
@@ -610,16 +702,13 @@ pub fn run_item(
     on_record: &OnRecord<'_>,
 ) -> Result<ItemTotals, KernelError> {
     let flags = flags_string(&plan.opts);
-    let out_rel = |out: &str| -> String {
-        let p = out_dir.join(out);
-        p.strip_prefix(&plan.report_dir)
-            .unwrap_or(&p)
-            .to_string_lossy()
-            .into_owned()
-    };
+    let out_rel = |out: &str| output_rel(plan, out_dir, out);
     let totals = Mutex::new(ItemTotals::default());
     let emit = |r: Record| -> Result<(), KernelError> {
-        report.append(&Line::Record(Box::new(r.clone())))?;
+        // a line the rewritten report holds already ([`settled`])
+        if !(r.outcome == Outcome::Reused && plan.written.contains(&(r.item.clone(), r.input.clone()))) {
+            report.append(&Line::Record(Box::new(r.clone())))?;
+        }
         totals.lock().unwrap_or_else(|e| e.into_inner()).count(r.outcome);
         on_record(&r);
         Ok(())
@@ -641,26 +730,8 @@ pub fn run_item(
         flags: flags.clone(),
         base_sha256: None,
     };
-    let reusable = |input: &Input, fp: &str, base: Option<&str>| -> Option<Record> {
-        let old = plan.previous.get(&(item.name.clone(), input.rel.clone()))?;
-        let same = old.fingerprint == fp
-            && old.version == plan.version
-            && old.flags == flags
-            && matches!(old.outcome, Outcome::Ok | Outcome::Reused)
-            && old.output.as_deref() == Some(out_rel(&input.out).as_str())
-            && old.base_sha256.as_deref() == base;
-        if !same {
-            return None;
-        }
-        let sha = file_sha256(&out_dir.join(&input.out))?;
-        (Some(&sha) == old.sha256.as_ref()).then(|| Record {
-            outcome: Outcome::Reused,
-            error: None,
-            wall_s: 0.0,
-            cpu_s: 0.0,
-            ..old.clone()
-        })
-    };
+    let reusable =
+        |input: &Input, fp: &str, base: Option<&str>| reuse(plan, item.name.as_deref(), input, fp, base, out_dir);
 
     // The vmlinux.
     let vm = &item.vmlinux;
