@@ -190,7 +190,10 @@ fn a_debug_tree_equals_pahole_one_by_one_and_a_rerun_reuses() {
     // The reused lines are the new report's first: written before any encode
     // (fou comes before tcp_bbr and x_tables in the tree's order).
     let recs = records(&report);
-    assert!(recs.last().unwrap()["input"].as_str().unwrap().ends_with("fou.ko"), "{recs:?}");
+    assert!(
+        recs.last().unwrap()["input"].as_str().unwrap().ends_with("fou.ko"),
+        "{recs:?}"
+    );
     assert_eq!(third["usr/lib/debug/lib/modules/6.12-t/kernel/net/ipv4/fou.ko"], "ok");
     assert_eq!(third.values().filter(|o| *o == "reused").count(), MODULES.len());
     assert!(std::fs::read(&fou).unwrap() != b"garbage");

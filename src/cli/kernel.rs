@@ -117,13 +117,15 @@ fn progress_bar() -> indicatif::ProgressBar {
     pb
 }
 
+/// An entry to run: its path and its name in a list.
+type Entry = (PathBuf, Option<String>);
+
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     let opts = options(&a)?;
     btfkit::pipeline::size_global_pool(opts.jobs);
     std::fs::create_dir_all(&a.out_dir).with_context(|| format!("output directory {}", a.out_dir.display()))?;
-    // (entry path, its name in a list)
-    let (items, report_path, header): (Vec<(PathBuf, Option<String>)>, PathBuf, Option<Header>) = match &a.list {
+    let (items, report_path, header): (Vec<Entry>, PathBuf, Option<Header>) = match &a.list {
         Some(list) => {
             let (entries, list_sha256) = read_list(list)?;
             let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());

@@ -816,12 +816,15 @@ pub fn run_item(
     Ok(totals.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// [`reuse`] for one item: (input, fingerprint, base sha256).
+type ReuseCheck<'a> = dyn Fn(&Input, &str, Option<&str>) -> Option<Record> + 'a;
+
 type SharedBase = (Arc<btf::Btf>, Option<Arc<crate::dedup::BaseIndex>>);
 
 fn module_record(
     m: &Input,
     new_record: &dyn Fn(&Input, String) -> Record,
-    reusable: &dyn Fn(&Input, &str, Option<&str>) -> Option<Record>,
+    reusable: &ReuseCheck<'_>,
     base: Option<&SharedBase>,
     base_sha: Option<&str>,
     opts: &Options,
