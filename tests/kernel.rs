@@ -448,3 +448,66 @@ fn duplicate_list_names_are_refused() {
     assert!(e.contains("a/k.deb") && e.contains("b/k.rpm"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Inputs held in memory (what a package reader hands over) give the bytes
+/// the same files give, through the library's run.
+#[test]
+fn inputs_in_memory_equal_inputs_in_files() {
+    use btfkit::pipeline::kernel::{Input, InputKind, Item, KernelPlan, ReportWriter, open_tree, run_item};
+    let dir = scratch("kernel-bytes");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), &MODULES[..3]);
+    let mut opts = btfkit::encode::Options {
+        jobs: 2,
+        no_funcs: false,
+        ..Default::default()
+    };
+    opts.features.apply_list(FEATURES);
+    let run_one = |item: Item, out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        let plan = KernelPlan::new(out.to_path_buf(), opts.clone(), "t".into(), Vec::new());
+        let report = ReportWriter::create(&out.join("report.jsonl"), &[]).unwrap();
+        let t = run_item(&plan, item, out, &report, &|_| {}).unwrap();
+        assert_eq!((t.ok, t.failed), (4, 0));
+    };
+    let files = dir.join("files");
+    run_one(open_tree(&root, None).unwrap(), &files);
+    let tree = open_tree(&root, None).unwrap();
+    let to_bytes = |i: Input| {
+        let data = std::fs::read(i.name()).unwrap();
+        Input::bytes(i.rel, i.kind, i.out, i.mtime, data.into())
+    };
+    let modules: Vec<_> = tree.modules.map(|m| to_bytes(m.unwrap())).collect();
+    assert!(modules.iter().all(|m| m.kind == InputKind::Module));
+    let item = Item {
+        name: None,
+        source: root.clone(),
+        vmlinux: to_bytes(tree.vmlinux),
+        module_count: None,
+        modules: Box::new(modules.into_iter().map(Ok)),
+    };
+    let mem = dir.join("mem");
+    run_one(item, &mem);
+    assert_eq!(outputs(&files), outputs(&mem));
+    for p in outputs(&files) {
+        assert!(std::fs::read(files.join(&p)).unwrap() == std::fs::read(mem.join(&p)).unwrap());
+    }
+    // the report lines agree too (fingerprints included)
+    let strip = |p: &Path| -> Vec<(String, String, String)> {
+        records(p)
+            .into_iter()
+            .map(|r| {
+                (
+                    r["input"].to_string(),
+                    r["fingerprint"].to_string(),
+                    r["sha256"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let (mut a, mut b) = (strip(&files.join("report.jsonl")), strip(&mem.join("report.jsonl")));
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
