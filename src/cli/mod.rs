@@ -17,7 +17,9 @@ mod dedup;
 mod diff;
 mod encode;
 mod inspect;
+mod kernel;
 mod pahole;
+mod report;
 pub mod stats;
 
 use std::path::PathBuf;
@@ -50,6 +52,11 @@ enum Cmd {
     Encode(encode::Args),
     /// pahole-compatible front end: `btfkit pahole -J --btf_encode_detached=OUT … INPUT`.
     Pahole(pahole::Args),
+    /// Encode a kernel (vmlinux, then every module over it) into a directory, with a resumable
+    /// report; or one shard of a list of kernels (--list, --shard).
+    Kernel(kernel::Args),
+    /// Merge and check the reports of `btfkit kernel` runs; exit 1 if anything is missing or failed.
+    Report(report::Args),
     /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
     Conformance(conformance::Args),
     /// Compare two BTF files semantically (ids, order and string layout ignored); exit 1 if they differ.
@@ -128,6 +135,8 @@ pub fn run() -> i32 {
         Cmd::Diff(a) => diff::run(a),
         Cmd::Encode(a) => encode::run(a),
         Cmd::Pahole(a) => pahole::run(a),
+        Cmd::Kernel(a) => kernel::run(a),
+        Cmd::Report(a) => report::run(a),
         Cmd::Dedup(a) => dedup::run(a),
         Cmd::Completions { shell } => completions(shell),
         Cmd::Man => man(),

@@ -94,6 +94,32 @@ impl Features {
         self.decl_tag_kfuncs = true;
     }
 
+    /// The names of the features switched on, in [`FEATURE_NAMES`] order
+    /// (a canonical spelling of the set: `apply_list` of their join gives it back).
+    pub fn enabled_names(&self) -> Vec<&'static str> {
+        let on = [
+            self.encode_force,
+            self.var,
+            self.float,
+            self.decl_tag,
+            self.type_tag,
+            self.enum64,
+            self.optimized_func,
+            self.consistent_func,
+            self.decl_tag_kfuncs,
+            self.reproducible_build,
+            self.distilled_base,
+            self.global_var,
+            self.attributes,
+        ];
+        FEATURE_NAMES
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
     /// Enables one feature by name; false if the name is unknown.
     pub fn enable(&mut self, name: &str) -> bool {
         match name {

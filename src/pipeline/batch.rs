@@ -52,33 +52,40 @@ pub fn output_name(input: &Path) -> PathBuf {
     PathBuf::from(n)
 }
 
+/// Loads a base shared by many modules: the BTF with its string index built
+/// now, once, rather than under the first modules' lookups, and (when they
+/// are deduplicated) dedup's view of it (its records laid out, the candidate
+/// table after the prep pass), once, not once per module.
+pub fn load_shared_base(path: &Path, dedup: bool) -> Result<(Arc<Btf>, Option<Arc<BaseIndex>>), Error> {
+    let base = crate::elf::load_btf(path, None).map_err(|source| Error::Base {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    base.strtab().find_own(b"");
+    let base = Arc::new(base);
+    let index = if dedup {
+        Some(Arc::new(BaseIndex::new(&base).map_err(|source| Error::BaseIndex {
+            path: path.to_path_buf(),
+            source,
+        })?))
+    } else {
+        None
+    };
+    Ok((base, index))
+}
+
 /// Runs the batch; `done(n, module)` is called as the `n`th module
 /// finishes (from the thread that encoded it). Fails only if the base
 /// cannot be used; a module's failure is its entry in the outcome.
 pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<BatchOutcome, Error> {
     size_global_pool(plan.opts.jobs);
     let files = &plan.files;
-    let base: Option<Arc<Btf>> = match &plan.base {
+    let (base, base_index) = match &plan.base {
         Some(p) => {
-            let base = crate::elf::load_btf(p, None).map_err(|source| Error::Base {
-                path: p.clone(),
-                source,
-            })?;
-            // Build the base's string index now, once, rather than under the
-            // first modules' lookups.
-            base.strtab().find_own(b"");
-            Some(Arc::new(base))
+            let (b, i) = load_shared_base(p, plan.dedup)?;
+            (Some(b), i)
         }
-        None => None,
-    };
-    // Likewise dedup's view of the base (its records laid out, the candidate
-    // table after the prep pass): once, not once per module.
-    let base_index = match (&base, plan.dedup) {
-        (Some(bb), true) => Some(Arc::new(BaseIndex::new(bb).map_err(|source| Error::BaseIndex {
-            path: plan.base.clone().expect("base given"),
-            source,
-        })?)),
-        _ => None,
+        None => (None, None),
     };
     let threads = encode::effective_jobs(plan.opts.jobs, files.len());
     let one = Options {
@@ -136,7 +143,7 @@ fn encode_one(
     opts: &Options,
 ) -> Result<Module, Error> {
     let t0 = Instant::now();
-    let (out, summary, _) = encode_btf(f, base, base_index, opts, plan.dedup)?;
+    let (out, summary, _) = encode_btf(f, None, base, base_index, opts, plan.dedup)?;
     let cpu = summary
         .loop_cpu
         .map(|c| c.decode + c.cu_encode + c.merge)

@@ -8,6 +8,7 @@
 //! Knows nothing of flags: front ends build the plan.
 
 pub mod batch;
+pub mod kernel;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,8 +53,8 @@ pub enum Error {
 pub struct Plan {
     pub input: PathBuf,
     /// The input's bytes when they are not in a file (`input` then only
-    /// names it in messages).
-    pub input_bytes: Option<&'static [u8]>,
+    /// names it in messages): the built-in sample, a package's member.
+    pub input_bytes: Option<Arc<[u8]>>,
     /// Write raw BTF here (`-` for standard output; see [`crate::output::write_output`]).
     pub output: Option<PathBuf>,
     /// Write `.BTF` (and, with `distilled_base` over a base, `.BTF.base`)
@@ -132,7 +133,14 @@ pub fn encode(plan: &Plan) -> Result<Pending, Error> {
         phase_ended(&plan.opts, "base");
     }
     let early = plan.early_dedup.unwrap_or(plan.opts.jobs >= 2);
-    let (enc, early) = encode_overlapped(&plan.input, plan.input_bytes, base, &plan.opts, plan.dedup, early)?;
+    let (enc, early) = encode_overlapped(
+        &plan.input,
+        plan.input_bytes.as_deref(),
+        base,
+        &plan.opts,
+        plan.dedup,
+        early,
+    )?;
     warn_type_units(&plan.input, &enc.summary);
     Ok(Pending { enc, early })
 }
@@ -185,15 +193,17 @@ pub fn size_global_pool(jobs: usize) {
 
 /// Encodes `input` (split over `base` if given) and dedups it unless told not to
 /// (with `base_index`, dedup's state for that base, if the caller built it).
-/// Returns the final BTF, the encoder's summary and the pre-dedup type count.
+/// With `bytes`, those are the input (`input` only names it). Returns the
+/// final BTF, the encoder's summary and the pre-dedup type count.
 pub fn encode_btf(
     input: &Path,
+    bytes: Option<&[u8]>,
     base: Option<Arc<Btf>>,
     base_index: Option<&Arc<dedup::BaseIndex>>,
     opts: &Options,
     dedup: bool,
 ) -> Result<(Btf, Summary, u32), Error> {
-    let (enc, _) = encode_overlapped(input, None, base, opts, dedup, false)?;
+    let (enc, _) = encode_overlapped(input, bytes, base, opts, dedup, false)?;
     warn_type_units(input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups

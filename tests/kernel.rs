@@ -1,0 +1,513 @@
+//! `btfkit kernel` and `btfkit report`: a tree in one command equals the
+//! reference's files (and `btfkit pahole` run input by input), a rerun
+//! reuses what is done, a killed run leaves no partial output and resumes,
+//! shards partition a list, and the report check catches what is missing.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const FEATURES: &str =
+    "encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build";
+
+/// Small corpus modules, and where a debug package puts them.
+const MODULES: &[(&str, &str)] = &[
+    ("crc7.ko", "kernel/lib/crc7.ko"),
+    ("tcp_bbr.ko", "kernel/net/ipv4/tcp_bbr.ko"),
+    ("zsmalloc.ko", "kernel/mm/zsmalloc.ko"),
+    ("x_tables.ko", "kernel/net/netfilter/x_tables.ko"),
+    ("fou.ko", "kernel/net/ipv4/fou.ko"),
+    ("virtio_net.ko", "kernel/drivers/net/virtio_net.ko"),
+];
+
+fn link(target: &Path, at: &Path) {
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    // corpus paths may be relative to the crate
+    std::os::unix::fs::symlink(std::fs::canonicalize(target).unwrap(), at).unwrap();
+}
+
+/// An unpacked debug package: `vmlinux` (a corpus file) as
+/// usr/lib/debug/boot/vmlinux-6.12-t and `modules` under lib/modules.
+fn debug_tree(root: &Path, vmlinux: &Path, modules: &[(&str, &str)]) {
+    link(vmlinux, &root.join("usr/lib/debug/boot/vmlinux-6.12-t"));
+    for (m, at) in modules {
+        link(
+            &corpus_file(&format!("kernel/modules/{m}")),
+            &root.join("usr/lib/debug/lib/modules/6.12-t").join(at),
+        );
+    }
+}
+
+/// A small stand-in for a vmlinux: a fixture object (the modules' split BTF
+/// over it is as valid as over a kernel's).
+fn small_vmlinux() -> PathBuf {
+    corpus_file("fixtures/bin/structs_unions.gcc-O2.o")
+}
+
+fn kernel(args: &[&str]) -> std::process::Output {
+    btfkit().arg("kernel").args(args).output().unwrap()
+}
+
+fn records(report: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(report)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("input").is_some())
+        .collect()
+}
+
+fn outcomes(report: &Path) -> HashMap<String, String> {
+    records(report)
+        .into_iter()
+        .map(|v| {
+            (
+                v["input"].as_str().unwrap().to_string(),
+                v["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `btfkit pahole` with the kernel's flags, one input: its bytes.
+fn pahole_one(input: &Path, base: Option<&Path>, out: &Path) -> Vec<u8> {
+    let mut c = btfkit();
+    c.args([
+        "pahole",
+        "-J",
+        "-j2",
+        &format!("--btf_features={FEATURES}"),
+        "--lang_exclude=rust",
+    ]);
+    if let Some(b) = base {
+        c.arg(format!("--btf_base={}", b.display()));
+    }
+    let st = c
+        .arg(format!("--btf_encode_detached={}", out.display()))
+        .arg(input)
+        .status()
+        .unwrap();
+    assert!(st.success(), "pahole {}", input.display());
+    std::fs::read(out).unwrap()
+}
+
+fn ok(o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "btfkit failed: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The corpus's vmlinux and two modules as a build directory: the outputs
+/// are the reference's files (the manifest's `kernel` profile).
+#[test]
+fn a_build_tree_gives_the_reference_bytes() {
+    let dir = scratch("kernel-ref");
+    let root = dir.join("linux");
+    link(
+        &corpus_file("kernel/vmlinux-6.12.117+deb12-cloud-amd64"),
+        &root.join("vmlinux"),
+    );
+    link(&corpus_file("kernel/modules/crc7.ko"), &root.join("lib/crc7.ko"));
+    link(
+        &corpus_file("kernel/modules/tcp_bbr.ko"),
+        &root.join("net/ipv4/tcp_bbr.ko"),
+    );
+    let out = dir.join("out");
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]));
+    let want: HashMap<String, String> = read_manifest(&corpus_dir().join("manifest.tsv"))
+        .into_iter()
+        .map(|r| (r["case_id"].clone(), r["expected_sha256"].clone()))
+        .collect();
+    assert_eq!(sha256_hex(&out.join("vmlinux.btf")), want["vmlinux/kernel"]);
+    assert_eq!(
+        sha256_hex(&out.join("modules/lib/crc7.btf")),
+        want["module/crc7/kernel"]
+    );
+    assert_eq!(
+        sha256_hex(&out.join("modules/net/ipv4/tcp_bbr.btf")),
+        want["module/tcp_bbr/kernel"]
+    );
+    let recs = records(&out.join("report.jsonl"));
+    assert_eq!(recs.len(), 3);
+    assert_eq!(recs[0]["kind"], "vmlinux");
+    assert_eq!(recs[0]["input"], "vmlinux");
+    assert_eq!(recs[0]["sha256"].as_str().unwrap(), want["vmlinux/kernel"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A debug package's layout; outputs equal `btfkit pahole` run one by one;
+/// a rerun reuses everything, a touched module is encoded again.
+#[test]
+fn a_debug_tree_equals_pahole_one_by_one_and_a_rerun_reuses() {
+    let dir = scratch("kernel-tree");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), MODULES);
+    let out = dir.join("out");
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]));
+    let vm = pahole_one(&small_vmlinux(), None, &dir.join("vm.btf"));
+    assert!(
+        std::fs::read(out.join("vmlinux.btf")).unwrap() == vm,
+        "vmlinux.btf differs"
+    );
+    for (m, at) in MODULES {
+        let want = pahole_one(
+            &corpus_file(&format!("kernel/modules/{m}")),
+            Some(&dir.join("vm.btf")),
+            &dir.join("m.btf"),
+        );
+        let got = out.join("modules").join(at.replace(".ko", ".btf"));
+        assert!(std::fs::read(&got).unwrap() == want, "{} differs", got.display());
+    }
+    let report = out.join("report.jsonl");
+    let first = outcomes(&report);
+    assert_eq!(first.len(), MODULES.len() + 1);
+    assert!(first.values().all(|o| o == "ok"), "{first:?}");
+    assert!(first.contains_key("usr/lib/debug/lib/modules/6.12-t/kernel/lib/crc7.ko"));
+    let text = std::fs::read_to_string(&report).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["ok"], MODULES.len() + 1);
+
+    // Everything reused.
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]));
+    assert!(
+        outcomes(&report).values().all(|o| o == "reused"),
+        "{:?}",
+        outcomes(&report)
+    );
+    // Reused again from a report of reused lines; a module whose output was
+    // changed is encoded again.
+    let fou = out.join("modules/kernel/net/ipv4/fou.btf");
+    std::fs::write(&fou, b"garbage").unwrap();
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]));
+    let third = outcomes(&report);
+    // The reused lines are the new report's first: written before any encode
+    // (fou comes before tcp_bbr and x_tables in the tree's order).
+    let recs = records(&report);
+    assert!(
+        recs.last().unwrap()["input"].as_str().unwrap().ends_with("fou.ko"),
+        "{recs:?}"
+    );
+    assert_eq!(third["usr/lib/debug/lib/modules/6.12-t/kernel/net/ipv4/fou.ko"], "ok");
+    assert_eq!(third.values().filter(|o| *o == "reused").count(), MODULES.len());
+    assert!(std::fs::read(&fou).unwrap() != b"garbage");
+    // Other flags: nothing reused.
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&out), "-j2", "--lang-exclude="]));
+    assert!(outcomes(&report).values().all(|o| o == "ok"));
+    // `btfkit report` accepts the finished run.
+    let r = run(&["report", &s(&out)]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A failing module is reported, the others are written, exit 2; report says 1.
+#[test]
+fn a_failing_module_does_not_stop_the_others() {
+    let dir = scratch("kernel-fail");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), &MODULES[..2]);
+    let bad = root.join("usr/lib/debug/lib/modules/6.12-t/kernel/bad.ko");
+    std::fs::write(&bad, b"\x7fELF not really").unwrap();
+    let out = dir.join("out");
+    let o = kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.ko"));
+    let got = outcomes(&out.join("report.jsonl"));
+    assert_eq!(got["usr/lib/debug/lib/modules/6.12-t/kernel/bad.ko"], "failed");
+    assert_eq!(got.values().filter(|o| *o == "ok").count(), 3);
+    assert!(out.join("modules/kernel/lib/crc7.btf").is_file());
+    let r = run(&["report", &s(&out)]);
+    assert_eq!(r.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Output files of `dir` (report and temporaries aside), relative.
+fn outputs(dir: &Path) -> Vec<PathBuf> {
+    fn walk(d: &Path, base: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let n = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if !n.contains(".btfkit-tmp.") && !n.starts_with("report") {
+                out.push(p.strip_prefix(base).unwrap().to_path_buf());
+            }
+        }
+    }
+    let mut v = Vec::new();
+    if dir.exists() {
+        walk(dir, dir, &mut v);
+    }
+    v.sort();
+    v
+}
+
+/// SIGKILL at several points: every output present is complete, and a
+/// rerun finishes, reusing the inputs the killed run had reported.
+#[test]
+fn a_killed_run_leaves_no_partial_output_and_resumes() {
+    let dir = scratch("kernel-kill");
+    let root = dir.join("pkg");
+    let mut mods = MODULES.to_vec();
+    mods.extend([
+        ("nf_conntrack.ko", "kernel/net/netfilter/nf_conntrack.ko"),
+        ("kvm-amd.ko", "kernel/arch/x86/kvm/kvm-amd.ko"),
+        ("mlx4_core.ko", "kernel/drivers/net/mlx4_core.ko"),
+    ]);
+    debug_tree(&root, &small_vmlinux(), &mods);
+    // The reference: one run, not killed.
+    let full = dir.join("full");
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&full), "-j1"]));
+    let reference: HashMap<PathBuf, Vec<u8>> = outputs(&full)
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(full.join(&p)).unwrap()))
+        .collect();
+    assert_eq!(reference.len(), mods.len() + 1);
+
+    let out = dir.join("out");
+    let report = out.join("report.jsonl");
+    let mut kills = 0;
+    for lines in [1usize, 3, 5, 7] {
+        let mut child = btfkit()
+            .args(["kernel", &s(&root), "--out-dir", &s(&out), "-j1"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            let n = std::fs::read_to_string(&report).map(|t| t.lines().count()).unwrap_or(0);
+            if n >= lines {
+                kills += 1;
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(300), "run did not progress");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        child.wait().unwrap();
+        for p in outputs(&out) {
+            let now = std::fs::read(out.join(&p)).unwrap();
+            assert!(
+                reference.get(&p) == Some(&now),
+                "after a kill at {lines} lines: {} is not the complete output",
+                p.display()
+            );
+        }
+        // Every reported input's output is in place.
+        for r in records(&report) {
+            if r["outcome"] != "failed" {
+                let o = out.join(r["output"].as_str().unwrap());
+                assert!(o.is_file(), "{} reported but missing", o.display());
+            }
+        }
+    }
+    assert!(kills >= 2, "only {kills} kills landed during the run");
+    let before: Vec<String> = records(&report)
+        .into_iter()
+        .map(|r| r["input"].as_str().unwrap().to_string())
+        .collect();
+    let o = kernel(&[&s(&root), "--out-dir", &s(&out), "-j1"]);
+    ok(&o);
+    let after = outcomes(&report);
+    assert_eq!(after.len(), mods.len() + 1);
+    for i in &before {
+        assert_eq!(after[i], "reused", "{i} was done before the last kill");
+    }
+    assert!(after.values().any(|o| o == "ok"), "the last run encoded nothing");
+    for p in outputs(&out) {
+        assert!(reference.get(&p) == Some(&std::fs::read(out.join(&p)).unwrap()));
+    }
+    assert_eq!(outputs(&out).len(), reference.len());
+    let temps: Vec<_> = walkdir_names(&out)
+        .into_iter()
+        .filter(|n| n.contains(".btfkit-tmp."))
+        .collect();
+    assert_eq!(temps, Vec::<String>::new(), "temporary files left behind");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn walkdir_names(d: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        if e.path().is_dir() {
+            v.extend(walkdir_names(&e.path()));
+        } else {
+            v.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    v
+}
+
+/// Shards of a list together do what one run over the list does, each
+/// entry in its own directory; the report check sees a missing shard.
+#[test]
+fn shards_partition_a_list_and_report_catches_a_missing_shard() {
+    let dir = scratch("kernel-shards");
+    let mut list = String::from("# kernels\n\n");
+    for (i, name) in ["k0", "k1", "k2"].iter().enumerate() {
+        debug_tree(&dir.join("trees").join(name), &small_vmlinux(), &MODULES[i..i + 2]);
+        list += &format!("trees/{name}\n");
+    }
+    list += "pkgs/linux-image-x-dbg_1_amd64.deb\n";
+    std::fs::create_dir_all(dir.join("pkgs")).unwrap();
+    std::fs::write(dir.join("pkgs/linux-image-x-dbg_1_amd64.deb"), b"!<arch>\n").unwrap();
+    let lst = dir.join("list");
+    std::fs::write(&lst, &list).unwrap();
+
+    let whole = dir.join("whole");
+    let o = kernel(&["--list", &s(&lst), "--out-dir", &s(&whole), "-j2"]);
+    // the package entry cannot be read by this build: failed, the rest done
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not wired in"));
+    assert!(whole.join("report-0-of-1.jsonl").is_file());
+
+    let sharded = dir.join("sharded");
+    for k in 0..2 {
+        let o = btfkit()
+            .args(["kernel", "--list", &s(&lst), "--out-dir", &s(&sharded), "-j2"])
+            .env("SLURM_ARRAY_TASK_ID", (k + 5).to_string())
+            .env("SLURM_ARRAY_TASK_MIN", "5")
+            .env("SLURM_ARRAY_TASK_COUNT", "2")
+            .output()
+            .unwrap();
+        assert!(o.status.code() == Some(0) || o.status.code() == Some(2));
+        let text = std::fs::read_to_string(sharded.join(format!("report-{k}-of-2.jsonl"))).unwrap();
+        let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(header["shard"], serde_json::json!([k, 2]));
+        let want: Vec<&str> = if k == 0 {
+            vec!["k0", "k2"]
+        } else {
+            vec!["k1", "linux-image-x-dbg_1_amd64"]
+        };
+        assert_eq!(header["items"], serde_json::json!(want));
+        for v in text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        {
+            if let Some(item) = v.get("item") {
+                assert!(want.contains(&item.as_str().unwrap()));
+            }
+        }
+    }
+    assert_eq!(outputs(&whole), outputs(&sharded));
+    for p in outputs(&whole) {
+        assert!(std::fs::read(whole.join(&p)).unwrap() == std::fs::read(sharded.join(&p)).unwrap());
+    }
+    assert!(whole.join("k1/modules/kernel/net/ipv4/tcp_bbr.btf").is_file());
+
+    // The failed package entry makes the merged report fail; without it,
+    // the check passes; without shard 1's report, a missing shard.
+    let r = run(&["report", &s(&sharded)]);
+    assert_eq!(r.status.code(), Some(1));
+    let good = dir.join("good");
+    let trees_list = dir.join("trees.list");
+    std::fs::write(&trees_list, "trees/k0\ntrees/k1\ntrees/k2\n").unwrap();
+    for k in 0..2 {
+        ok(&kernel(&[
+            "--list",
+            &s(&trees_list),
+            "--out-dir",
+            &s(&good),
+            "--shard",
+            &format!("{k}/2"),
+        ]));
+    }
+    let r = run(&["report", &s(&good), "--json"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["items"], 3);
+    std::fs::remove_file(good.join("report-1-of-2.jsonl")).unwrap();
+    let r = run(&["report", &s(&good)]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("shard 1/2 is missing"));
+    // and the list says which item is missing when the headers cannot
+    let r = run(&["report", &s(&good), "--list", &s(&trees_list)]);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("item k1"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two entries of one name are refused before anything runs.
+#[test]
+fn duplicate_list_names_are_refused() {
+    let dir = scratch("kernel-dup");
+    let lst = dir.join("list");
+    std::fs::write(&lst, "a/k.deb\nb/k.rpm\n").unwrap();
+    let o = kernel(&["--list", &s(&lst), "--out-dir", &s(&dir.join("out"))]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("a/k.deb") && e.contains("b/k.rpm"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Inputs held in memory (what a package reader hands over) give the bytes
+/// the same files give, through the library's run.
+#[test]
+fn inputs_in_memory_equal_inputs_in_files() {
+    use btfkit::pipeline::kernel::{Input, InputKind, Item, KernelPlan, ReportWriter, open_tree, run_item};
+    let dir = scratch("kernel-bytes");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), &MODULES[..3]);
+    let mut opts = btfkit::encode::Options {
+        jobs: 2,
+        no_funcs: false,
+        ..Default::default()
+    };
+    opts.features.apply_list(FEATURES);
+    let run_one = |item: Item, out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        let plan = KernelPlan::new(out.to_path_buf(), opts.clone(), "t".into(), Vec::new());
+        let report = ReportWriter::create(&out.join("report.jsonl"), &[]).unwrap();
+        let t = run_item(&plan, item, out, &report, &|_| {}).unwrap();
+        assert_eq!((t.ok, t.failed), (4, 0));
+    };
+    let files = dir.join("files");
+    run_one(open_tree(&root, None).unwrap(), &files);
+    let tree = open_tree(&root, None).unwrap();
+    let to_bytes = |i: Input| {
+        let data = std::fs::read(i.name()).unwrap();
+        Input::bytes(i.rel, i.kind, i.out, i.mtime, data.into())
+    };
+    let modules: Vec<_> = tree.modules.map(|m| to_bytes(m.unwrap())).collect();
+    assert!(modules.iter().all(|m| m.kind == InputKind::Module));
+    let item = Item {
+        name: None,
+        source: root.clone(),
+        vmlinux: to_bytes(tree.vmlinux),
+        module_count: None,
+        modules: Box::new(modules.into_iter().map(Ok)),
+    };
+    let mem = dir.join("mem");
+    run_one(item, &mem);
+    assert_eq!(outputs(&files), outputs(&mem));
+    for p in outputs(&files) {
+        assert!(std::fs::read(files.join(&p)).unwrap() == std::fs::read(mem.join(&p)).unwrap());
+    }
+    // the report lines agree too (fingerprints included)
+    let strip = |p: &Path| -> Vec<(String, String, String)> {
+        records(p)
+            .into_iter()
+            .map(|r| {
+                (
+                    r["input"].to_string(),
+                    r["fingerprint"].to_string(),
+                    r["sha256"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let (mut a, mut b) = (strip(&files.join("report.jsonl")), strip(&mem.join("report.jsonl")));
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
