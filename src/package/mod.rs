@@ -24,6 +24,8 @@ mod deb;
 mod rpm;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tools;
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use super::{Entry, PackageError, PackageKind, open};
 
 /// A file under the temp dir, removed when dropped.
-struct Temp(PathBuf);
+pub(super) struct Temp(pub(super) PathBuf);
 
 impl Temp {
-    fn new(bytes: &[u8]) -> Temp {
+    pub(super) fn new(bytes: &[u8]) -> Temp {
         static N: AtomicUsize = AtomicUsize::new(0);
         let path = std::env::temp_dir().join(format!(
             "btfkit-package-{}-{}",
@@ -229,6 +229,10 @@ fn rpm_header(tags: &[(u32, u32, &[u8])]) -> Vec<u8> {
 }
 
 fn rpm_with(compressor: Option<&str>) -> Vec<u8> {
+    rpm_around(compressor, &cpio_bytes())
+}
+
+pub(super) fn rpm_around(compressor: Option<&str>, cpio: &[u8]) -> Vec<u8> {
     let mut lead = vec![0u8; 96];
     lead[..4].copy_from_slice(&[0xed, 0xab, 0xee, 0xdb]);
     lead[4] = 3;
@@ -246,7 +250,7 @@ fn rpm_with(compressor: Option<&str>) -> Vec<u8> {
     out.extend(&sig);
     out.resize(out.len() + (8 - sig.len() % 8) % 8, 0);
     out.extend(main);
-    out.extend(compress(compressor.unwrap_or("gzip"), &cpio_bytes()));
+    out.extend(compress(compressor.unwrap_or("gzip"), cpio));
     out
 }
 
