@@ -189,11 +189,11 @@ fn cpio_bytes() -> Vec<u8> {
         }
         out.extend_from_slice(name.as_bytes());
         out.push(0);
-        while out.len() % 4 != 0 {
+        while !out.len().is_multiple_of(4) {
             out.push(0);
         }
         out.extend_from_slice(data);
-        while out.len() % 4 != 0 {
+        while !out.len().is_multiple_of(4) {
             out.push(0);
         }
     };
@@ -489,4 +489,37 @@ fn dropping_early_stops_the_reader() {
     drop(pkg);
     let stop = stop.elapsed();
     assert!(stop * 4 < full, "drop took {stop:?}, a full read {full:?}");
+}
+
+/// Wall and CPU time of reading every entry of `$BTFKIT_PKG_MEASURE` (a real
+/// package), for the figures in the report; run by hand with `--ignored`.
+#[test]
+#[ignore = "needs a package named by BTFKIT_PKG_MEASURE"]
+fn measure_reading_a_real_package() {
+    let Some(path) = std::env::var_os("BTFKIT_PKG_MEASURE") else {
+        panic!("set BTFKIT_PKG_MEASURE to a .deb or .rpm");
+    };
+    let cpu = || {
+        // SAFETY: getrusage fills the zeroed struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss)
+    };
+    let (cpu0, _) = cpu();
+    let wall = Instant::now();
+    let (mut n, mut bytes, mut largest) = (0u64, 0u64, 0u64);
+    for e in open(Path::new(&path)).unwrap() {
+        let e = e.unwrap();
+        n += 1;
+        bytes += e.size;
+        largest = largest.max(e.size);
+    }
+    let wall = wall.elapsed().as_secs_f64();
+    let (cpu1, rss) = cpu();
+    eprintln!(
+        "{n} entries, {bytes} bytes (largest {largest}); wall {wall:.2} s, cpu {:.2} s, peak rss {} MiB",
+        cpu1 - cpu0,
+        rss / 1024
+    );
 }
