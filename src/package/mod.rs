@@ -1,0 +1,397 @@
+//! Debian (`.deb`, `.ddeb`) and RPM packages read as a stream.
+//!
+//! [`open`] recognises the package by its magic (`!<arch>\n` for Debian's
+//! ar archive, the lead magic `ed ab ee db` for RPM) and returns a
+//! [`Package`]: an iterator over the payload's regular files, in archive
+//! order, that the caller's filter ([`Package::select`]) keeps. Directories,
+//! symlinks, devices and hardlinks that carry no data are never entries.
+//!
+//! Decompression and archive reading run on a thread of their own beside the
+//! caller and hand entries over through a channel of capacity two, so memory
+//! holds at most the entry being read, two queued ones and the one the caller
+//! holds. Dropping the [`Package`] early stops that thread: every read it
+//! makes checks a stop flag, and a blocked hand-over fails once the receiver
+//! is gone.
+//!
+//! Supported: `data.tar` uncompressed or compressed with xz, zstd, gzip or
+//! lzma (`data.tar.bz2` is refused by name); RPM payloads compressed with
+//! xz, zstd, gzip or lzma (not bzip2) in cpio `newc` (`070701`/`070702`),
+//! not the stripped `07070X` cpio that rpm uses for files over 4 GiB.
+//!
+//! This module knows nothing of ELF, DWARF or BTF.
+
+mod deb;
+mod rpm;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_tools;
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Which package format [`open`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackageKind {
+    /// A Debian `.deb` or `.ddeb` (an ar archive).
+    Deb,
+    /// An RPM package.
+    Rpm,
+}
+
+/// One regular file of the payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The path inside the payload without a leading `./` or `/`, e.g.
+    /// `usr/lib/debug/boot/vmlinux-6.1`.
+    pub path: String,
+    /// The file's size in bytes (`data.len()`).
+    pub size: u64,
+    /// Modification time, seconds since the epoch, as the archive records it.
+    pub mtime: u64,
+    /// The file's contents.
+    pub data: Vec<u8>,
+}
+
+/// What went wrong, with the package's path and the place in it.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("{}: {source}", path.display())]
+    Open { path: PathBuf, source: io::Error },
+    #[error("{}: not a package (neither a Debian ar archive `!<arch>` nor an RPM lead `ed ab ee db`)", path.display())]
+    NotAPackage { path: PathBuf },
+    #[error("{}: {place}: truncated", path.display())]
+    Truncated { path: PathBuf, place: String },
+    #[error("{}: {place}: unsupported compressor {name:?} (supported: xz, zstd, gzip, lzma, none)", path.display())]
+    UnknownCompressor { path: PathBuf, place: String, name: String },
+    #[error("{}: {place}: {what}", path.display())]
+    Malformed { path: PathBuf, place: String, what: String },
+    #[error("{}: {place}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        place: String,
+        source: io::Error,
+    },
+    #[error("{}: the package reader thread failed: {what}", path.display())]
+    Thread { path: PathBuf, what: String },
+}
+
+type Filter = Box<dyn Fn(&str) -> bool + Send>;
+
+/// A package being read; iterate it for its [`Entry`]s.
+pub struct Package {
+    path: PathBuf,
+    kind: PackageKind,
+    filter: Arc<Mutex<Filter>>,
+    state: State,
+}
+
+enum State {
+    Ready(File),
+    Running(Running),
+    Done,
+}
+
+struct Running {
+    rx: Receiver<Result<Entry, PackageError>>,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// Opens `path` and recognises its format by magic. Nothing past the magic
+/// is read until the first [`Iterator::next`].
+pub fn open(path: &Path) -> Result<Package, PackageError> {
+    let open_err = |source| PackageError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(open_err)?;
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(open_err(e)),
+        }
+    }
+    let kind = if got == 8 && &magic == b"!<arch>\n" {
+        PackageKind::Deb
+    } else if got >= 4 && magic[..4] == rpm::LEAD_MAGIC {
+        PackageKind::Rpm
+    } else {
+        return Err(PackageError::NotAPackage {
+            path: path.to_path_buf(),
+        });
+    };
+    file.seek(SeekFrom::Start(0)).map_err(open_err)?;
+    Ok(Package {
+        path: path.to_path_buf(),
+        kind,
+        filter: Arc::new(Mutex::new(Box::new(|_: &str| true))),
+        state: State::Ready(file),
+    })
+}
+
+impl Package {
+    /// The package's format.
+    pub fn kind(&self) -> PackageKind {
+        self.kind
+    }
+
+    /// The path [`open`] was given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keeps only the regular files whose normalised path `keep` accepts
+    /// (all of them by default); the others are skipped without being
+    /// held in memory. Set it before iterating: once reading has started,
+    /// it applies to the files not yet read (up to two are already queued).
+    pub fn select(self, keep: impl Fn(&str) -> bool + Send + 'static) -> Self {
+        *lock(&self.filter) = Box::new(keep);
+        self
+    }
+
+    fn start(&mut self, file: File) -> Result<Running, PackageError> {
+        let (tx, rx) = sync_channel(2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let cx = Cx {
+            path: self.path.clone(),
+            filter: Arc::clone(&self.filter),
+            tx,
+            stop: Arc::clone(&stop),
+        };
+        let kind = self.kind;
+        let reader = BufReader::with_capacity(
+            1 << 16,
+            Stoppable {
+                inner: file,
+                stop: Arc::clone(&stop),
+            },
+        );
+        let handle = std::thread::Builder::new()
+            .name("btfkit-package".into())
+            .spawn(move || cx.run(kind, reader))
+            .map_err(|e| PackageError::Thread {
+                path: self.path.clone(),
+                what: format!("cannot start it: {e}"),
+            })?;
+        Ok(Running { rx, stop, handle })
+    }
+}
+
+impl Iterator for Package {
+    type Item = Result<Entry, PackageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let State::Ready(_) = self.state {
+            let State::Ready(file) = std::mem::replace(&mut self.state, State::Done) else {
+                unreachable!("checked just above")
+            };
+            match self.start(file) {
+                Ok(r) => self.state = State::Running(r),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let State::Running(r) = &self.state else {
+            return None;
+        };
+        match r.rx.recv() {
+            Ok(Ok(entry)) => Some(Ok(entry)),
+            Ok(Err(e)) => {
+                self.finish();
+                Some(Err(e))
+            }
+            Err(_) => self.finish().map(Err),
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Package {}
+
+impl Package {
+    /// Ends the reader thread (stopping it if it still runs) and reports
+    /// a panic on it as an error.
+    fn finish(&mut self) -> Option<PackageError> {
+        let State::Running(r) = std::mem::replace(&mut self.state, State::Done) else {
+            return None;
+        };
+        r.stop.store(true, Ordering::Relaxed);
+        drop(r.rx);
+        r.handle.join().err().map(|p| PackageError::Thread {
+            path: self.path.clone(),
+            what: p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panicked".into()),
+        })
+    }
+}
+
+impl Drop for Package {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn lock(f: &Mutex<Filter>) -> std::sync::MutexGuard<'_, Filter> {
+    f.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A reader that fails once the consumer has gone away, so that a thread
+/// skipping through a large unselected stretch stops promptly.
+struct Stoppable<R> {
+    inner: R,
+    stop: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Stoppable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other("package reading stopped"));
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// A reader over exactly `left` bytes of `inner`: an end of input before
+/// them is an `UnexpectedEof` error, not a quiet end.
+pub(crate) struct Exact<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Exact<R> {
+    pub(crate) fn new(inner: R, len: u64) -> Self {
+        Exact { inner, left: len }
+    }
+}
+
+impl<R: Read> Read for Exact<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Where a compressed member or payload says its compressor.
+pub(crate) fn decoder<'a, R: Read + Send + 'a>(name: &str, r: R) -> Option<io::Result<Box<dyn Read + Send + 'a>>> {
+    Some(Ok(match name {
+        "none" => Box::new(r),
+        "xz" => Box::new(liblzma::read::XzDecoder::new_multi_decoder(r)),
+        "lzma" => {
+            let stream = match liblzma::stream::Stream::new_lzma_decoder(u64::MAX) {
+                Ok(s) => s,
+                Err(e) => return Some(Err(io::Error::other(e))),
+            };
+            Box::new(liblzma::read::XzDecoder::new_stream(r, stream))
+        }
+        "zstd" => match zstd::stream::read::Decoder::new(r) {
+            Ok(d) => Box::new(d),
+            Err(e) => return Some(Err(e)),
+        },
+        "gzip" => Box::new(flate2::read::MultiGzDecoder::new(r)),
+        _ => return None,
+    }))
+}
+
+/// The reader thread's side: where it reads from, what it keeps, where it
+/// sends.
+pub(crate) struct Cx {
+    path: PathBuf,
+    filter: Arc<Mutex<Filter>>,
+    tx: SyncSender<Result<Entry, PackageError>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Cx {
+    fn run(self, kind: PackageKind, reader: BufReader<Stoppable<File>>) {
+        let done = match kind {
+            PackageKind::Deb => deb::read(reader, &self),
+            PackageKind::Rpm => rpm::read(reader, &self),
+        };
+        // Once stopped, whatever error the stop caused is not the caller's.
+        if let Err(e) = done
+            && !self.stop.load(Ordering::Relaxed)
+        {
+            let _ = self.tx.send(Err(e));
+        }
+    }
+
+    /// Whether the caller wants the regular file at normalised `path`.
+    pub(crate) fn wants(&self, path: &str) -> bool {
+        (lock(&self.filter))(path)
+    }
+
+    /// Hands `entry` over; an error once the caller has gone.
+    pub(crate) fn emit(&self, entry: Entry) -> Result<(), PackageError> {
+        self.tx.send(Ok(entry)).map_err(|_| {
+            self.stop.store(true, Ordering::Relaxed);
+            self.malformed("", "the caller stopped reading")
+        })
+    }
+
+    pub(crate) fn io(&self, place: impl Into<String>, e: io::Error) -> PackageError {
+        let (path, place) = (self.path.clone(), place.into());
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            PackageError::Truncated { path, place }
+        } else {
+            PackageError::Read { path, place, source: e }
+        }
+    }
+
+    pub(crate) fn malformed(&self, place: impl Into<String>, what: impl Into<String>) -> PackageError {
+        PackageError::Malformed {
+            path: self.path.clone(),
+            place: place.into(),
+            what: what.into(),
+        }
+    }
+
+    pub(crate) fn unknown_compressor(&self, place: impl Into<String>, name: &str) -> PackageError {
+        PackageError::UnknownCompressor {
+            path: self.path.clone(),
+            place: place.into(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// `./usr/lib/x`, `/usr/lib/x` and `usr/lib/x` all become `usr/lib/x`.
+pub(crate) fn normalise(path: &str) -> String {
+    let mut p = path;
+    loop {
+        if let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+        } else if let Some(rest) = p.strip_prefix('/') {
+            p = rest;
+        } else {
+            break;
+        }
+    }
+    p.to_string()
+}
+
+/// Reads exactly `size` bytes of a file's contents, growing the buffer as
+/// bytes arrive (a garbled size cannot make it allocate up front).
+pub(crate) fn read_data(r: &mut dyn Read, size: u64) -> io::Result<Vec<u8>> {
+    let mut data = Vec::with_capacity(usize::try_from(size.min(1 << 26)).unwrap_or(0));
+    Exact::new(r, size).read_to_end(&mut data)?;
+    Ok(data)
+}
