@@ -247,7 +247,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "no input file: give the ELF file to encode (`btfkit encode` with no arguments at all encodes the \
              built-in sample)"
         ),
-        None => (PathBuf::from(SAMPLE_NAME), Some(Arc::from(SAMPLE))),
+        None => (PathBuf::from(SAMPLE_NAME), Some(Arc::new(SAMPLE.to_vec()))),
     };
     let plan = Plan {
         input,

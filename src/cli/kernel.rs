@@ -26,8 +26,9 @@ pub const KERNEL_LANG_EXCLUDE: &str = "rust";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The kernel: an unpacked debug package (usr/lib/debug/boot/vmlinux-*, modules under
-    /// usr/lib/debug/lib/modules/<ver>/) or a build directory (vmlinux at the top, *.ko below).
+    /// The kernel: a debug package (.deb, .ddeb, .rpm; read as a stream, not unpacked), an
+    /// unpacked one (usr/lib/debug/boot/vmlinux-*, modules under usr/lib/debug/lib/modules/<ver>/)
+    /// or a build directory (vmlinux at the top, *.ko below).
     #[arg(required_unless_present = "list", conflicts_with = "list")]
     pub root: Option<PathBuf>,
     /// Where the BTF goes: vmlinux.btf, modules/<path>.btf and report.jsonl (with --list,
@@ -162,8 +163,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         env!("CARGO_PKG_VERSION").to_string(),
         previous,
     );
-    // Every item opened first (a tree's files listed), so that the new
-    // report starts with every line that can be reused as it is.
+    // Every tree opened first (its files listed), so that the new report
+    // starts with every line that can be reused as it is. A package is
+    // opened when its turn comes: opening one reads it up to its vmlinux.
     let mut first: Vec<Line> = header.into_iter().map(Line::Header).collect();
     let mut opened = Vec::with_capacity(items.len());
     for (path, name) in items {
@@ -171,6 +173,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Some(n) => a.out_dir.join(n),
             None => a.out_dir.clone(),
         };
+        if !path.is_dir() {
+            opened.push((path, name, out_dir, None));
+            continue;
+        }
         let item = match kernel::open_item(&path, name.clone()) {
             Ok(mut i) => {
                 let done = kernel::settled(&plan, &mut i, &out_dir);
@@ -182,11 +188,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Err(e) if name.is_some() => Err(e),
             Err(e) => return Err(e.into()),
         };
-        opened.push((path, name, out_dir, item));
+        opened.push((path, name, out_dir, Some(item)));
     }
     let report = ReportWriter::create(&report_path, &first)?;
     let pb = progress_bar();
+    // A package's modules are not counted before they are read: its bar
+    // grows with each one.
+    let streaming = std::sync::atomic::AtomicBool::new(false);
     let on_record = |r: &Record| {
+        if streaming.load(std::sync::atomic::Ordering::Relaxed) && r.kind == kernel::InputKind::Module {
+            pb.inc_length(1);
+        }
         pb.inc(1);
         pb.set_message(r.input.clone());
         if let (Outcome::Failed, Some(e)) = (r.outcome, &r.error) {
@@ -205,8 +217,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     let mut totals = ItemTotals::default();
     for (path, name, out_dir, item) in opened {
-        let item = match item {
+        let item = match item.unwrap_or_else(|| kernel::open_item(&path, name.clone())) {
             Ok(i) => i,
+            // a single root that cannot be opened is the run's error
+            Err(e) if name.is_none() => return Err(e.into()),
             Err(e) => {
                 let r = unopened(&plan, name, &path, &e.to_string());
                 report.append(&Line::Record(Box::new(r.clone())))?;
@@ -217,6 +231,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         };
         pb.inc_length(1 + item.module_count.unwrap_or(0) as u64);
+        streaming.store(item.module_count.is_none(), std::sync::atomic::Ordering::Relaxed);
         let t = kernel::run_item(&plan, item, &out_dir, &report, &on_record)?;
         totals.ok += t.ok;
         totals.reused += t.reused;

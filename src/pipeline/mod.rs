@@ -54,7 +54,7 @@ pub struct Plan {
     pub input: PathBuf,
     /// The input's bytes when they are not in a file (`input` then only
     /// names it in messages): the built-in sample, a package's member.
-    pub input_bytes: Option<Arc<[u8]>>,
+    pub input_bytes: Option<Arc<Vec<u8>>>,
     /// Write raw BTF here (`-` for standard output; see [`crate::output::write_output`]).
     pub output: Option<PathBuf>,
     /// Write `.BTF` (and, with `distilled_base` over a base, `.BTF.base`)
@@ -135,7 +135,7 @@ pub fn encode(plan: &Plan) -> Result<Pending, Error> {
     let early = plan.early_dedup.unwrap_or(plan.opts.jobs >= 2);
     let (enc, early) = encode_overlapped(
         &plan.input,
-        plan.input_bytes.as_deref(),
+        plan.input_bytes.as_deref().map(Vec::as_slice),
         base,
         &plan.opts,
         plan.dedup,

@@ -1,0 +1,578 @@
+//! A kernel in one run: its vmlinux, then every module split over it, with a
+//! report line per input (`report.jsonl`) that lets a rerun skip what is
+//! already done, and lists of kernels split into shards for job arrays.
+//!
+//! An [`Item`] is one kernel: a tree on disk (an unpacked debug package, or
+//! a build directory) found by [`open_item`]. It yields its vmlinux first,
+//! then its modules one by one as [`Input`]s, each a file (mapped when
+//! encoded) or bytes in memory with a name (a package's member), so a
+//! package reader can stream its members through the same run.
+//!
+//! [`run_item`] encodes an item: the vmlinux with the caller's options (its
+//! `jobs` threads), written to `vmlinux.btf` and loaded back as the shared
+//! base of the modules (the bytes `encode --base vmlinux.btf` reads), then
+//! the modules on `jobs` plain threads, one module each (as
+//! [`super::batch`]), each written to `modules/<path>.btf`. Every output is
+//! written atomically; the report line of an input is appended (one write,
+//! whole line) after its output is in place, so a kill leaves every line
+//! true. A module that fails is reported and the others go on.
+//!
+//! Resume: an input is reused (not encoded again) when the previous report
+//! has a line for it with the same fingerprint, btfkit version and flags,
+//! outcome `ok` or `reused`, its output still has the recorded sha256, and
+//! (for a module) the base it was split over is the current `vmlinux.btf`.
+//!
+//! Files: `input` (an input and its fingerprint), `tree` and `package` (finding
+//! a kernel's inputs), `report` (its lines, read and appended), `list` (lists
+//! and shards); the run itself is here.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error as ThisError;
+
+use super::{Error, Plan, batch, encode_btf};
+use crate::btf;
+use crate::encode::{LangFilter, Options};
+
+/// The extensions of package files a list may name.
+pub const PACKAGE_EXTENSIONS: &[&str] = &["ddeb", "deb", "rpm"];
+
+/// Why a kernel run could not start, or could not go on.
+#[derive(Debug, ThisError)]
+pub enum KernelError {
+    #[error(
+        "{root}: no vmlinux found (looked for {root}/vmlinux, usr/lib/debug/boot/vmlinux-* and \
+         usr/lib/debug/lib/modules/*/vmlinux)"
+    )]
+    NoVmlinux { root: PathBuf },
+    #[error("{root}: several kernels in one tree: {a} and {b} (give each its own run)")]
+    SeveralKernels { root: PathBuf, a: PathBuf, b: PathBuf },
+    /// A package could not be read (its error names the package and the place).
+    #[error(transparent)]
+    Package(crate::package::PackageError),
+    /// A module met before its package's vmlinux could not be set aside.
+    #[error("{package}: setting aside a module that comes before the vmlinux")]
+    Spill { package: PathBuf, source: std::io::Error },
+    #[error("{path}: neither a directory nor a package (.deb, .ddeb, .rpm)")]
+    NotAnItem { path: PathBuf },
+    #[error("{path}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("list {list}: entries {a} and {b} have the same name `{name}` (their outputs would share one directory)")]
+    DuplicateName {
+        list: PathBuf,
+        name: String,
+        a: PathBuf,
+        b: PathBuf,
+    },
+    #[error("list {list}: entry {entry} has no name to give its output directory")]
+    Unnamed { list: PathBuf, entry: PathBuf },
+    #[error("shard {spec}: {why}")]
+    Shard { spec: String, why: String },
+    #[error("report {path}")]
+    Report { path: PathBuf, source: std::io::Error },
+    /// The vmlinux's BTF could not be loaded back as the modules' base.
+    #[error(transparent)]
+    Base(Error),
+}
+
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KernelError + '_ {
+    move |source| KernelError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+mod input;
+mod list;
+mod package;
+mod report;
+#[cfg(test)]
+mod tests;
+mod tree;
+
+use input::file_sha256;
+pub use input::{Input, InputData, InputKind, sha256_hex};
+pub use list::{ListEntry, read_list, resolve_shard, shard_entries, shard_report_name};
+pub use package::open_package;
+pub use report::{Header, Line, Outcome, Record, ReportWriter, Totals, flags_string, read_report};
+pub use tree::{module_output_name, open_tree};
+
+/// One kernel to encode: its vmlinux, then its modules as they come.
+pub struct Item {
+    /// Its name in a list (its outputs' directory), None for a single run.
+    pub name: Option<String>,
+    /// Where it was found (a tree's root, a package file).
+    pub source: PathBuf,
+    pub vmlinux: Input,
+    /// The modules, in the order they are encoded (a tree's: sorted by path).
+    pub modules: Box<dyn Iterator<Item = Result<Input, KernelError>> + Send>,
+    /// How many modules, when known in advance.
+    pub module_count: Option<usize>,
+}
+
+/// Opens a list entry or the one root of a run: a directory is a tree
+/// ([`open_tree`]), a file a package ([`open_package`], recognised by its
+/// magic, whatever its name).
+pub fn open_item(path: &Path, name: Option<String>) -> Result<Item, KernelError> {
+    let m = std::fs::metadata(path).map_err(io(path))?;
+    if m.is_dir() {
+        return open_tree(path, name);
+    }
+    match open_package(path, name) {
+        Err(KernelError::Package(crate::package::PackageError::NotAPackage { .. })) => Err(KernelError::NotAnItem {
+            path: path.to_path_buf(),
+        }),
+        r => r,
+    }
+}
+
+pub(super) fn is_package_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| PACKAGE_EXTENSIONS.contains(&e))
+}
+
+/// What a run is told besides its item.
+pub struct KernelPlan {
+    /// The directory the report is in; outputs are named relative to it.
+    pub report_dir: PathBuf,
+    /// The options of every encode; `jobs` threads for the vmlinux, and as
+    /// many modules at once.
+    pub opts: Options,
+    /// btfkit's version, recorded and compared on resume.
+    pub version: String,
+    /// The previous run's records, by (item, input), for resume.
+    pub previous: HashMap<(Option<String>, String), Record>,
+    /// The (item, input) whose `reused` line the new report holds already
+    /// (the new report's first lines).
+    pub written: HashSet<(Option<String>, String)>,
+}
+
+impl KernelPlan {
+    /// A plan with the previous records of `lines` (the report being replaced).
+    pub fn new(report_dir: PathBuf, opts: Options, version: String, lines: Vec<Line>) -> KernelPlan {
+        let previous = lines
+            .into_iter()
+            .filter_map(|l| match l {
+                Line::Record(r) => Some(((r.item.clone(), r.input.clone()), *r)),
+                _ => None,
+            })
+            .collect();
+        KernelPlan {
+            report_dir,
+            opts,
+            version,
+            previous,
+            written: HashSet::new(),
+        }
+    }
+
+    /// Notes `records` as written into the new report (see [`settled`]):
+    /// they replace the previous lines of their inputs.
+    pub fn mark_written(&mut self, records: &[Record]) {
+        for r in records {
+            let key = (r.item.clone(), r.input.clone());
+            self.previous.insert(key.clone(), r.clone());
+            self.written.insert(key);
+        }
+    }
+}
+
+/// What one item's run did.
+#[derive(Debug, Default, Clone)]
+pub struct ItemTotals {
+    pub ok: usize,
+    pub reused: usize,
+    pub failed: usize,
+}
+
+impl ItemTotals {
+    fn count(&mut self, o: Outcome) {
+        match o {
+            Outcome::Ok => self.ok += 1,
+            Outcome::Reused => self.reused += 1,
+            Outcome::Failed => self.failed += 1,
+        }
+    }
+}
+
+/// `out` (relative to `out_dir`) relative to the report's directory.
+fn output_rel(plan: &KernelPlan, out_dir: &Path, out: &str) -> String {
+    let p = out_dir.join(out);
+    p.strip_prefix(&plan.report_dir)
+        .unwrap_or(&p)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The `reused` record of `input` (of item `item`, fingerprint `fp`, split
+/// over a vmlinux.btf of sha256 `base`) if its previous line still holds:
+/// same fingerprint, version and flags, outcome ok or reused, the same
+/// base, and its output still has the recorded sha256. A line the
+/// rewritten report holds already is taken as it is.
+fn reuse(
+    plan: &KernelPlan,
+    item: Option<&str>,
+    input: &Input,
+    fp: &str,
+    base: Option<&str>,
+    out_dir: &Path,
+) -> Option<Record> {
+    let key = (item.map(str::to_string), input.rel.clone());
+    let old = plan.previous.get(&key)?;
+    if plan.written.contains(&key) {
+        return Some(old.clone());
+    }
+    let same = old.fingerprint == fp
+        && old.version == plan.version
+        && old.flags == flags_string(&plan.opts)
+        && matches!(old.outcome, Outcome::Ok | Outcome::Reused)
+        && old.output.as_deref() == Some(output_rel(plan, out_dir, &input.out).as_str())
+        && old.base_sha256.as_deref() == base;
+    if !same {
+        return None;
+    }
+    let sha = file_sha256(&out_dir.join(&input.out))?;
+    (Some(&sha) == old.sha256.as_ref()).then(|| Record {
+        outcome: Outcome::Reused,
+        error: None,
+        wall_s: 0.0,
+        cpu_s: 0.0,
+        ..old.clone()
+    })
+}
+
+/// The lines of `item` that can be reused as they are, known before it
+/// runs: its vmlinux's and, when that is reused, its modules' (the modules
+/// are collected to be checked and put back in their order: for a tree, a
+/// list of paths; a package's stream is not collected). Write them into the new report, then [`KernelPlan::mark_written`]
+/// them, so that [`run_item`] counts them without writing them again.
+pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Record> {
+    let name = item.name.clone();
+    let vm = &item.vmlinux;
+    let Some(vm_rec) = vm
+        .fingerprint()
+        .ok()
+        .and_then(|fp| reuse(plan, name.as_deref(), vm, &fp, None, out_dir))
+    else {
+        return Vec::new();
+    };
+    let base = vm_rec.sha256.clone();
+    let mut out = vec![vm_rec];
+    if item.module_count.is_none() {
+        // A package's stream: collecting it would hold every module in
+        // memory. Its reused modules are written as they are reached.
+        return out;
+    }
+    let modules: Vec<_> = std::mem::replace(&mut item.modules, Box::new(std::iter::empty())).collect();
+    for m in modules.iter().flatten() {
+        if let Some(r) = m
+            .fingerprint()
+            .ok()
+            .and_then(|fp| reuse(plan, name.as_deref(), m, &fp, base.as_deref(), out_dir))
+        {
+            out.push(r);
+        }
+    }
+    item.module_count = Some(modules.len());
+    item.modules = Box::new(modules.into_iter());
+    out
+}
+
+/// Called with each input's record as it is written (progress).
+pub type OnRecord<'a> = dyn Fn(&Record) + Sync + 'a;
+
+/// Encodes `item` into `out_dir` (the vmlinux, then its modules; see the
+/// module docs), appending a line per input to `report`. Fails only when
+/// the report cannot be written or the vmlinux's BTF cannot be read back;
+/// an input's failure is its record.
+pub fn run_item(
+    plan: &KernelPlan,
+    mut item: Item,
+    out_dir: &Path,
+    report: &ReportWriter,
+    on_record: &OnRecord<'_>,
+) -> Result<ItemTotals, KernelError> {
+    let flags = flags_string(&plan.opts);
+    let out_rel = |out: &str| output_rel(plan, out_dir, out);
+    let totals = Mutex::new(ItemTotals::default());
+    let emit = |r: Record| -> Result<(), KernelError> {
+        // a line the rewritten report holds already ([`settled`])
+        if !(r.outcome == Outcome::Reused && plan.written.contains(&(r.item.clone(), r.input.clone()))) {
+            report.append(&Line::Record(Box::new(r.clone())))?;
+        }
+        totals.lock().unwrap_or_else(|e| e.into_inner()).count(r.outcome);
+        on_record(&r);
+        Ok(())
+    };
+    let new_record = |input: &Input, fingerprint: String| Record {
+        item: item.name.clone(),
+        input: input.rel.clone(),
+        kind: input.kind,
+        size: input.size,
+        fingerprint,
+        outcome: Outcome::Failed,
+        error: None,
+        output: Some(out_rel(&input.out)),
+        sha256: None,
+        types: None,
+        wall_s: 0.0,
+        cpu_s: 0.0,
+        version: plan.version.clone(),
+        flags: flags.clone(),
+        base_sha256: None,
+    };
+    let reusable =
+        |input: &Input, fp: &str, base: Option<&str>| reuse(plan, item.name.as_deref(), input, fp, base, out_dir);
+
+    // The vmlinux.
+    let vm = &item.vmlinux;
+    let vm_out = out_dir.join(&vm.out);
+    let vm_fp = vm.fingerprint();
+    let vm_rec = match &vm_fp {
+        Ok(fp) => match reusable(vm, fp, None) {
+            Some(r) => r,
+            None => encode_vmlinux(plan, vm, &vm_out, new_record(vm, fp.clone())),
+        },
+        Err(e) => Record {
+            error: Some(e.to_string()),
+            output: None,
+            ..new_record(vm, String::new())
+        },
+    };
+    let base_sha = vm_rec.sha256.clone();
+    let vm_ok = vm_rec.outcome != Outcome::Failed;
+    emit(vm_rec)?;
+    // A package's vmlinux is held in memory; the modules read its BTF only.
+    if let InputData::Bytes(b) = &mut item.vmlinux.data {
+        *b = Arc::default();
+    }
+    let vm = &item.vmlinux;
+
+    // The modules over it.
+    let base = if vm_ok {
+        Some(batch::load_shared_base(&vm_out, true).map_err(KernelError::Base)?)
+    } else {
+        None
+    };
+    let one = Options {
+        jobs: 1,
+        global_pool: false,
+        timings: true,
+        ..plan.opts.clone()
+    };
+    let modules = Mutex::new(item.modules);
+    let failure: Mutex<Option<KernelError>> = Mutex::new(None);
+    let threads = crate::encode::effective_jobs(plan.opts.jobs, item.module_count.unwrap_or(usize::MAX));
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            std::thread::Builder::new()
+                // as batch: dedup and the DWARF walk recurse as deep as types nest
+                .stack_size(64 << 20)
+                .spawn_scoped(sc, || {
+                    loop {
+                        if failure.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                            break;
+                        }
+                        let next = modules.lock().unwrap_or_else(|e| e.into_inner()).next();
+                        let Some(next) = next else { break };
+                        let rec = match next {
+                            Err(e) => Record {
+                                error: Some(e.to_string()),
+                                output: None,
+                                kind: InputKind::Module,
+                                input: match &e {
+                                    KernelError::Io { path, .. } => path.to_string_lossy().into_owned(),
+                                    _ => String::new(),
+                                },
+                                size: 0,
+                                ..new_record(vm, String::new())
+                            },
+                            Ok(m) => module_record(
+                                &m,
+                                &new_record,
+                                &reusable,
+                                base.as_ref(),
+                                base_sha.as_deref(),
+                                &one,
+                                out_dir,
+                            ),
+                        };
+                        if let Err(e) = emit(rec) {
+                            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                            break;
+                        }
+                    }
+                })
+                .expect("cannot start a module thread");
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    Ok(totals.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// [`reuse`] for one item: (input, fingerprint, base sha256).
+type ReuseCheck<'a> = dyn Fn(&Input, &str, Option<&str>) -> Option<Record> + 'a;
+
+type SharedBase = (Arc<btf::Btf>, Option<Arc<crate::dedup::BaseIndex>>);
+
+fn module_record(
+    m: &Input,
+    new_record: &dyn Fn(&Input, String) -> Record,
+    reusable: &ReuseCheck<'_>,
+    base: Option<&SharedBase>,
+    base_sha: Option<&str>,
+    opts: &Options,
+    out_dir: &Path,
+) -> Record {
+    let fp = match m.fingerprint() {
+        Ok(fp) => fp,
+        Err(e) => {
+            return Record {
+                error: Some(e.to_string()),
+                output: None,
+                ..new_record(m, String::new())
+            };
+        }
+    };
+    if let Some(r) = reusable(m, &fp, base_sha) {
+        return r;
+    }
+    let rec = Record {
+        base_sha256: base_sha.map(str::to_string),
+        ..new_record(m, fp)
+    };
+    let Some((base, index)) = base else {
+        return Record {
+            error: Some("not encoded: its vmlinux failed".into()),
+            output: None,
+            ..rec
+        };
+    };
+    let t0 = Instant::now();
+    let c0 = thread_cpu();
+    let res = (|| -> Result<(String, u64, Duration), Error> {
+        let bytes = match &m.data {
+            InputData::Bytes(b) => Some(&b[..]),
+            InputData::File(_) => None,
+        };
+        let (btf, summary, _) = encode_btf(&m.name(), bytes, Some(base.clone()), index.as_ref(), opts, true)?;
+        let raw = btf::write::to_bytes(&btf);
+        let path = out_dir.join(&m.out);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::Output(crate::Error::io(d, e)))?;
+        }
+        crate::output::write_atomic(&path, &raw).map_err(Error::Output)?;
+        let pool = summary.loop_cpu.map(|c| c.decode + c.cu_encode).unwrap_or_default();
+        Ok((sha256_hex(&raw), btf.own_type_count() as u64, pool))
+    })();
+    let cpu = thread_cpu().saturating_sub(c0);
+    match res {
+        Ok((sha, types, pool)) => Record {
+            outcome: Outcome::Ok,
+            sha256: Some(sha),
+            types: Some(types),
+            wall_s: t0.elapsed().as_secs_f64(),
+            cpu_s: (cpu + pool).as_secs_f64(),
+            ..rec
+        },
+        Err(e) => Record {
+            error: Some(error_line(&e)),
+            output: None,
+            wall_s: t0.elapsed().as_secs_f64(),
+            cpu_s: cpu.as_secs_f64(),
+            ..rec
+        },
+    }
+}
+
+fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Record {
+    let t0 = Instant::now();
+    let (c0, _) = process_cpu_and_peak_rss();
+    let mut p = Plan::new(vm.name(), plan.opts.clone());
+    if let InputData::Bytes(b) = &vm.data {
+        p.input_bytes = Some(b.clone());
+    }
+    p.output = Some(out.to_path_buf());
+    let res = out
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .map_err(|e| Error::Output(crate::Error::io(out, e)))
+        .and_then(|_| super::execute(&p));
+    let (c1, _) = process_cpu_and_peak_rss();
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu_s = c1.saturating_sub(c0).as_secs_f64();
+    match res {
+        Ok(done) => {
+            let Some(sha) = file_sha256(out) else {
+                return Record {
+                    error: Some(format!("{}: written, but cannot be read back", out.display())),
+                    output: None,
+                    wall_s,
+                    cpu_s,
+                    ..rec
+                };
+            };
+            Record {
+                outcome: Outcome::Ok,
+                sha256: Some(sha),
+                types: Some(done.btf.own_type_count() as u64),
+                wall_s,
+                cpu_s,
+                ..rec
+            }
+        }
+        Err(e) => Record {
+            error: Some(error_line(&e)),
+            output: None,
+            wall_s,
+            cpu_s,
+            ..rec
+        },
+    }
+}
+
+/// An error and its causes on one line.
+fn error_line(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !msg.contains(&t) {
+            msg += ": ";
+            msg += &t;
+        }
+        src = s.source();
+    }
+    msg.replace('\n', " ")
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The process's CPU time (user + system) and peak RSS in bytes.
+pub fn process_cpu_and_peak_rss() -> (Duration, u64) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (Duration::ZERO, 0);
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
+}
