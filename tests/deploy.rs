@@ -9,6 +9,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use std::path::Path;
+
 use common::*;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -33,6 +35,7 @@ fn string(y: &Yaml) -> &str {
     y.as_str().unwrap_or_else(|| panic!("not a string: {y:?}"))
 }
 
+/// What the pods run, from a manifest whose fields were checked.
 struct Pods {
     completions: i64,
     /// BTFKIT_SHARD_COUNT's value.
@@ -165,4 +168,84 @@ fn k8s_indexed_job_fields() {
             pods.mount
         );
     }
+}
+/// A tiny unpacked kernel tree: a fixture ELF as vmlinux and one module.
+fn tree(dir: &Path, version: &str) {
+    let boot = dir.join("usr/lib/debug/boot");
+    let kernel = dir.join(format!("usr/lib/debug/lib/modules/{version}/kernel/lib"));
+    std::fs::create_dir_all(&boot).unwrap();
+    std::fs::create_dir_all(&kernel).unwrap();
+    std::fs::copy(
+        corpus_file("fixtures/bin/prog.gcc-O2.exe"),
+        boot.join(format!("vmlinux-{version}")),
+    )
+    .unwrap();
+    std::fs::copy(corpus_file("kernel/modules/crc7.ko"), kernel.join("crc7.ko")).unwrap();
+}
+
+#[test]
+fn k8s_indexed_job_pods_cover_the_list() {
+    let Pods {
+        completions,
+        count,
+        command,
+        list,
+        out_dir,
+        mount,
+    } = indexed_job();
+    // Run every pod's command here, the volume being a scratch folder.
+    let data = scratch("k8s-indexed-job");
+    let relocate = |p: &str| data.join(p.strip_prefix(&format!("{mount}/")).unwrap());
+    let names = ["kernel-a", "kernel-b", "kernel-c"];
+    let mut body = String::new();
+    for n in names {
+        let dir = data.join("in").join(n);
+        tree(&dir, "6.12.0-test");
+        body += &format!("{}\n", dir.display());
+    }
+    std::fs::create_dir_all(relocate(&list).parent().unwrap()).unwrap();
+    std::fs::write(relocate(&list), body).unwrap();
+    for index in 0..completions {
+        let args: Vec<String> = command[1..]
+            .iter()
+            .map(|a| {
+                if a.starts_with(&format!("{mount}/")) {
+                    s(&relocate(a))
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        let out = btfkit()
+            .args(&args)
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("SLURM_ARRAY_TASK_COUNT")
+            .env_remove("SLURM_ARRAY_TASK_MIN")
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .env("BTFKIT_SHARD_COUNT", &count)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pod {index}: {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = relocate(&out_dir).join(format!("report-{index}-of-{completions}.jsonl"));
+        assert!(report.is_file(), "pod {index} wrote no {}", report.display());
+    }
+    for n in names {
+        assert!(
+            relocate(&out_dir).join(n).join("vmlinux.btf").is_file(),
+            "no output for {n}"
+        );
+    }
+    let out = btfkit()
+        .args(["report", &s(&relocate(&out_dir)), "--list", &s(&relocate(&list))])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "btfkit report over the pods' outputs: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
