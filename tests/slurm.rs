@@ -400,6 +400,21 @@ fn make_kernel(work: &Path, version: &str, copies: usize) -> (PathBuf, PathBuf, 
         text(&out)
     );
     std::fs::remove_dir_all(root.join("DEBIAN")).unwrap();
+    // The package holds the tree's files, as the package reader sees them.
+    let members: Vec<(String, Vec<u8>)> = btfkit::package::open(&deb)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .select(|p| p.starts_with("usr/lib/debug/"))
+        .map(|e| e.map(|e| (e.path, e.data)).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert_eq!(members.len(), inputs.len(), "members of {}", deb.display());
+    for (path, data) in &members {
+        assert!(inputs.contains(path), "{} has {path}, not an input", deb.display());
+        assert!(
+            std::fs::read(root.join(path)).unwrap() == *data,
+            "{path} in {} differs from the tree",
+            deb.display()
+        );
+    }
     (root, deb, inputs)
 }
 
