@@ -248,4 +248,5 @@ fn k8s_indexed_job_pods_cover_the_list() {
         "btfkit report over the pods' outputs: {}",
         String::from_utf8_lossy(&out.stdout)
     );
+    std::fs::remove_dir_all(&data).unwrap();
 }

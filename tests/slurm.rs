@@ -326,6 +326,7 @@ fn cluster_array_cancel_stop() {
     for (pid_file, pid) in daemons {
         assert!(!pid_alive(pid), "{pid_file}: pid {pid} still running after stop");
     }
+    std::fs::remove_dir_all(&work).unwrap();
 }
 
 // ---- btfkit kernel --list on the cluster ------------------------------------
@@ -717,4 +718,5 @@ fn kernel_list_array_matches_one_process_and_resumes() {
         .unwrap();
     assert!(out.status.success(), "btfkit report after the resume: {}", text(&out));
     eprintln!("whole Slurm test: {:.1?}", t_all.elapsed());
+    std::fs::remove_dir_all(&work).unwrap();
 }

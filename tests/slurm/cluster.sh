@@ -19,6 +19,9 @@ set -euo pipefail
 # strays), and /proc/PID/environ shows the environment a process was started with.
 if [ -n "${SLURM_CONF+set}" ]; then exec env -u SLURM_CONF bash "$0" "$@"; fi
 
+# The daemons live in /usr/sbin, which a non-login PATH may leave out.
+PATH=$PATH:/usr/sbin:/sbin
+
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 # The listening TCP ports, one per line (from /proc, so no iproute2 is needed).
