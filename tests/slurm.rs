@@ -7,8 +7,10 @@
 //!   running that leaves no process and no port behind.
 //! - `kernel_list_array_matches_one_process_and_resumes`: the shipped sbatch
 //!   script (deploy/slurm/btfkit-array.sbatch) runs `btfkit kernel --list`
-//!   as a 2-task array over small debug packages made with `dpkg-deb --build`;
-//!   the merged outputs equal a single-process run byte for byte and
+//!   as a 2-task array over four small debug packages made with `dpkg-deb
+//!   --build` (the list names their unpacked trees instead while `btfkit
+//!   kernel` refuses packages, saying the reader is not wired in; the test
+//!   prints a NOTE then, and switches by itself once it is); the merged outputs equal a single-process run byte for byte and
 //!   `btfkit report` (as the dependent job the script's notes describe) says
 //!   complete. A second array is cancelled in one task mid-run, `btfkit
 //!   report` then says incomplete, and the resubmitted array finishes the
