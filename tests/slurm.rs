@@ -8,9 +8,8 @@
 //! - `kernel_list_array_matches_one_process_and_resumes`: the shipped sbatch
 //!   script (deploy/slurm/btfkit-array.sbatch) runs `btfkit kernel --list`
 //!   as a 2-task array over four small debug packages made with `dpkg-deb
-//!   --build` (the list names their unpacked trees instead while `btfkit
-//!   kernel` refuses packages, saying the reader is not wired in; the test
-//!   prints a NOTE then, and switches by itself once it is); the merged outputs equal a single-process run byte for byte and
+//!   --build` and read as streams; the merged outputs equal a
+//!   single-process run byte for byte and
 //!   `btfkit report` (as the dependent job the script's notes describe) says
 //!   complete. A second array is cancelled in one task mid-run, `btfkit
 //!   report` then says incomplete, and the resubmitted array finishes the
@@ -522,23 +521,10 @@ fn kernel_list_array_matches_one_process_and_resumes() {
         .iter()
         .map(|(_, deb, inputs)| (deb.clone(), inputs.clone()))
         .collect();
-    // The list names the packages; while `btfkit kernel` refuses packages
-    // (the reader is not wired in yet, a known gap it says so), the unpacked trees.
-    let probe = btfkit_plain()
-        .arg("kernel")
-        .arg(&pkgs[0].0)
-        .arg("--out-dir")
-        .arg(work.join("probe"))
-        .output()
-        .unwrap();
-    let use_debs = !String::from_utf8_lossy(&probe.stderr).contains("cannot be read by this build yet");
-    if !use_debs {
-        eprintln!("NOTE: btfkit kernel does not read packages yet: the list names the unpacked trees");
-    }
     let list = work.join("kernels.list");
     let mut body = String::from("# test archive\n\n");
-    for (tree, deb, _) in &kernels {
-        body += &format!("{}\n", if use_debs { deb } else { tree }.display());
+    for (_, deb, _) in &kernels {
+        body += &format!("{}\n", deb.display());
     }
     std::fs::write(&list, body).unwrap();
     let l = s(&list);
