@@ -31,9 +31,14 @@ fn link(target: &Path, at: &Path) {
 }
 
 /// An unpacked debug package: `vmlinux` (a corpus file) as
-/// usr/lib/debug/boot/vmlinux-6.12-t and `modules` under lib/modules.
+/// usr/lib/debug/boot/vmlinux-6.12-t (and linked from
+/// lib/modules/6.12-t/vmlinux) and `modules` under lib/modules.
 fn debug_tree(root: &Path, vmlinux: &Path, modules: &[(&str, &str)]) {
     link(vmlinux, &root.join("usr/lib/debug/boot/vmlinux-6.12-t"));
+    // as Debian's packages: the same vmlinux under lib/modules/<ver> too
+    let again = root.join("usr/lib/debug/lib/modules/6.12-t/vmlinux");
+    std::fs::create_dir_all(again.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("../../../boot/vmlinux-6.12-t", again).unwrap();
     for (m, at) in modules {
         link(
             &corpus_file(&format!("kernel/modules/{m}")),

@@ -81,6 +81,15 @@ fn find_kernel(root: &Path) -> Result<(PathBuf, Option<PathBuf>), KernelError> {
         }
     }
     found.sort();
+    // Debian's lib/modules/<ver>/vmlinux is a symlink to boot/vmlinux-<ver>:
+    // one kernel, found twice (the boot/ path, found first, is kept).
+    let mut seen = Vec::new();
+    found.retain(|(p, _)| {
+        let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        let new = !seen.contains(&real);
+        seen.push(real);
+        new
+    });
     match found.as_slice() {
         [] => Err(KernelError::NoVmlinux {
             root: root.to_path_buf(),
