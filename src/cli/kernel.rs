@@ -40,7 +40,9 @@ pub struct Args {
     pub jobs: Option<usize>,
     /// Feature list as pahole's --btf_features (may be repeated); default: the kernel
     /// build's set, encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,
-    /// consistent_func,decl_tag_kfuncs,reproducible_build.
+    /// consistent_func,decl_tag_kfuncs,reproducible_build (6.12's scripts/Makefile.btf; the
+    /// set is not chosen by the kernel's version: later kernels built with pahole 1.30 or
+    /// newer also ask for `attributes`, kernels before --btf_features for other flags).
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
     /// Skip CUs of these languages (pahole names, comma separated; default: rust, as the
