@@ -136,6 +136,8 @@ pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
             ("cus", s.cus as u64),
             ("cus_encoded", s.cus_encoded as u64),
             ("dies", s.dies),
+            // the rest were passed over by their abbreviations' sizes
+            ("dies_read_in_full", s.dies_read),
             ("function_states", s.func_states as u64),
             ("variables", s.vars as u64),
             ("types_before_dedup", done.pre_dedup_types as u64),

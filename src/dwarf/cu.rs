@@ -148,8 +148,11 @@ pub struct Cu<'a> {
     pub buckets: Vec<u32>,
     /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
     pub has_nested_unspecified: bool,
-    /// DIEs read (null entries not counted).
+    /// DIEs walked (null entries not counted).
     pub dies: u64,
+    /// Of those, the DIEs whose attributes were read in full; the rest were
+    /// passed over by their abbreviation's sizes.
+    pub dies_read: u64,
     /// References to types in DWARF type units (DW_FORM_ref_sig8, and the
     /// DW_AT_signature of gcc's skeleton types). The reference resolves
     /// none of them: such a reference is void, a skeleton an empty
@@ -197,6 +200,7 @@ impl<'a> Cu<'a> {
             buckets: Vec::new(),
             has_nested_unspecified: false,
             dies: 0,
+            dies_read: 0,
             type_unit_refs: 0,
             type_unit_pulls: Vec::new(),
             aliases: Vec::new(),
@@ -255,6 +259,7 @@ impl<'a> Cu<'a> {
         self.buckets.clear();
         self.has_nested_unspecified |= next.has_nested_unspecified;
         self.dies += next.dies;
+        self.dies_read += next.dies_read;
         self.type_unit_refs += next.type_unit_refs;
         self.type_unit_pulls.extend(next.type_unit_pulls);
         self.aliases.extend(next.aliases);

@@ -314,6 +314,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             base,
         )?;
         let attrs = &self.attrs;
+        self.cu.dies_read += 1;
         self.cu.type_unit_refs += attrs.type_unit_refs as u64;
         if attrs.resolved != 0 {
             let fields = [attrs.ty, attrs.origin, attrs.spec, attrs.signature.unwrap_or(ABSENT)];

@@ -258,8 +258,10 @@ pub struct Summary {
     pub vars: usize,
     /// With [`Options::timings`].
     pub loop_cpu: Option<LoopCpu>,
-    /// DIEs the decoder read, in the CUs it kept.
+    /// DIEs the decoder walked, in the CUs it kept.
     pub dies: u64,
+    /// Of those, the DIEs whose attributes it read in full.
+    pub dies_read: u64,
     /// References to types in DWARF type units, left unresolved as the
     /// reference leaves them (`dwarf::Cu::type_unit_refs`).
     pub type_unit_refs: u64,
@@ -500,6 +502,7 @@ pub fn encode_elf_with(
         m.summary.loop_cpu = Some(counters.cpu());
     }
     m.summary.dies = counters.dies.load(Ordering::Relaxed);
+    m.summary.dies_read = counters.dies_read.load(Ordering::Relaxed);
     m.summary.type_unit_refs = counters.type_unit_refs.load(Ordering::Relaxed);
     phase_ended(opts, "cu_loop");
     if elf.file_mapped {
@@ -598,6 +601,7 @@ struct LoopCounters {
     merge_ns: AtomicU64,
     on_merged_ns: AtomicU64,
     dies: AtomicU64,
+    dies_read: AtomicU64,
     type_unit_refs: AtomicU64,
 }
 
@@ -615,6 +619,7 @@ impl LoopCounters {
     /// What a decoded unit adds to the run's counts.
     fn count(&self, cu: &dwarf::Cu<'_>) {
         self.dies.fetch_add(cu.dies, Ordering::Relaxed);
+        self.dies_read.fetch_add(cu.dies_read, Ordering::Relaxed);
         self.type_unit_refs.fetch_add(cu.type_unit_refs, Ordering::Relaxed);
     }
 }

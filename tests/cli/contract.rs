@@ -168,6 +168,14 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
     assert_eq!(v["counts"]["cus"], 11);
     // every CU has a root DIE and the sample's have types and functions
     assert!(v["counts"]["dies"].as_u64().unwrap() > 11 * 10, "{}", v["counts"]);
+    // some DIEs read in full (every root, the types), some passed over (a
+    // function's lexical blocks and locals are never read)
+    let read = v["counts"]["dies_read_in_full"].as_u64().unwrap();
+    assert!(
+        read >= 11 && read < v["counts"]["dies"].as_u64().unwrap(),
+        "{}",
+        v["counts"]
+    );
     assert!(v["counts"]["types_before_dedup"].as_u64().unwrap() > v["counts"]["types_after_dedup"].as_u64().unwrap());
     // dedup's first passes ran during the CU loop (the default from -j2),
     // or not (-j1)
