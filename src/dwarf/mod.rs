@@ -23,7 +23,7 @@ mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
 pub use ids::{BitsId, CoreId, IdxRange, UnitOff, local_id};
-pub use units::{HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers};
+pub use units::{HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers, unit_headers_passing};
 
 use attrs::Attrs;
 use walk::Walker;

@@ -111,15 +111,30 @@ impl std::error::Error for HeaderError {}
 
 /// All unit headers of `.debug_info`, in order.
 pub fn unit_headers<'a>(d: &Dwarf<'a>) -> Result<Vec<gimli::UnitHeader<R<'a>>>, HeaderError> {
+    unit_headers_passing(d, &mut |_| {})
+}
+
+/// [`unit_headers`], calling `passed(end)` each time the scan has gone
+/// past another [`PASSED_STEP`] bytes of `.debug_info` (`end`: where it
+/// is), so that a caller can drop what the scan touched behind it.
+pub fn unit_headers_passing<'a>(
+    d: &Dwarf<'a>,
+    passed: &mut dyn FnMut(usize),
+) -> Result<Vec<gimli::UnitHeader<R<'a>>>, HeaderError> {
     let mut out = Vec::new();
     let mut it = d.units();
     let mut last_end = 0u64;
+    let mut next_step = PASSED_STEP as u64;
     loop {
         match it.next() {
             Ok(Some(h)) => {
                 let off = h.offset().0 as u64;
                 last_end = off + h.length_including_self() as u64;
                 out.push(h);
+                if off >= next_step {
+                    passed(off as usize);
+                    next_step = off + PASSED_STEP as u64;
+                }
             }
             Ok(None) => break,
             Err(e) => {
@@ -132,6 +147,9 @@ pub fn unit_headers<'a>(d: &Dwarf<'a>) -> Result<Vec<gimli::UnitHeader<R<'a>>>, 
     }
     Ok(out)
 }
+
+/// How far [`unit_headers_passing`] scans between calls.
+pub const PASSED_STEP: usize = 16 << 20;
 
 /// Whether any unit's abbreviation table declares an attribute in
 /// DW_FORM_ref_addr: without the kernel's LTO note, that is what makes the

@@ -437,7 +437,19 @@ pub fn encode_elf_with(
     let resolve = opts.type_units == TypeUnitMode::Resolve;
     let joined_sections = joined_type_units(elf, resolve);
     let dw = dwarf::dwarf(joined_sections.as_ref().unwrap_or(&elf.debug), endian);
-    let headers = dwarf::unit_headers(&dw).map_err(|source| EncodeError::Header {
+    // Reading a header touches a page per unit, and the kernel maps the
+    // pages around each touched one with it: without dropping them behind
+    // the scan, a third of .debug_info was resident before the first unit
+    // was decoded (and the whole of it on inputs of repeated units).
+    let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let mut released = 0;
+    let headers = dwarf::unit_headers_passing(&dw, &mut |end| {
+        if info_mapped {
+            release_pages(&elf.debug.info[released..end.min(elf.debug.info.len())]);
+            released = end;
+        }
+    })
+    .map_err(|source| EncodeError::Header {
         path: path.to_path_buf(),
         source,
     })?;
@@ -460,6 +472,9 @@ pub fn encode_elf_with(
         None => dwarf::declares_cross_unit_refs(&dw, &headers),
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
+    if info_mapped {
+        release_pages(&elf.debug.info[released..]);
+    }
     let str_cache = Arc::new(strcache::StrCache::new(&elf.debug.str));
     let mut m = Merger::new(base, elf.endian, str_cache.clone(), headers.len(), merged);
     let lctx = local::Ctx {
