@@ -69,16 +69,22 @@ fn records(report: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn outcomes(report: &Path) -> HashMap<String, String> {
+/// Field `key` of each input's line (a string as it is, anything else as JSON).
+fn by_input(report: &Path, key: &str) -> HashMap<String, String> {
     records(report)
         .into_iter()
         .map(|v| {
-            (
-                v["input"].as_str().unwrap().to_string(),
-                v["outcome"].as_str().unwrap().to_string(),
-            )
+            let value = match &v[key] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (v["input"].as_str().unwrap().to_string(), value)
         })
         .collect()
+}
+
+fn outcomes(report: &Path) -> HashMap<String, String> {
+    by_input(report, "outcome")
 }
 
 /// `btfkit pahole` with the kernel's flags, one input: its bytes.
@@ -536,14 +542,6 @@ fn files(d: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     m
 }
 
-/// (input, sha256) of each report line.
-fn shas(report: &Path) -> HashMap<String, String> {
-    records(report)
-        .into_iter()
-        .map(|v| (v["input"].as_str().unwrap().to_string(), v["sha256"].to_string()))
-        .collect()
-}
-
 /// A package read as a stream gives what its unpacked tree gives: with
 /// Debian's layout (the vmlinux first) and Fedora's (the modules first, set
 /// aside on disk until the vmlinux has been read). A rerun reuses it all.
@@ -592,8 +590,8 @@ fn a_package_equals_its_unpacked_tree() {
             "{layout}: the package's outputs differ from the tree's"
         );
         let (tree_shas, deb_shas) = (
-            shas(&tree_out.join("report.jsonl")),
-            shas(&deb_out.join("report.jsonl")),
+            by_input(&tree_out.join("report.jsonl"), "sha256"),
+            by_input(&deb_out.join("report.jsonl"), "sha256"),
         );
         assert_eq!(deb_shas, tree_shas, "{layout}");
 

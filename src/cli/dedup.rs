@@ -41,10 +41,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
-    if a.jobs == Some(0) {
-        anyhow::bail!("bad thread count 0 for -j (give 1 or more)");
-    }
-    btfkit::pipeline::size_global_pool(a.jobs.unwrap_or_else(super::encode::default_jobs));
+    btfkit::pipeline::size_global_pool(super::encode::jobs_arg(a.jobs)?);
     let base = load_base(&a.base)?;
     let btf = btfkit::elf::load_btf(&a.input, base)?;
     let opts = Options {

@@ -96,6 +96,31 @@ pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// `-j N` as given (0 refused), or every core.
+pub fn jobs_arg(jobs: Option<usize>) -> anyhow::Result<usize> {
+    match jobs {
+        Some(0) => bail!("bad thread count 0 for -j (give 1 or more)"),
+        Some(n) => Ok(n),
+        None => Ok(default_jobs()),
+    }
+}
+
+/// The features of `--btf-features` lists, applied in order over the bare set.
+pub fn features_arg<'s>(lists: impl IntoIterator<Item = &'s str>) -> anyhow::Result<Features> {
+    let mut features = Features::default();
+    for f in lists {
+        let unknown = features.apply_list(f);
+        if !unknown.is_empty() {
+            bail!(
+                "unknown BTF feature(s): {} (known: default, {})",
+                unknown.join(", "),
+                encode::features::FEATURE_NAMES.join(", ")
+            );
+        }
+    }
+    Ok(features)
+}
+
 /// What the command line reports of a run besides its BTF.
 pub struct Report {
     pub print_summary: bool,
@@ -184,17 +209,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     if a.stats {
         super::stats::enable_heap_counting();
     }
-    let mut features = Features::default();
-    for f in &a.btf_features {
-        let unknown = features.apply_list(f);
-        if !unknown.is_empty() {
-            bail!(
-                "unknown BTF feature(s): {} (known: default, {})",
-                unknown.join(", "),
-                encode::features::FEATURE_NAMES.join(", ")
-            );
-        }
-    }
+    let features = features_arg(a.btf_features.iter().map(String::as_str))?;
     let lang = match &a.lang_exclude {
         Some(l) => LangFilter::Exclude(encode::lang::parse_list(l).map_err(anyhow::Error::msg)?),
         None => LangFilter::All,
@@ -203,11 +218,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         features,
         lang,
         cu_exclude: None,
-        jobs: match a.jobs {
-            Some(0) => bail!("bad thread count 0 for -j (give 1 or more)"),
-            Some(n) => n,
-            None => default_jobs(),
-        },
+        jobs: jobs_arg(a.jobs)?,
         no_funcs: a.no_funcs,
         keep_offsets_deferred: false,
         timings: a.stats,

@@ -7,14 +7,15 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
-use btfkit::encode::{self, Features, LangFilter, Options};
+use btfkit::encode::{self, LangFilter, Options};
 use btfkit::pipeline::kernel::{
     self, Header, ItemTotals, KernelPlan, Line, Outcome, Record, ReportWriter, Totals, read_list, read_report,
     resolve_shard, shard_entries, shard_report_name,
 };
 
+use super::encode::{features_arg, jobs_arg};
 use super::{EXIT_ERR, EXIT_OK};
 
 /// The features of the kernel's own build (scripts/Makefile.btf) and of
@@ -67,22 +68,11 @@ pub struct Args {
 }
 
 fn options(a: &Args) -> anyhow::Result<Options> {
-    let mut features = Features::default();
-    let lists: Vec<&str> = if a.btf_features.is_empty() {
-        vec![KERNEL_FEATURES]
+    let features = if a.btf_features.is_empty() {
+        features_arg([KERNEL_FEATURES])?
     } else {
-        a.btf_features.iter().map(String::as_str).collect()
+        features_arg(a.btf_features.iter().map(String::as_str))?
     };
-    for f in lists {
-        let unknown = features.apply_list(f);
-        if !unknown.is_empty() {
-            bail!(
-                "unknown BTF feature(s): {} (known: default, {})",
-                unknown.join(", "),
-                encode::features::FEATURE_NAMES.join(", ")
-            );
-        }
-    }
     let lang = a.lang_exclude.as_deref().unwrap_or(KERNEL_LANG_EXCLUDE);
     let lang = encode::lang::parse_list(lang).map_err(anyhow::Error::msg)?;
     Ok(Options {
@@ -93,11 +83,7 @@ fn options(a: &Args) -> anyhow::Result<Options> {
             LangFilter::Exclude(lang)
         },
         cu_exclude: None,
-        jobs: match a.jobs {
-            Some(0) => bail!("bad thread count 0 for -j (give 1 or more)"),
-            Some(n) => n,
-            None => super::encode::default_jobs(),
-        },
+        jobs: jobs_arg(a.jobs)?,
         no_funcs: false,
         keep_offsets_deferred: false,
         timings: false,

@@ -441,7 +441,7 @@ pub fn encode_elf_with(
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
     // was decoded (and the whole of it on inputs of repeated units).
-    let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+    let info_mapped = info_is_mapped(elf);
     let mut released = 0;
     let headers = dwarf::unit_headers_passing(&dw, &mut |end| {
         if info_mapped {
@@ -769,9 +769,8 @@ impl<'a> CuWork<'_, 'a> {
         on_merged: &mut OnMerged<'_>,
     ) -> Result<(), EncodeError> {
         let timed = self.opts.timings;
-        // The mapped .debug_info (read straight from the file, not decompressed
-        // or relocated) can be dropped from memory chunk by chunk once merged.
-        let info_mapped = elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_));
+        // The mapped .debug_info can be dropped from memory chunk by chunk once merged.
+        let info_mapped = info_is_mapped(elf);
         let per_cu = per_cu_sections(elf);
         let unit_range = |r: &Range<usize>| -> (usize, usize) {
             let first = &self.headers[r.start];
@@ -820,6 +819,12 @@ impl<'a> CuWork<'_, 'a> {
         }
         Ok(())
     }
+}
+
+/// Whether `.debug_info` is read straight from the file mapping (not
+/// decompressed or relocated), so that its pages can be dropped once read.
+fn info_is_mapped(elf: &ElfInfo<'_>) -> bool {
+    elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_))
 }
 
 /// Sections each CU reads its own stretch of, in CU order, where mapped:
