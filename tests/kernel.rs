@@ -603,3 +603,22 @@ fn a_package_equals_its_unpacked_tree() {
     // nothing set aside is left behind
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A root that is neither a tree nor a package is refused before anything
+/// is written: no report, so an earlier run's report stays as it was.
+#[test]
+fn an_unreadable_root_writes_no_report() {
+    let dir = scratch("kernel-bad-root");
+    let bad = dir.join("linux-image-x-dbg_1_amd64.deb");
+    std::fs::write(&bad, b"not an ar archive").unwrap();
+    let out = dir.join("out");
+    let o = kernel(&[&s(&bad), "--out-dir", &s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("linux-image-x-dbg_1_amd64.deb"));
+    assert!(!out.join("report.jsonl").exists(), "a report was written");
+    std::fs::write(out.join("report.jsonl"), "kept\n").unwrap();
+    let o = kernel(&[&s(&bad), "--out-dir", &s(&out)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(out.join("report.jsonl")).unwrap(), "kept\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}

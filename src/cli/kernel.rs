@@ -152,8 +152,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         previous,
     );
     // Every tree opened first (its files listed), so that the new report
-    // starts with every line that can be reused as it is. A package is
-    // opened when its turn comes: opening one reads it up to its vmlinux.
+    // starts with every line that can be reused as it is. A package in a
+    // list is opened when its turn comes (opening one reads it up to its
+    // vmlinux); the one root of a run is opened here, so that one that
+    // cannot be read fails before the report is rewritten.
     let mut first: Vec<Line> = header.into_iter().map(Line::Header).collect();
     let mut opened = Vec::with_capacity(items.len());
     for (path, name) in items {
@@ -161,7 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Some(n) => a.out_dir.join(n),
             None => a.out_dir.clone(),
         };
-        if !path.is_dir() {
+        if name.is_some() && !path.is_dir() {
             opened.push((path, name, out_dir, None));
             continue;
         }
@@ -207,8 +209,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     for (path, name, out_dir, item) in opened {
         let item = match item.unwrap_or_else(|| kernel::open_item(&path, name.clone())) {
             Ok(i) => i,
-            // a single root that cannot be opened is the run's error
-            Err(e) if name.is_none() => return Err(e.into()),
             Err(e) => {
                 let r = unopened(&plan, name, &path, &e.to_string());
                 report.append(&Line::Record(Box::new(r.clone())))?;
