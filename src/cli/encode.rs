@@ -40,6 +40,11 @@ pub struct Args {
     /// Dedup the whole BTF after the last CU, even from -j2 on.
     #[arg(long)]
     pub no_early_dedup: bool,
+    /// Leave out the types of a CU that copy an earlier CU's exactly, before
+    /// dedup (same bytes; memory then follows the unique types when the
+    /// input repeats its DWARF, but a vmlinux takes more CPU: PERF.md)
+    #[arg(long, conflicts_with = "no_dedup")]
+    pub collapse: bool,
     /// Skip the function phase (no FUNC / FUNC_PROTO for functions).
     #[arg(long)]
     pub no_funcs: bool,
@@ -172,6 +177,8 @@ pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
             // an LTO file read as one unit: its encoding ran on one thread
             ("merged_units", s.merged_units as u64),
             ("type_unit_refs", s.type_unit_refs),
+            // exact copies of earlier CUs' types, never merged (--collapse)
+            ("types_collapsed", s.types_collapsed),
         ];
         let phases = phases.lock().unwrap_or_else(|e| e.into_inner());
         super::stats::report(&phases, s.loop_cpu.as_ref(), &counts, json);
@@ -229,6 +236,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         },
         verbose: a.verbose,
         global_pool: true,
+        collapse: a.collapse,
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {

@@ -91,6 +91,7 @@ fn options(a: &Args) -> anyhow::Result<Options> {
         type_units: encode::TypeUnitMode::Reference,
         verbose: false,
         global_pool: true,
+        collapse: false,
     })
 }
 

@@ -65,6 +65,9 @@ pub struct Incremental {
     /// Whether records were stubbed ([`stub_deferred`]): the BTF fed
     /// can then no longer go through the whole-BTF dedup.
     stubbed: bool,
+    /// Whether to stub at all: not when later CUs may refer to this
+    /// chunk's records (the encoder's collapse of exact copies).
+    stubs: bool,
 }
 
 impl Default for Incremental {
@@ -86,6 +89,15 @@ impl Incremental {
         inc
     }
 
+    /// The passes without stubbing: for a BTF whose later types may refer
+    /// to earlier chunks' records (the encoder leaving out exact copies).
+    pub fn keeping_records() -> Incremental {
+        Incremental {
+            stubs: false,
+            ..Incremental::new()
+        }
+    }
+
     /// Why the chunked passes stopped, if they did.
     pub fn gave_up(&self) -> Option<&'static str> {
         self.gave_up
@@ -102,6 +114,7 @@ impl Incremental {
         *self = Incremental {
             gave_up: Some(why),
             stubbed: self.stubbed,
+            stubs: self.stubs,
             ..Incremental::empty()
         };
     }
@@ -114,6 +127,7 @@ impl Incremental {
             words_done: 0,
             gave_up: None,
             stubbed: false,
+            stubs: true,
         }
     }
 
@@ -187,7 +201,8 @@ impl Incremental {
         if !ok {
             return self.stop(why);
         }
-        if btf.offsets_deferred()
+        if self.stubs
+            && btf.offsets_deferred()
             && let Err(why) = self.stub_unreachable(btf, from, new_end)
         {
             self.stop(why);

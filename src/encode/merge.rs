@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use super::collapse::Collapse;
 use super::features::Features;
 use super::{CuOut, MAX_STR_OFFSET, MAX_TYPES, Summary, local, strcache};
 use crate::btf::{self, Btf, Kind, RawRecord, TypeId, kind, make_info};
@@ -64,6 +65,11 @@ pub(super) struct Merger {
     pub(super) summary: Summary,
     /// Saved function states (the function phase emits them).
     pub(super) funcs: FuncStates,
+    /// Leaves out the types of a CU that copy merged ones exactly (see
+    /// `collapse.rs`), when dedup follows.
+    collapse: Option<Collapse>,
+    /// Local id → merged id of the CU being merged, when collapsing.
+    ids: Vec<u32>,
 }
 
 impl Merger {
@@ -75,6 +81,7 @@ impl Merger {
         str_cache: Arc<strcache::StrCache>,
         cus: usize,
         merged: bool,
+        collapse: bool,
     ) -> Merger {
         let mut btf = match base {
             Some(b) => Btf::new_split(b),
@@ -83,6 +90,7 @@ impl Merger {
         btf.set_endian(endian);
         // the merge only appends; offsets are built after the CU loop
         btf.defer_offsets();
+        let collapse = collapse.then(|| Collapse::new(btf.type_count() + 1));
         Merger {
             max_types: MAX_TYPES,
             shifted_cu: None,
@@ -100,24 +108,41 @@ impl Merger {
                 ..Default::default()
             },
             funcs: FuncStates::default(),
+            collapse,
+            ids: Vec::new(),
         }
     }
 
-    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32) -> TypeId {
+    /// Types left out as exact copies so far.
+    pub(super) fn collapsed(&self) -> u64 {
+        self.collapse.as_ref().map_or(0, |c| c.collapsed)
+    }
+
+    /// Appends a CU's record after its types (a VAR or a decl tag), its
+    /// local ids shifted by `off`, or mapped through `self.ids` when the CU
+    /// was collapsed.
+    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32, collapsed: bool) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
         if self.scratch[2] == local::VAR_REF_MARKER && self.scratch.kind() == kind::DECL_TAG {
             self.scratch[2] = last_var;
-            return self.btf.push_words(&self.scratch);
+        } else if collapsed {
+            let ids = &self.ids;
+            Btf::for_each_type_ref_mut(&mut self.scratch, |w| *w = ids[*w as usize]);
+        } else {
+            Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
+                if *w != 0 {
+                    *w = w.wrapping_add(off)
+                }
+            });
         }
-        Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
-            if *w != 0 {
-                *w = w.wrapping_add(off)
-            }
-        });
-        self.btf.push_words(&self.scratch)
+        let id = self.btf.push_words(&self.scratch);
+        if let Some(c) = &mut self.collapse {
+            c.push(id.0, None);
+        }
+        id
     }
 
     fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
@@ -202,6 +227,8 @@ impl Merger {
         }
         self.summary.cus_encoded += 1;
         let off = self.btf.type_count();
+        // (the first CU with an `int` places the array index type by its local id)
+        let collapsing = self.collapse.is_some() && self.has_index && !out.shifted_ids;
         let mut candidate = 0;
         if !self.has_index {
             match out.int_core {
@@ -226,8 +253,55 @@ impl Merger {
             };
             (s, e)
         };
-        // The CU's types: one bulk copy, then names and references fixed in place.
-        let types_end = if out.n_types < nrec {
+        if collapsing {
+            self.append_collapsed(&out, index);
+        } else {
+            self.append_types(&out, off, index);
+        }
+        if out.has_arrays && !self.has_index {
+            let id = self.btf.add_int(b"int", 4, btf::INT_SIGNED);
+            if let Some(c) = &mut self.collapse {
+                c.push(id.0, None);
+            }
+            self.has_index = true;
+            self.index = candidate;
+        }
+        self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
+        let mut vars = out.vars.iter().peekable();
+        let mut last_var = 0;
+        for i in out.n_types..nrec {
+            let (s, e) = rec(&out, i);
+            let words = std::mem::take(&mut out.words);
+            let id = self.push_record(&words[s..e], off, last_var, collapsing);
+            out.words = words;
+            if let Some(v) = vars.peek()
+                && v.record as usize == i
+            {
+                self.datasecs
+                    .entry(v.section)
+                    .or_default()
+                    .push((id.0, v.offset, v.size));
+                self.summary.vars += 1;
+                last_var = id.0;
+                vars.next();
+            }
+        }
+        let (map, ids) = (&self.map, &self.ids);
+        let ty = |t: TypeId| match t.0 {
+            0 => t,
+            x if collapsing => TypeId(ids[x as usize]),
+            x => TypeId(x + off),
+        };
+        self.funcs
+            .extend_relocated(&out.funcs, ty, |s| btf::StrOff(map[s.0 as usize]));
+        self.summary.func_states = self.funcs.len();
+        Ok(())
+    }
+
+    /// The CU's types as the reference merges them: one bulk copy, then
+    /// names and references fixed in place (ids shifted by `off`).
+    fn append_types(&mut self, out: &CuOut<'_>, off: u32, index: u32) {
+        let types_end = if out.n_types < out.offs.len() {
             out.offs[out.n_types] as usize
         } else {
             out.words.len()
@@ -250,36 +324,60 @@ impl Merger {
                 r[4] = index;
             }
         }
-        if out.has_arrays && !self.has_index {
-            self.btf.add_int(b"int", 4, btf::INT_SIGNED);
-            self.has_index = true;
-            self.index = candidate;
-        }
-        self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
-        let mut vars = out.vars.iter().peekable();
-        let mut last_var = 0;
-        for i in out.n_types..nrec {
-            let (s, e) = rec(&out, i);
-            let words = std::mem::take(&mut out.words);
-            let id = self.push_record(&words[s..e], off, last_var);
-            out.words = words;
-            if let Some(v) = vars.peek()
-                && v.record as usize == i
-            {
-                self.datasecs
-                    .entry(v.section)
-                    .or_default()
-                    .push((id.0, v.offset, v.size));
-                self.summary.vars += 1;
-                last_var = id.0;
-                vars.next();
+        if let Some(c) = &mut self.collapse {
+            // indexed for later CUs, unless its ids are shifted (C++)
+            let pairable = !out.shifted_ids;
+            let words = self.btf.raw_words();
+            for i in 0..out.n_types {
+                let start = base + out.offs[i] as usize;
+                let id = off + 1 + i as u32;
+                c.push(id, pairable.then_some(start as u32));
+                if pairable {
+                    let len = words[start..start + 2].rec_len();
+                    c.index(out, i as u32 + 1, id, &words[start..start + len]);
+                }
             }
         }
-        let map = &self.map;
-        self.funcs
-            .extend_relocated(&out.funcs, off, |s| btf::StrOff(map[s.0 as usize]));
-        self.summary.func_states = self.funcs.len();
-        Ok(())
+    }
+
+    /// The CU's types, those that copy merged ones exactly left out
+    /// (`self.ids` then maps every local id to its merged id).
+    fn append_collapsed(&mut self, out: &CuOut<'_>, index: u32) {
+        let c = self.collapse.as_mut().expect("collapsing");
+        let copies = c.decide(out, &self.map, &self.btf, index);
+        let n = out.n_types;
+        self.ids.clear();
+        self.ids.push(0);
+        let first_new = self.btf.type_count() + 1;
+        let mut next = first_new;
+        for &copy in &copies[1..=n] {
+            if copy != 0 {
+                self.ids.push(copy);
+            } else {
+                self.ids.push(next);
+                next += 1;
+            }
+        }
+        for i in 0..n {
+            if self.ids[i + 1] < first_new {
+                continue;
+            }
+            let s = out.offs[i] as usize;
+            let e = out.offs.get(i + 1).map_or(out.words.len(), |&e| e as usize);
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&out.words[s..e]);
+            let (map, ids) = (&self.map, &self.ids);
+            Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
+            Btf::for_each_type_ref_mut(&mut self.scratch, |w| *w = ids[*w as usize]);
+            if self.scratch.kind() == kind::ARRAY {
+                self.scratch[4] = index;
+            }
+            let start = self.btf.raw_words().len() as u32;
+            let id = self.btf.push_words(&self.scratch);
+            debug_assert_eq!(id.0, self.ids[i + 1]);
+            c.push(id.0, Some(start));
+            c.index(out, i as u32 + 1, id.0, &self.scratch);
+        }
     }
 
     /// The function phase after the last CU (FUNC_PROTO, FUNC and their decl
@@ -442,6 +540,8 @@ mod tests {
             scratch: Vec::new(),
             summary: Summary::default(),
             funcs: FuncStates::default(),
+            collapse: None,
+            ids: Vec::new(),
         }
     }
 
@@ -471,6 +571,7 @@ mod tests {
             cu_offset: 0,
             vars: vec![],
             funcs: FuncStates::default(),
+            type_hashes: vec![],
         }
     }
 
@@ -495,6 +596,55 @@ mod tests {
         assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
         // Strings: first use order, "int" not duplicated.
         assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
+    }
+
+    #[test]
+    fn exact_copies_of_merged_types_are_left_out_and_only_those() {
+        let mut m = merger();
+        m.collapse = Some(Collapse::new(1));
+        let hashed = |mut out: CuOut<'static>| {
+            out.type_hashes = super::super::collapse::hash_types(&out);
+            out
+        };
+        let ptr = |to: u32| vec![0, make_info(Kind::Ptr, false, 0), to];
+        let st = |name: u32, members: &[(u32, u32, u32)]| {
+            let mut r = vec![name, make_info(Kind::Struct, false, members.len() as u32), 16];
+            members.iter().for_each(|&(n, t, o)| r.extend([n, t, o]));
+            r
+        };
+        let fwd = |name: u32| vec![name, make_info(Kind::Fwd, false, 0), 0];
+        let strs: Vec<&'static [u8]> = vec![b"int", b"list", b"next", b"prev"];
+        // a cycle: struct list { struct list *next; }
+        let list = || vec![int(1, 4), st(2, &[(3, 3, 0)]), ptr(2)];
+        m.merge(hashed(cu(list(), strs.clone(), Some(1), 4))).unwrap();
+        assert_eq!(m.btf.type_count(), 3);
+        m.merge(hashed(cu(list(), strs.clone(), Some(1), 4))).unwrap();
+        assert_eq!(m.btf.type_count(), 3, "the second CU is a copy of the first");
+        assert_eq!(m.collapsed(), 3);
+        // the same struct reaching a FWD: only the int is a copy
+        let other = vec![int(1, 4), st(2, &[(3, 3, 0)]), ptr(4), fwd(2)];
+        m.merge(hashed(cu(other, strs.clone(), Some(1), 5))).unwrap();
+        assert_eq!(m.btf.type_count(), 6);
+        // (names are string offsets now: list 5, next 10, prev 15)
+        assert_eq!(
+            m.btf.ty(TypeId(4)).words,
+            &st(5, &[(10, 5, 0)])[..],
+            "references go to the new ids"
+        );
+        // one pointer shared by two members is not the same graph as two
+        // equal pointers: the struct stays, one pointer is a copy
+        let shared = vec![int(1, 4), st(2, &[(3, 3, 0), (4, 3, 64)]), ptr(1)];
+        m.merge(hashed(cu(shared, strs.clone(), Some(1), 4))).unwrap();
+        assert_eq!(m.btf.type_count(), 8);
+        let two = vec![int(1, 4), st(2, &[(3, 3, 0), (4, 4, 64)]), ptr(1), ptr(1)];
+        m.merge(hashed(cu(two, strs.clone(), Some(1), 5))).unwrap();
+        assert_eq!(m.btf.type_count(), 10);
+        assert_eq!(m.btf.ty(TypeId(9)).words, &st(5, &[(10, 10, 0), (15, 8, 64)])[..]);
+        // an enum is appended every time
+        let e = || vec![int(1, 4), vec![2, make_info(Kind::Enum, false, 1), 4, 3, 7]];
+        m.merge(hashed(cu(e(), strs.clone(), Some(1), 3))).unwrap();
+        m.merge(hashed(cu(e(), strs.clone(), Some(1), 3))).unwrap();
+        assert_eq!(m.btf.type_count(), 12);
     }
 
     #[test]

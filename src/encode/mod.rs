@@ -13,6 +13,7 @@
 pub mod features;
 pub mod fuzz_input;
 pub use local::function_flags;
+mod collapse;
 pub mod lang;
 mod local;
 mod merge;
@@ -170,6 +171,10 @@ pub struct Options {
     /// and the pool's, as many as `-j` says (the reference's count, which its
     /// tests check).
     pub global_pool: bool,
+    /// Leave out the types of a later CU that copy merged ones exactly
+    /// (`collapse.rs`). Only for BTF that dedup follows, which then gives
+    /// the same bytes: the pre-dedup BTF is not the reference's.
+    pub collapse: bool,
 }
 
 /// What to do with DWARF type units (`-fdebug-types-section`).
@@ -245,6 +250,7 @@ impl Default for Options {
             type_units: TypeUnitMode::Reference,
             verbose: false,
             global_pool: false,
+            collapse: false,
         }
     }
 }
@@ -271,6 +277,8 @@ pub struct Summary {
     /// Whether the units were encoded as one merged unit (an LTO file, as
     /// the reference does): its encoding then runs on one thread.
     pub merged_units: bool,
+    /// Types left out as exact copies of merged ones ([`Options::collapse`]).
+    pub types_collapsed: u64,
 }
 
 /// The most types one BTF may have (ids are 31-bit in libbpf, whose
@@ -476,12 +484,20 @@ pub fn encode_elf_with(
         release_pages(&elf.debug.info[released..]);
     }
     let str_cache = Arc::new(strcache::StrCache::new(&elf.debug.str));
-    let mut m = Merger::new(base, elf.endian, str_cache.clone(), headers.len(), merged);
+    let mut m = Merger::new(
+        base,
+        elf.endian,
+        str_cache.clone(),
+        headers.len(),
+        merged,
+        opts.collapse,
+    );
     let lctx = local::Ctx {
         features: opts.features,
         elf,
         path,
         str_cache: &str_cache,
+        collapse: opts.collapse,
     };
     let counters = LoopCounters::default();
     let work = CuWork {
@@ -519,6 +535,7 @@ pub fn encode_elf_with(
     m.summary.dies = counters.dies.load(Ordering::Relaxed);
     m.summary.dies_read = counters.dies_read.load(Ordering::Relaxed);
     m.summary.type_unit_refs = counters.type_unit_refs.load(Ordering::Relaxed);
+    m.summary.types_collapsed = m.collapsed();
     phase_ended(opts, "cu_loop");
     if elf.file_mapped {
         // Decoding is over: the function phase reads only `.BTF_ids` again.

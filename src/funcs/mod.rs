@@ -209,16 +209,20 @@ impl FuncStates {
     /// Appends every state of `other` after ours (CU order: call this with the
     /// CUs' arenas in `.debug_info` order).
     pub fn extend(&mut self, other: &FuncStates) {
-        self.extend_relocated(other, 0, |s| s);
+        self.extend_relocated(other, |t| t, |s| s);
     }
 
-    /// Appends `other`, recorded with CU-local ids, after ours: non-void type
-    /// ids get `type_off` added (the CU's `type_id_off`), non-empty string
-    /// offsets go through `map_str` (CU-local string → run-wide offset).
-    pub fn extend_relocated(&mut self, other: &FuncStates, type_off: u32, mut map_str: impl FnMut(StrOff) -> StrOff) {
+    /// Appends `other`, recorded with CU-local ids, after ours: type ids go
+    /// through `ty` (CU-local → run-wide), non-empty string offsets through
+    /// `map_str` (CU-local string → run-wide offset).
+    pub fn extend_relocated(
+        &mut self,
+        other: &FuncStates,
+        ty: impl Fn(TypeId) -> TypeId,
+        mut map_str: impl FnMut(StrOff) -> StrOff,
+    ) {
         let p0 = self.params.len() as u32;
         let a0 = self.annots.len() as u32;
-        let ty = |t: TypeId| if t.0 == 0 { t } else { TypeId(t.0 + type_off) };
         self.entry.extend_from_slice(&other.entry);
         self.ret.extend(other.ret.iter().map(|&t| ty(t)));
         self.flags.extend_from_slice(&other.flags);
@@ -334,7 +338,11 @@ mod tests {
     fn extend_keeps_cu_order_and_relocates() {
         let mut run = sample();
         let cu = sample();
-        run.extend_relocated(&cu, 100, |s| StrOff(s.0 + 1000));
+        run.extend_relocated(
+            &cu,
+            |t| if t.0 == 0 { t } else { TypeId(t.0 + 100) },
+            |s| StrOff(s.0 + 1000),
+        );
         assert_eq!(run.len(), 6);
         assert_eq!(run.entry(StateId(3)), 3);
         assert_eq!(run.ret(StateId(3)), TypeId(101));

@@ -282,12 +282,18 @@ fn encode_overlapped(
     let standalone = dedup && base.is_none();
     let opts = Options {
         keep_offsets_deferred: standalone,
+        // left-out copies are only exact once dedup has run
+        collapse: opts.collapse && dedup,
         ..opts.clone()
     };
     if !early || !standalone {
         return Ok((encode_with(base, &opts, &mut |_| {})?, None));
     }
-    let mut inc = dedup::Incremental::new();
+    let mut inc = if opts.collapse {
+        dedup::Incremental::keeping_records()
+    } else {
+        dedup::Incremental::new()
+    };
     let mut enc = encode_with(base.clone(), &opts, &mut |b| inc.feed(b))?;
     // the function phase's types
     inc.feed(&mut enc.btf);

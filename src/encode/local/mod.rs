@@ -36,6 +36,8 @@ pub struct Ctx<'e, 'a> {
     pub path: &'e Path,
     /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
     pub str_cache: &'e super::strcache::StrCache,
+    /// Hash the types for the merge's collapse of exact copies.
+    pub collapse: bool,
 }
 
 /// A VAR record of the CU and where it goes in a DATASEC.
@@ -74,6 +76,9 @@ pub struct CuOut<'a> {
     pub vars: Vec<VarOut>,
     /// Saved function states with CU-local ids (core ids, local string indices).
     pub funcs: FuncStates,
+    /// Per local type id (0 = void), its hash for the merge's collapse of
+    /// exact copies, when [`Ctx::collapse`]; else empty.
+    pub type_hashes: Vec<Option<u64>>,
 }
 
 struct Enc<'c, 'e, 'a> {
@@ -146,6 +151,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             strs: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
             strs_off: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
             strs_known: Vec::new(),
+            type_hashes: Vec::new(),
             strs_in_types: 0,
             int_core: None,
             nslots: cu.slots.len() as u32 + 1,

@@ -78,5 +78,8 @@ pub(super) fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
         .iter()
         .map(|&off| if off != NOT_IN_DEBUG_STR { cache.get(off) } else { 0 })
         .collect();
+    if ctx.collapse && !o.shifted_ids {
+        o.type_hashes = super::super::collapse::hash_types(&o);
+    }
     o
 }

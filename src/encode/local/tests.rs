@@ -92,6 +92,7 @@ fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOu
         elf: &e,
         path: Path::new("t.o"),
         str_cache: &StrCache::empty(),
+        collapse: false,
     };
     encode_cu(&ctx, cu)
 }
@@ -494,6 +495,7 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
         elf: &e,
         path: Path::new("t.o"),
         str_cache: &StrCache::empty(),
+        collapse: false,
     };
     let out = encode_cu(&ctx, &c).unwrap();
     // Both instances of `f` (entry 0 of the table) are saved.
@@ -553,6 +555,7 @@ fn recording_time_flags() {
         elf: &e,
         path: Path::new("t.o"),
         str_cache: &StrCache::empty(),
+        collapse: false,
     };
     let out = encode_cu(&ctx, &c).unwrap();
     let flags: Vec<u8> = (0..out.funcs.len() as u32)
