@@ -200,8 +200,10 @@ impl Case<'_> {
 
     fn fail(&self, msg: &str) -> String {
         let _ = std::fs::write(self.dir.join("commands.sh"), &self.script);
+        let commands: String = self.script.lines().skip(2).map(|l| format!("    {l}\n")).collect();
         format!(
-            "{}: {msg}\n  files: {} (commands.sh replays the case)\n  rerun: BTFKIT_DIFFERENTIAL_SEED={} cargo test --test differential",
+            "{}: {msg}\n  files: {}; commands.sh replays the case:\n{commands}  rerun: \
+             BTFKIT_DIFFERENTIAL_SEED={} cargo test --test differential",
             self.what,
             self.dir.display(),
             self.seed,
@@ -217,10 +219,12 @@ fn run_case(dir: &Path, seed: u64, prog: &program::Program, cc: Cc, cfg: &Config
         what: format!("seed {seed} {} (-gdwarf-{})", cc.name(), prog.dwarf),
     };
     let mut objects = Vec::new();
-    for (i, src) in prog.cus.iter().enumerate() {
+    for (i, cu) in prog.cus.iter().enumerate() {
         let c = format!("cu{i}.c");
-        std::fs::write(dir.join(&c), src).unwrap();
+        std::fs::write(dir.join(&c), &cu.source).unwrap();
         let mut args = cc.flags(prog.dwarf);
+        // After the program's flags, so a CU's -gdwarf-N wins.
+        args.extend(cu.flags.iter().cloned());
         args.extend([c, "-o".into(), format!("cu{i}.o")]);
         case.run(cc.name(), &args)
             .map_err(|e| case.fail(&format!("generator bug, the program does not compile: {e}")))?;
@@ -243,7 +247,7 @@ fn run_case(dir: &Path, seed: u64, prog: &program::Program, cc: Cc, cfg: &Config
             Ok(std::fs::read(dir.join(out)).unwrap())
         };
         let (base_name, base_flags): (String, &[&str]) = if cfg.against_uncollapsed {
-            (format!("{set}.no-collapse-j1.btf"), &["--no-collapse", "-j1"])
+            (format!("{set}.no-collapse.j1.btf"), &["--no-collapse", "-j1"])
         } else {
             (format!("{set}.j1.btf"), &["-j1"])
         };
@@ -254,7 +258,7 @@ fn run_case(dir: &Path, seed: u64, prog: &program::Program, cc: Cc, cfg: &Config
             &["-j2"]
         };
         for j in runs {
-            let name = format!("{set}{j}.btf");
+            let name = format!("{set}.{}.btf", j.trim_start_matches('-'));
             let ours = encode(&mut case, &name, &[j])?;
             if ours != base {
                 let d = semantic_diff(dir, &name, &base_name);

@@ -144,6 +144,9 @@ pub struct Sig {
     pub ret: Ty,
     pub params: Vec<Ty>,
     pub variadic: bool,
+    /// Bit i: the body never reads parameter i, so the compiler may drop
+    /// or clone it away (what `optimized_func` has to notice).
+    pub unused: u32,
 }
 
 /// What one CU does with an entity.
@@ -157,8 +160,16 @@ enum Mode {
 /// A generated program: one C source per CU, and the DWARF version gcc
 /// is asked for (4 or 5; clang keeps its default).
 pub struct Program {
-    pub cus: Vec<String>,
+    pub cus: Vec<Cu>,
     pub dwarf: u8,
+}
+
+pub struct Cu {
+    pub source: String,
+    /// Compiler flags of this CU only: `-funsigned-char` turns every plain
+    /// `char` into another base type, so the same text gives another type
+    /// graph; `-gdwarf-N` mixes DWARF versions in one object.
+    pub flags: Vec<String>,
 }
 
 const WORDS: &[&str] = &[
@@ -489,12 +500,27 @@ pub fn generate(seed: u64) -> Program {
         })
         .collect();
     let n_cus = rng.range(2, 6);
-    let cus = (0..n_cus)
-        .map(|c| {
-            let plan = CuPlan::new(&mut rng, &ents, &helpers, c);
-            plan.render(&ents, seed, c)
-        })
-        .collect();
+    let mixed_dwarf = rng.chance(10);
+    let mut plans: Vec<CuPlan> = Vec::new();
+    let mut cus = Vec::new();
+    for c in 0..n_cus {
+        // Some CUs take an earlier CU's choice of types: whole type graphs
+        // then repeat exactly, the copies the collapse is for.
+        let like = (c > 0 && rng.chance(35)).then(|| plans[rng.below(c)].mode.clone());
+        let plan = CuPlan::new(&mut rng, &ents, &helpers, c, like);
+        let mut flags = Vec::new();
+        if rng.chance(12) {
+            flags.push("-funsigned-char".to_string());
+        }
+        if mixed_dwarf {
+            flags.push(format!("-gdwarf-{}", rng.range(4, 5)));
+        }
+        cus.push(Cu {
+            source: plan.render(&ents, seed, c),
+            flags,
+        });
+        plans.push(plan);
+    }
     let dwarf = if rng.chance(50) { 4 } else { 5 };
     Program { cus, dwarf }
 }
@@ -583,7 +609,9 @@ fn sig(rng: &mut Rng, ents: &[Entity], variadic_ok: bool) -> Sig {
         5..=6 if !ents.is_empty() => Ty::Ent(g.rng.below(ents.len())),
         _ => g.scalar(),
     };
-    let n = g.rng.range(0, 5);
+    // Up to 7: beyond the six argument registers, and with structs by
+    // value sooner.
+    let n = g.rng.range(0, 7);
     let params: Vec<Ty> = (0..n)
         .map(|_| match g.rng.below(10) {
             0..=4 => g.pointer(sc, 1),
@@ -592,7 +620,13 @@ fn sig(rng: &mut Rng, ents: &[Entity], variadic_ok: bool) -> Sig {
         })
         .collect();
     let variadic = variadic_ok && !params.is_empty() && g.rng.chance(10);
-    Sig { ret, params, variadic }
+    let unused = (0..n).filter(|_| g.rng.chance(12)).fold(0, |m, i| m | 1 << i);
+    Sig {
+        ret,
+        params,
+        variadic,
+        unused,
+    }
 }
 
 /// Adds what `ty` needs to `out`: `(entity, whole)`, `whole` when it is
@@ -633,21 +667,23 @@ struct CuPlan {
     /// For aliases: used by value somewhere, so its target must be whole.
     whole: Vec<bool>,
     vars: Vec<Var>,
-    /// Static helpers: (index, prototype).
-    helpers: Vec<(usize, Sig)>,
+    /// Static helpers: (index, prototype, attributes).
+    helpers: Vec<(usize, Sig, &'static str)>,
     funcs: Vec<Func>,
 }
 
 impl CuPlan {
-    fn new(rng: &mut Rng, ents: &[Entity], helpers: &[Vec<Sig>], cu: usize) -> CuPlan {
-        let mode = ents
-            .iter()
-            .map(|e| match rng.below(100) {
-                0..=29 => Mode::Absent,
-                30..=44 if !matches!(e.kind, Kind::Alias | Kind::AnonTypedef { .. }) => Mode::Declared,
-                _ => Mode::Defined(pick_variant(rng, e)),
-            })
-            .collect();
+    /// `like`: start from another CU's modes instead of fresh ones.
+    fn new(rng: &mut Rng, ents: &[Entity], helpers: &[Vec<Sig>], cu: usize, like: Option<Vec<Mode>>) -> CuPlan {
+        let mode = like.unwrap_or_else(|| {
+            ents.iter()
+                .map(|e| match rng.below(100) {
+                    0..=29 => Mode::Absent,
+                    30..=44 if !matches!(e.kind, Kind::Alias | Kind::AnonTypedef { .. }) => Mode::Declared,
+                    _ => Mode::Defined(pick_variant(rng, e)),
+                })
+                .collect()
+        });
         let mut plan = CuPlan {
             mode,
             whole: vec![false; ents.len()],
@@ -687,7 +723,14 @@ impl CuPlan {
         for (k, variants) in helpers.iter().enumerate() {
             if g.rng.chance(60) {
                 let s = g.rng.pick(variants).clone();
-                plan.helpers.push((k, s.clone()));
+                // Mostly kept out of line; else gcc and clang decide, and
+                // may inline it, clone it (.isra, .constprop) or both.
+                let attr = if g.rng.chance(75) {
+                    "__attribute__((noinline)) "
+                } else {
+                    ""
+                };
+                plan.helpers.push((k, s.clone(), attr));
                 plan.funcs.push(Func {
                     name: format!("c{cu}_h{k}"),
                     sig: s,
@@ -832,13 +875,9 @@ impl CuPlan {
             let _ = writeln!(o, "{} {};", v.prefix, decl(ents, &v.ty, &v.name).trim());
         }
         o.push('\n');
-        for (k, s) in &self.helpers {
+        for (k, s, attr) in &self.helpers {
             let head = proto(ents, &format!("h{k}"), s);
-            let _ = writeln!(
-                o,
-                "static __attribute__((noinline)) {head}\n{{\n{}}}\n",
-                self.body(ents, s)
-            );
+            let _ = writeln!(o, "static {attr}{head}\n{{\n{}}}\n", self.body(ents, s));
         }
         for f in &self.funcs {
             let head = proto(ents, &f.name, &f.sig);
@@ -865,6 +904,9 @@ impl CuPlan {
     fn body(&self, ents: &[Entity], s: &Sig) -> String {
         let mut b = String::new();
         for (i, p) in s.params.iter().enumerate() {
+            if s.unused & 1 << i != 0 {
+                continue;
+            }
             match self.shape(ents, p) {
                 Shape::Aggregate => {
                     let _ = writeln!(b, "\tsink += *(volatile unsigned char *)&a{i};");
