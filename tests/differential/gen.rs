@@ -177,7 +177,8 @@ const WORDS: &[&str] = &[
     "entry", "hdr", "msg", "rule", "slot", "ring", "zone", "pool", "cfg",
 ];
 
-/// Scalars with the widths a bitfield of them may take.
+/// Scalars with the widest bitfield of them (0: not a bitfield type here).
+/// The last three are drawn less often.
 const SCALARS: &[(&str, u32)] = &[
     ("int", 32),
     ("unsigned int", 32),
@@ -218,8 +219,8 @@ struct Gen<'a> {
 
 impl Gen<'_> {
     fn scalar(&mut self) -> Ty {
-        // The wide and long double types are rarer: one of each per program
-        // is enough to reach their encodings.
+        // 16-byte integers and long double are rarer: a few per program
+        // reach their encodings, and more would crowd out the rest.
         let n = if self.rng.chance(90) {
             SCALARS.len() - 3
         } else {
