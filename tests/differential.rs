@@ -234,60 +234,72 @@ fn run_case(dir: &Path, seed: u64, prog: &program::Program, cc: Cc, cfg: &Config
     args.extend(objects);
     case.run("ld", &args).map_err(|e| case.fail(&e))?;
 
-    let btfkit = env!("CARGO_BIN_EXE_btfkit");
-    for &(set, features) in FEATURE_SETS {
-        let encode = |case: &mut Case, out: &str, extra: &[&str]| -> Result<Vec<u8>, String> {
-            let mut args: Vec<String> = ["encode", "prog.o", "-q", "-o", out].map(String::from).to_vec();
-            args.extend(extra.iter().map(|s| s.to_string()));
-            if let Some(f) = features {
-                args.extend(["--btf-features".into(), f.into()]);
-            }
-            case.run(btfkit, &args)
-                .map_err(|e| case.fail(&format!("{set} features: {e}")))?;
-            Ok(std::fs::read(dir.join(out)).unwrap())
-        };
-        let (base_name, base_flags): (String, &[&str]) = if cfg.against_uncollapsed {
-            (format!("{set}.no-collapse.j1.btf"), &["--no-collapse", "-j1"])
-        } else {
-            (format!("{set}.j1.btf"), &["-j1"])
-        };
-        let base = encode(&mut case, &base_name, base_flags)?;
-        let runs: &[&str] = if cfg.against_uncollapsed {
-            &["-j1", "-j2"]
-        } else {
-            &["-j2"]
-        };
-        for j in runs {
-            let name = format!("{set}.{}.btf", j.trim_start_matches('-'));
-            let ours = encode(&mut case, &name, &[j])?;
-            if ours != base {
-                let d = semantic_diff(dir, &name, &base_name);
-                return Err(case.fail(&format!(
-                    "{set} features: `encode {j}` ({name}) differs from `encode {}` ({base_name}):\n{d}",
-                    base_flags.join(" ")
-                )));
-            }
+    // Every feature set is checked, even after one differs: which sets a
+    // difference shows in is half the diagnosis.
+    let errors: Vec<String> = FEATURE_SETS
+        .iter()
+        .filter_map(|&(set, features)| check_set(&mut case, cfg, set, features).err())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(case.fail(&errors.join("\n")))
+    }
+}
+
+/// One feature set of a built case: btfkit's runs against the base run,
+/// and the base run against pahole when there is one.
+fn check_set(case: &mut Case, cfg: &Config, set: &str, features: Option<&str>) -> Result<(), String> {
+    let dir = case.dir;
+    let encode = |case: &mut Case, out: &str, extra: &[&str]| -> Result<Vec<u8>, String> {
+        let mut args: Vec<String> = ["encode", "prog.o", "-q", "-o", out].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        if let Some(f) = features {
+            args.extend(["--btf-features".into(), f.into()]);
         }
-        if let Some(pahole) = &cfg.pahole {
-            // A fresh name each time: pahole v1.31 does not truncate an
-            // existing --btf_encode_detached file, so a longer old one
-            // leaves its tail behind.
-            let name = format!("{set}.pahole.btf");
-            let mut args = vec!["-J".to_string(), "-j1".into(), format!("--btf_encode_detached={name}")];
-            if let Some(f) = features {
-                args.push(format!("--btf_features={f}"));
-            }
-            args.push("prog.o".into());
-            case.run(&s(pahole), &args)
-                .map_err(|e| case.fail(&format!("{set} features: reference: {e}")))?;
-            let reference = std::fs::read(dir.join(&name)).unwrap();
-            if reference != base {
-                let d = semantic_diff(dir, &base_name, &name);
-                return Err(case.fail(&format!(
-                    "{set} features: btfkit ({base_name}) differs from pahole ({name}):\n{d}"
-                )));
-            }
+        case.run(env!("CARGO_BIN_EXE_btfkit"), &args)
+            .map_err(|e| format!("{set} features: {e}"))?;
+        Ok(std::fs::read(dir.join(out)).unwrap())
+    };
+    let (base_name, base_flags): (String, &[&str]) = if cfg.against_uncollapsed {
+        (format!("{set}.no-collapse.j1.btf"), &["--no-collapse", "-j1"])
+    } else {
+        (format!("{set}.j1.btf"), &["-j1"])
+    };
+    let base = encode(case, &base_name, base_flags)?;
+    let runs: &[&str] = if cfg.against_uncollapsed {
+        &["-j1", "-j2"]
+    } else {
+        &["-j2"]
+    };
+    for j in runs {
+        let name = format!("{set}.{}.btf", j.trim_start_matches('-'));
+        let ours = encode(case, &name, &[j])?;
+        if ours != base {
+            let d = semantic_diff(dir, &name, &base_name);
+            return Err(format!(
+                "{set} features: `encode {j}` ({name}) differs from `encode {}` ({base_name}):\n{d}",
+                base_flags.join(" ")
+            ));
         }
+    }
+    let Some(pahole) = &cfg.pahole else { return Ok(()) };
+    // A fresh name each time: pahole v1.31 does not truncate an existing
+    // --btf_encode_detached file, so a longer old one leaves its tail behind.
+    let name = format!("{set}.pahole.btf");
+    let mut args = vec!["-J".to_string(), "-j1".into(), format!("--btf_encode_detached={name}")];
+    if let Some(f) = features {
+        args.push(format!("--btf_features={f}"));
+    }
+    args.push("prog.o".into());
+    case.run(&s(pahole), &args)
+        .map_err(|e| format!("{set} features: reference: {e}"))?;
+    let reference = std::fs::read(dir.join(&name)).unwrap();
+    if reference != base {
+        let d = semantic_diff(dir, &base_name, &name);
+        return Err(format!(
+            "{set} features: btfkit ({base_name}) differs from pahole ({name}):\n{d}"
+        ));
     }
     Ok(())
 }
