@@ -13,8 +13,11 @@ peak RSS and peak RSS per GB of input. The k>1 outputs are compared with the
 k=1 output (reported, not a failure: the repeated CUs produce the same types
 k times, which dedup should fold back).
 
-  benches/mem-scale.py [--vmlinux PATH] [--k 1,2,4] [--btfkit PATH]
-                       [--work DIR] [--max-load L] [--keep]
+  benches/mem-scale.py [--vmlinux PATH] [--k 1,2,4,8] [--btfkit PATH]
+                       [--flags "--collapse"] [--work DIR] [--max-load L] [--keep]
+
+--flags adds options to each encode (e.g. --collapse, whose memory should
+stay flat as k grows: the copies are left out before dedup).
 
 Waits (up to 10 minutes) for the 1-minute load average to drop below
 --max-load before each run, and prints the load average each run saw.
@@ -73,10 +76,10 @@ def build_input(vmlinux, k, work):
     return path
 
 
-def run(btfkit, elf, out):
+def run(btfkit, elf, out, flags):
     tfile = out + ".time"
     p = subprocess.run(
-        ["/usr/bin/time", "-v", "-o", tfile, btfkit, "encode", "-j2", "--stats", "--json", elf, "-o", out],
+        ["/usr/bin/time", "-v", "-o", tfile, btfkit, "encode", "-j2", "--stats", "--json", *flags, elf, "-o", out],
         capture_output=True,
         text=True,
     )
@@ -92,6 +95,7 @@ def run(btfkit, elf, out):
     return {
         "types": stats["counts"]["types_before_dedup"],
         "types_after": stats["counts"]["types_after_dedup"],
+        "collapsed": stats["counts"].get("types_collapsed", 0),
         "wall": wall_s,
         "cpu": float(t["User time (seconds)"]) + float(t["System time (seconds)"]),
         "rss": int(t["Maximum resident set size (kbytes)"]) * 1024,
@@ -102,7 +106,8 @@ def run(btfkit, elf, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vmlinux", default=next((p for p in VMLINUX_CANDIDATES if os.path.exists(p)), None))
-    ap.add_argument("--k", default="1,2,4")
+    ap.add_argument("--k", default="1,2,4,8")
+    ap.add_argument("--flags", default="", help="more encode options, one string")
     ap.add_argument("--btfkit", default=os.path.join(ROOT, "target/release/btfkit"))
     ap.add_argument("--work", default=os.path.join(ROOT, "target/bench-mem-scale"))
     ap.add_argument("--max-load", type=float, default=1.5)
@@ -118,7 +123,7 @@ def main():
         elf = build_input(a.vmlinux, k, a.work)
         load = wait_for_quiet(a.max_load)
         out = os.path.join(a.work, f"out.x{k}.btf")
-        r = run(a.btfkit, elf, out)
+        r = run(a.btfkit, elf, out, a.flags.split())
         r.update(k=k, size=os.path.getsize(elf), info=section(elf, ".debug_info")[1], load=load[0])
         rows.append(r)
         outs[k] = out
@@ -127,10 +132,10 @@ def main():
         print(f"k={k} done (load average {load[0]:.2f})", file=sys.stderr)
 
     gb = 1 << 30
-    print(f"{'k':>2} {'input MB':>9} {'debug_info MB':>13} {'types pre-dedup':>15} {'after':>7} {'wall s':>7} {'CPU s':>7} "
+    print(f"{'k':>2} {'input MB':>9} {'debug_info MB':>13} {'types pre-dedup':>15} {'collapsed':>9} {'after':>7} {'wall s':>7} {'CPU s':>7} "
           f"{'peak RSS MB':>11} {'RSS/GB input':>12} {'RSS/GB info':>11} {'load':>5}")
     for r in rows:
-        print(f"{r['k']:>2} {r['size'] / 2**20:>9.0f} {r['info'] / 2**20:>13.0f} {r['types']:>15} {r['types_after']:>7} "
+        print(f"{r['k']:>2} {r['size'] / 2**20:>9.0f} {r['info'] / 2**20:>13.0f} {r['types']:>15} {r['collapsed']:>9} {r['types_after']:>7} "
               f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['rss'] / 2**20:>11.0f} {r['rss'] / (r['size'] / gb) / 2**20:>9.0f} MB "
               f"{r['rss'] / (r['info'] / gb) / 2**20:>8.0f} MB {r['load']:>5.2f}")
     if 1 in outs:

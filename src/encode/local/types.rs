@@ -65,6 +65,27 @@ impl<'a> Enc<'_, '_, 'a> {
         }
     }
 
+    /// Whether the reference sizes a variable of this type 0, and so leaves
+    /// it out: a struct or union of one byte without members (what C++
+    /// calls an empty base, and what gcc and clang make of a struct of
+    /// unnamed bitfields), reached through typedefs, qualifiers and arrays.
+    pub(super) fn is_empty_base(&self, core: Option<CoreId>) -> bool {
+        let mut core = self.strip(core);
+        for _ in 0..64 {
+            let Some(s) = core.map(|c| self.cu.slot(c)) else {
+                return false;
+            };
+            match s.tag {
+                dw::DW_TAG_array_type => core = self.strip(self.cu.core(s.ty)),
+                dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type => {
+                    return s.size == 1 && s.kids.is_empty();
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
     /// Follows typedefs and qualifiers.
     pub(super) fn strip(&self, mut core: Option<CoreId>) -> Option<CoreId> {
         for _ in 0..64 {

@@ -70,7 +70,11 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
             }
             return Err(enc.bad_var(name, v.die, VarProblem::NoType));
         };
-        let size = enc.size_of(core, 0);
+        let size = if enc.is_empty_base(core) {
+            0
+        } else {
+            enc.size_of(core, 0)
+        };
         if size == 0 || size > u32::MAX as u64 || offset > u32::MAX as u64 {
             continue;
         }
