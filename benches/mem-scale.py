@@ -14,10 +14,12 @@ k=1 output (reported, not a failure: the repeated CUs produce the same types
 k times, which dedup should fold back).
 
   benches/mem-scale.py [--vmlinux PATH] [--k 1,2,4,8] [--btfkit PATH]
-                       [--flags "--collapse"] [--work DIR] [--max-load L] [--keep]
+                       [--variants ",--collapse"] [--svg PLOT] [--work DIR]
+                       [--max-load L] [--keep]
 
---flags adds options to each encode (e.g. --collapse, whose memory should
-stay flat as k grows: the copies are left out before dedup).
+--variants lists the encode options to compare, comma-separated (an empty
+entry is the default): each k is encoded once per variant, alternating,
+and --svg plots wall time and peak RSS against k, a line per variant.
 
 Waits (up to 10 minutes) for the 1-minute load average to drop below
 --max-load before each run, and prints the load average each run saw.
@@ -107,7 +109,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vmlinux", default=next((p for p in VMLINUX_CANDIDATES if os.path.exists(p)), None))
     ap.add_argument("--k", default="1,2,4,8")
-    ap.add_argument("--flags", default="", help="more encode options, one string")
+    ap.add_argument("--variants", default="", help="encode options to compare, comma-separated ('' = default)")
+    ap.add_argument("--svg", help="plot wall time and peak RSS against k")
     ap.add_argument("--btfkit", default=os.path.join(ROOT, "target/release/btfkit"))
     ap.add_argument("--work", default=os.path.join(ROOT, "target/bench-mem-scale"))
     ap.add_argument("--max-load", type=float, default=1.5)
@@ -117,36 +120,79 @@ def main():
         raise SystemExit("no vmlinux: pass --vmlinux (the corpus's, decompressed)")
     os.makedirs(a.work, exist_ok=True)
     ks = [int(x) for x in a.k.split(",")]
+    variants = a.variants.split(",")
     rows = []
     outs = {}
     for k in ks:
         elf = build_input(a.vmlinux, k, a.work)
         load = wait_for_quiet(a.max_load)
-        out = os.path.join(a.work, f"out.x{k}.btf")
-        r = run(a.btfkit, elf, out, a.flags.split())
-        r.update(k=k, size=os.path.getsize(elf), info=section(elf, ".debug_info")[1], load=load[0])
-        rows.append(r)
-        outs[k] = out
+        for v in variants:
+            out = os.path.join(a.work, f"out.x{k}{v.replace(' ', '')}.btf")
+            r = run(a.btfkit, elf, out, v.split())
+            r.update(k=k, variant=v or "default", size=os.path.getsize(elf), info=section(elf, ".debug_info")[1],
+                     load=load[0])
+            rows.append(r)
+            outs[(k, v)] = out
         if elf != a.vmlinux and not a.keep:
             os.remove(elf)
         print(f"k={k} done (load average {load[0]:.2f})", file=sys.stderr)
 
     gb = 1 << 30
-    print(f"{'k':>2} {'input MB':>9} {'debug_info MB':>13} {'types pre-dedup':>15} {'collapsed':>9} {'after':>7} {'wall s':>7} {'CPU s':>7} "
+    print(f"{'variant':>12} {'k':>2} {'input MB':>9} {'debug_info MB':>13} {'types pre-dedup':>15} {'collapsed':>9} {'after':>7} {'wall s':>7} {'CPU s':>7} "
           f"{'peak RSS MB':>11} {'RSS/GB input':>12} {'RSS/GB info':>11} {'load':>5}")
     for r in rows:
-        print(f"{r['k']:>2} {r['size'] / 2**20:>9.0f} {r['info'] / 2**20:>13.0f} {r['types']:>15} {r['collapsed']:>9} {r['types_after']:>7} "
+        print(f"{r['variant']:>12} {r['k']:>2} {r['size'] / 2**20:>9.0f} {r['info'] / 2**20:>13.0f} {r['types']:>15} {r['collapsed']:>9} {r['types_after']:>7} "
               f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['rss'] / 2**20:>11.0f} {r['rss'] / (r['size'] / gb) / 2**20:>9.0f} MB "
               f"{r['rss'] / (r['info'] / gb) / 2**20:>8.0f} MB {r['load']:>5.2f}")
-    if 1 in outs:
-        base = open(outs[1], "rb").read()
+    for v in variants:
+        mine = [r for r in rows if r["variant"] == (v or "default")]
+        if (1, v) in outs:
+            base = open(outs[(1, v)], "rb").read()
+            for k in ks:
+                if k != 1:
+                    same = open(outs[(k, v)], "rb").read() == base
+                    print(f"{v or 'default'}: output for k={k} {'equals' if same else 'differs from'} the k=1 output")
         for k in ks:
-            if k != 1:
-                same = open(outs[k], "rb").read() == base
-                print(f"output for k={k} {'equals' if same else 'DIFFERS from'} the k=1 output")
-    if len(rows) > 1:
-        a0, z = rows[0], rows[-1]
-        print(f"input grew {z['info'] / a0['info']:.2f}x (.debug_info), peak RSS {z['rss'] / a0['rss']:.2f}x")
+            if (k, v) in outs and (k, variants[0]) in outs and v != variants[0]:
+                same = open(outs[(k, v)], "rb").read() == open(outs[(k, variants[0])], "rb").read()
+                print(f"k={k}: {v} output {'equals' if same else 'DIFFERS from'} the {variants[0] or 'default'} output")
+        if len(mine) > 1:
+            a0, z = mine[0], mine[-1]
+            print(f"{v or 'default'}: input grew {z['info'] / a0['info']:.2f}x (.debug_info), "
+                  f"peak RSS {z['rss'] / a0['rss']:.2f}x, wall {z['wall'] / a0['wall']:.2f}x, CPU {z['cpu'] / a0['cpu']:.2f}x")
+    if a.svg:
+        write_svg(a.svg, ks, variants, rows)
+        print(f"plot: {a.svg}")
+
+
+def write_svg(path, ks, variants, rows):
+    """Two panels (wall seconds, peak RSS MiB) against k, a line per variant."""
+    W, H, P = 360, 240, 40
+    colors = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H}" font-family="sans-serif" font-size="11">']
+    val = {(r["k"], r["variant"]): r for r in rows}
+    names = [v or "default" for v in variants]
+    for panel, (key, scale, label) in enumerate([("wall", 1, "wall time (s)"), ("rss", 2**20, "peak RSS (MiB)")]):
+        x0 = panel * W
+        ymax = max(val[(k, n)][key] / scale for k in ks for n in names) * 1.15 or 1
+        kmin, kmax = ks[0], ks[-1] if ks[-1] > ks[0] else ks[0] + 1
+        def px(k): return x0 + P + (k - kmin) / (kmax - kmin) * (W - 2 * P)
+        def py(v): return H - P - v / ymax * (H - 2 * P)
+        parts.append(f'<text x="{x0 + W / 2}" y="15" text-anchor="middle">{label} vs copies of the DWARF (k)</text>')
+        parts.append(f'<line x1="{x0 + P}" y1="{H - P}" x2="{x0 + W - P}" y2="{H - P}" stroke="black"/>')
+        parts.append(f'<line x1="{x0 + P}" y1="{P}" x2="{x0 + P}" y2="{H - P}" stroke="black"/>')
+        for k in ks:
+            parts.append(f'<text x="{px(k)}" y="{H - P + 14}" text-anchor="middle">{k}</text>')
+        for i in range(5):
+            v = ymax * i / 4
+            parts.append(f'<text x="{x0 + P - 4}" y="{py(v) + 4}" text-anchor="end">{v:.0f}</text>')
+        for i, n in enumerate(names):
+            pts = " ".join(f"{px(k):.1f},{py(val[(k, n)][key] / scale):.1f}" for k in ks)
+            parts.append(f'<polyline points="{pts}" fill="none" stroke="{colors[i % 4]}" stroke-width="2"/>')
+            parts.append(f'<text x="{x0 + W - P}" y="{P + 14 * i}" text-anchor="end" fill="{colors[i % 4]}">btfkit {n}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
 
 
 if __name__ == "__main__":
