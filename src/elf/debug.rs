@@ -176,7 +176,21 @@ impl<'a> ElfInfo<'a> {
         })
     }
 
+    /// [`ElfInfo::load`] of a mapped or read [`super::Input`]; from a
+    /// mapping, the pages of a relocated section and of its relocations
+    /// are dropped as they are used (a large module's relocations are
+    /// bigger than its DWARF).
+    pub fn load_input(input: &'a super::Input) -> Result<ElfInfo<'a>> {
+        let mut elf = Self::load_as(&input.path, input.bytes(), input.is_mapped())?;
+        elf.file_mapped = input.is_mapped();
+        Ok(elf)
+    }
+
     pub fn load(path: &Path, data: &'a [u8]) -> Result<ElfInfo<'a>> {
+        Self::load_as(path, data, false)
+    }
+
+    fn load_as(path: &Path, data: &'a [u8], mapped: bool) -> Result<ElfInfo<'a>> {
         if data.len() < 16 || !data.starts_with(b"\x7fELF") {
             return Err(Error::elf(path, "not an ELF file (no \\x7fELF magic)"));
         }
@@ -188,8 +202,8 @@ impl<'a> ElfInfo<'a> {
             ),
         })?;
         match &file {
-            object::File::Elf32(f) => load_elf(path, f, false),
-            object::File::Elf64(f) => load_elf(path, f, true),
+            object::File::Elf32(f) => load_elf(path, f, false, mapped),
+            object::File::Elf64(f) => load_elf(path, f, true, mapped),
             _ => Err(Error::elf(path, "not an ELF file")),
         }
     }
@@ -279,6 +293,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     path: &Path,
     f: &ElfFile<'a, H, &'a [u8]>,
     is_64: bool,
+    mapped: bool,
 ) -> Result<ElfInfo<'a>> {
     let e = f.endian();
     let hdr = f.elf_header();
@@ -305,6 +320,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         machine,
         endian,
         sym_values: OnceCell::new(),
+        mapped,
     };
     let found = find_debug_sections(path, f)?;
     // DWARF 4 type units outside section groups (a linked executable's):
@@ -512,6 +528,8 @@ struct SectionLoader<'a, 'f, H: FileHeader<Endian = object::Endianness>> {
     /// sections carry a relocation per string or section offset (about
     /// 1.5 M in btrfs.ko), against a few thousand symbols.
     sym_values: OnceCell<Vec<u64>>,
+    /// The file is mapped: what relocating has read can be dropped.
+    mapped: bool,
 }
 
 impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H> {
@@ -555,7 +573,15 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         if relocs.peek().is_none() {
             return Ok(data);
         }
+        let source = match &data {
+            Cow::Borrowed(b) if self.mapped => Some(*b),
+            _ => None,
+        };
         let mut buf = data.into_owned();
+        if let Some(src) = source {
+            // the copy is what is read from now on
+            super::release_mapped_pages(src);
+        }
         let mut apply = |off: u64, size: usize, v: u64, implicit: bool| -> Result<()> {
             let off = off as usize;
             let Some(slot) = off.checked_add(size).and_then(|end| buf.get_mut(off..end)) else {
@@ -576,18 +602,25 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
             && let Ok(Some(rsh)) = sec.elf_relocation_section()
             && let Ok(Some((relas, _))) = rsh.rela(e, f.data())
         {
-            for r in relas {
-                let size = match r.r_type(e, false).0 {
-                    1 /* R_X86_64_64 */ => 8,
-                    10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => 4,
-                    _ => continue,
-                };
-                let s = match r.r_sym(e, false) {
-                    0 => 0,
-                    i => self.symbol_value_cached(i as usize),
-                };
-                let addend: i64 = r.r_addend(e).into();
-                apply(r.r_offset(e).into(), size, s.wrapping_add(addend as u64), false)?;
+            // 16 MiB of entries at a time, dropped once applied
+            let entry = relas.first().map_or(1, std::mem::size_of_val);
+            for chunk in relas.chunks((16 << 20) / entry) {
+                for r in chunk {
+                    let size = match r.r_type(e, false).0 {
+                        1 /* R_X86_64_64 */ => 8,
+                        10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => 4,
+                        _ => continue,
+                    };
+                    let s = match r.r_sym(e, false) {
+                        0 => 0,
+                        i => self.symbol_value_cached(i as usize),
+                    };
+                    let addend: i64 = r.r_addend(e).into();
+                    apply(r.r_offset(e).into(), size, s.wrapping_add(addend as u64), false)?;
+                }
+                if self.mapped {
+                    super::release_mapped_pages(object::pod::bytes_of_slice(chunk));
+                }
             }
             return Ok(Cow::Owned(buf));
         }

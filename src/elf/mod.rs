@@ -19,6 +19,23 @@ use object::{Object, ObjectSection};
 use crate::btf::{self, Btf};
 use crate::error::{Error, Result};
 
+/// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
+/// a read-only private file mapping: they are re-read from the file if
+/// touched again, so this only lowers the resident set. Only for bytes of
+/// a mapped [`Input`] (on heap memory it would discard the contents).
+pub fn release_mapped_pages(bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: the caller passes a range inside a live read-only file
+        // mapping; for such pages MADV_DONTNEED discards the cached copy only.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
 /// An input file: mapped, or read into memory where it cannot be mapped.
 pub struct Input {
     pub path: PathBuf,

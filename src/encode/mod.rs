@@ -288,21 +288,7 @@ pub const MAX_TYPES: u32 = 0x7fff_ffff;
 /// The largest string offset (libbpf's BTF_MAX_STR_OFFSET).
 pub const MAX_STR_OFFSET: u32 = 0x7fff_ffff;
 
-/// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
-/// the read-only private file mapping: they are re-read from the file if
-/// touched again, so this only lowers the resident set.
-fn release_pages(bytes: &[u8]) {
-    const PAGE: usize = 4096;
-    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
-    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
-    if end > start {
-        // SAFETY: the range lies inside a live read-only file mapping; for
-        // such pages MADV_DONTNEED discards the cached copy only.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-        }
-    }
-}
+use crate::elf::release_mapped_pages as release_pages;
 
 /// The result of encoding one file.
 pub struct Encoded {
@@ -329,9 +315,8 @@ pub fn encode_file_with(
     on_merged: &mut OnMerged<'_>,
 ) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
-    let mut elf = ElfInfo::load(path, input.bytes())?;
     // `Input` maps the file read-only (or read it, where it cannot be mapped).
-    elf.file_mapped = input.is_mapped();
+    let elf = ElfInfo::load_input(&input)?;
     if matches!(elf.debug.info, std::borrow::Cow::Owned(_)) {
         // A relocatable object (a module): its debug sections were copied
         // out with relocations applied, and reading them touched every
