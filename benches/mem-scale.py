@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+import svgplot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VMLINUX_CANDIDATES = [
     "/tmp/corpus/kernel/vmlinux-6.12.117+deb12-cloud-amd64",
@@ -167,32 +169,15 @@ def main():
 
 def write_svg(path, ks, variants, rows):
     """Two panels (wall seconds, peak RSS MiB) against k, a line per variant."""
-    W, H, P = 360, 240, 40
     colors = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H}" font-family="sans-serif" font-size="11">']
     val = {(r["k"], r["variant"]): r for r in rows}
-    names = [v or "default" for v in variants]
-    for panel, (key, scale, label) in enumerate([("wall", 1, "wall time (s)"), ("rss", 2**20, "peak RSS (MiB)")]):
-        x0 = panel * W
-        ymax = max(val[(k, n)][key] / scale for k in ks for n in names) * 1.15 or 1
-        kmin, kmax = ks[0], ks[-1] if ks[-1] > ks[0] else ks[0] + 1
-        def px(k): return x0 + P + (k - kmin) / (kmax - kmin) * (W - 2 * P)
-        def py(v): return H - P - v / ymax * (H - 2 * P)
-        parts.append(f'<text x="{x0 + W / 2}" y="15" text-anchor="middle">{label} vs copies of the DWARF (k)</text>')
-        parts.append(f'<line x1="{x0 + P}" y1="{H - P}" x2="{x0 + W - P}" y2="{H - P}" stroke="black"/>')
-        parts.append(f'<line x1="{x0 + P}" y1="{P}" x2="{x0 + P}" y2="{H - P}" stroke="black"/>')
-        for k in ks:
-            parts.append(f'<text x="{px(k)}" y="{H - P + 14}" text-anchor="middle">{k}</text>')
-        for i in range(5):
-            v = ymax * i / 4
-            parts.append(f'<text x="{x0 + P - 4}" y="{py(v) + 4}" text-anchor="end">{v:.0f}</text>')
-        for i, n in enumerate(names):
-            pts = " ".join(f"{px(k):.1f},{py(val[(k, n)][key] / scale):.1f}" for k in ks)
-            parts.append(f'<polyline points="{pts}" fill="none" stroke="{colors[i % 4]}" stroke-width="2"/>')
-            parts.append(f'<text x="{x0 + W - P}" y="{P + 14 * i}" text-anchor="end" fill="{colors[i % 4]}">btfkit {n}</text>')
-    parts.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(parts))
+    series = []
+    for i, v in enumerate(variants):
+        n = v or "default"
+        series.append((f"btfkit {n}", colors[i % 4],
+                       {k: {"wall": val[(k, n)]["wall"], "rss": val[(k, n)]["rss"] / 2**20} for k in ks}))
+    svgplot.two_panels(path, ks, series, [("wall", "wall time (s)"), ("rss", "peak RSS (MiB)")],
+                       "copies of the DWARF (k)")
 
 
 if __name__ == "__main__":

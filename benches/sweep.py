@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 
+import svgplot
+
 KERNEL_FLAGS = ("--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,"
                 "optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build")
 
@@ -134,30 +136,10 @@ def main():
 
 def write_svg(path, threads, encoders, med):
     """Two panels (wall seconds, peak RSS MiB) against threads, one line per encoder."""
-    W, H, P = 360, 240, 40
     colors = {"btfkit": "#1f77b4", "pahole": "#d62728"}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H}" font-family="sans-serif" font-size="11">']
-    for panel, (idx, label) in enumerate([(0, "wall time (s)"), (2, "peak RSS (MiB)")]):
-        x0 = panel * W
-        ymax = max(med[(n, t)][idx] for n, _ in encoders for t in threads) * 1.15 or 1
-        tmin, tmax = threads[0], threads[-1] if threads[-1] > threads[0] else threads[0] + 1
-        def px(t): return x0 + P + (t - tmin) / (tmax - tmin) * (W - 2 * P)
-        def py(v): return H - P - v / ymax * (H - 2 * P)
-        parts.append(f'<text x="{x0 + W / 2}" y="15" text-anchor="middle">{label} vs threads</text>')
-        parts.append(f'<line x1="{x0 + P}" y1="{H - P}" x2="{x0 + W - P}" y2="{H - P}" stroke="black"/>')
-        parts.append(f'<line x1="{x0 + P}" y1="{P}" x2="{x0 + P}" y2="{H - P}" stroke="black"/>')
-        for t in threads:
-            parts.append(f'<text x="{px(t)}" y="{H - P + 14}" text-anchor="middle">{t}</text>')
-        for k in range(5):
-            v = ymax * k / 4
-            parts.append(f'<text x="{x0 + P - 4}" y="{py(v) + 4}" text-anchor="end">{v:.1f}</text>')
-        for i, (n, _) in enumerate(encoders):
-            pts = " ".join(f"{px(t):.1f},{py(med[(n, t)][idx]):.1f}" for t in threads)
-            parts.append(f'<polyline points="{pts}" fill="none" stroke="{colors[n]}" stroke-width="2"/>')
-            parts.append(f'<text x="{x0 + W - P}" y="{P + 14 * i}" text-anchor="end" fill="{colors[n]}">{n}</text>')
-    parts.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(parts))
+    series = [(n, colors[n], {t: {"wall": med[(n, t)][0], "rss": med[(n, t)][2]} for t in threads})
+              for n, _ in encoders]
+    svgplot.two_panels(path, threads, series, [("wall", "wall time (s)"), ("rss", "peak RSS (MiB)")], "threads")
 
 
 if __name__ == "__main__":
