@@ -96,37 +96,26 @@ pub(super) struct Collapse {
     refs: Vec<(usize, u32)>,
 }
 
-/// One CU's view for hashing: its records and an identity per local string.
-struct Names<'o, 'a> {
+/// One CU's records, with a value per local string index: an identity
+/// for hashing ([`Names`]), the BTF string offset for the walks ([`Local`]).
+struct View<'o, 'a, N> {
     out: &'o CuOut<'a>,
-    names: &'o [u64],
+    names: &'o [N],
 }
 
-impl Names<'_, '_> {
-    fn rec(&self, id: u32) -> &[u32] {
-        record(self.out, id)
-    }
-}
+/// Names by identity (`.debug_str` offset or text): the workers' hashes.
+type Names<'o, 'a> = View<'o, 'a, u64>;
+/// Names as the merge interned them (the CU's type strings): the walks.
+type Local<'o, 'a> = View<'o, 'a, u32>;
 
-/// The record of local type `id` (1-based).
-fn record<'o>(out: &'o CuOut<'_>, id: u32) -> &'o [u32] {
-    let i = id as usize - 1;
-    let s = out.offs[i] as usize;
-    let e = out.offs.get(i + 1).map_or(out.words.len(), |&e| e as usize);
-    &out.words[s..e]
-}
-
-/// One CU's view for the walks: its records and string map.
-struct Local<'o, 'a> {
-    out: &'o CuOut<'a>,
-    /// Local string index → BTF string offset (the merge's, types' strings interned).
-    strs: &'o [u32],
-}
-
-impl Local<'_, '_> {
+impl<N> View<'_, '_, N> {
     /// The record of local type `id` (1-based).
     fn rec(&self, id: u32) -> &[u32] {
-        record(self.out, id)
+        let out = self.out;
+        let i = id as usize - 1;
+        let s = out.offs[i] as usize;
+        let e = out.offs.get(i + 1).map_or(out.words.len(), |&e| e as usize);
+        &out.words[s..e]
     }
 }
 
@@ -207,7 +196,7 @@ impl Collapse {
         self.phi.resize(n + 1, 0);
         self.rev.clear();
         self.failed.clear();
-        let local = Local { out, strs };
+        let local = Local { out, names: strs };
         let mut budget = STEPS_FLOOR + STEPS_PER_TYPE * n;
         // Containers first: a walk from one pairs what it reaches, which is
         // then not looked up on its own.
@@ -338,7 +327,7 @@ impl Collapse {
         }
         self.scratch.clear();
         self.scratch.extend_from_slice(lrec);
-        let strs = l.strs;
+        let strs = l.names;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = strs[*w as usize]);
         self.refs.clear();
         let (scratch, refs) = (&mut self.scratch, &mut self.refs);
