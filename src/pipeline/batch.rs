@@ -88,6 +88,7 @@ pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<Bat
         None => (None, None),
     };
     let threads = encode::effective_jobs(plan.opts.jobs, files.len());
+    let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
     let one = Options {
         jobs: 1,
         // a pool per module encode (of one thread): the modules run side by side

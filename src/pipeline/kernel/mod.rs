@@ -371,6 +371,7 @@ pub fn run_item(
     let modules = Mutex::new(item.modules);
     let failure: Mutex<Option<KernelError>> = Mutex::new(None);
     let threads = crate::encode::effective_jobs(plan.opts.jobs, item.module_count.unwrap_or(usize::MAX));
+    let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
     std::thread::scope(|sc| {
         for _ in 0..threads {
             std::thread::Builder::new()
