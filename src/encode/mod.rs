@@ -166,10 +166,11 @@ pub struct Options {
     /// Keep the reference's `--verbose` lines about functions left out
     /// ([`Summary::func_skips`]).
     pub verbose: bool,
-    /// Run on rayon's global pool, which the caller sized, instead of a pool
-    /// of the encoder's own: the process then has the main thread (waiting)
-    /// and the pool's, as many as `-j` says (the reference's count, which its
-    /// tests check).
+    /// Run on the rayon pool the caller is in (the global pool, which the
+    /// caller sized, or a batch thread's own) instead of a pool of the
+    /// encoder's own: the process then has the main thread (waiting) and the
+    /// pool's, as many as `-j` says (the reference's count, which its tests
+    /// check).
     pub global_pool: bool,
     /// Leave out the types of a later CU that copy merged ones exactly
     /// (`collapse.rs`). Only for BTF that dedup follows, which then gives

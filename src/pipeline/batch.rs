@@ -89,12 +89,6 @@ pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<Bat
     };
     let threads = encode::effective_jobs(plan.opts.jobs, files.len());
     let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
-    let one = Options {
-        jobs: 1,
-        // a pool per module encode (of one thread): the modules run side by side
-        global_pool: false,
-        ..plan.opts.clone()
-    };
     let next = AtomicUsize::new(0);
     let done_count = AtomicUsize::new(0);
     let total = files.len();
@@ -110,6 +104,8 @@ pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<Bat
                     // thread. Only touched pages cost memory.
                     .stack_size(64 << 20)
                     .spawn_scoped(sc, || {
+                        let pool = super::own_pool();
+                        let one = super::module_options(&plan.opts, pool.is_some());
                         let mut mine = Vec::new();
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);

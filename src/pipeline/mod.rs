@@ -191,6 +191,31 @@ pub fn size_global_pool(jobs: usize) {
     let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
 }
 
+/// Makes the calling thread (a batch's module thread) a rayon pool of its
+/// own, of that one thread, for as long as the returned pool lives: the
+/// encoder's and dedup's parallel steps then run inline on it. A pool built
+/// per module, with dedup on the global pool, handed every module's work
+/// between three threads (4,230 pools and their context switches in a
+/// distribution kernel's batch). `None` if rayon cannot make one (the
+/// thread is in a pool already): then each encode builds its own.
+pub fn own_pool() -> Option<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .ok()
+}
+
+/// Options for one module of a batch on a thread of its own: one job, on
+/// the thread's [`own_pool`] if it has one.
+pub fn module_options(opts: &encode::Options, own_pool: bool) -> encode::Options {
+    encode::Options {
+        jobs: 1,
+        global_pool: own_pool,
+        ..opts.clone()
+    }
+}
+
 /// Encodes `input` (split over `base` if given) and dedups it unless told not to
 /// (with `base_index`, dedup's state for that base, if the caller built it).
 /// With `bytes`, those are the input (`input` only names it). Returns the
