@@ -241,6 +241,34 @@ fn a_failing_module_does_not_stop_the_others() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn an_output_that_cannot_be_written_fails_its_module_only() {
+    let dir = scratch("kernel-unwritable");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), &MODULES[..2]);
+    let out = dir.join("out");
+    // a file where tcp_bbr's output directory has to go
+    std::fs::create_dir_all(out.join("modules/kernel/net")).unwrap();
+    std::fs::write(out.join("modules/kernel/net/ipv4"), b"in the way").unwrap();
+    let o = kernel(&[&s(&root), "--out-dir", &s(&out), "-j2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = outcomes(&out.join("report.jsonl"));
+    assert_eq!(
+        got["usr/lib/debug/lib/modules/6.12-t/kernel/net/ipv4/tcp_bbr.ko"],
+        "failed"
+    );
+    assert_eq!(got["usr/lib/debug/lib/modules/6.12-t/kernel/lib/crc7.ko"], "ok");
+    let errors = by_input(&out.join("report.jsonl"), "error");
+    let why = &errors["usr/lib/debug/lib/modules/6.12-t/kernel/net/ipv4/tcp_bbr.ko"];
+    assert!(why.contains("modules/kernel/net/ipv4"), "{why}");
+    assert!(out.join("modules/kernel/lib/crc7.btf").is_file());
+    assert_eq!(
+        std::fs::read(out.join("modules/kernel/net/ipv4")).unwrap(),
+        b"in the way"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Output files of `dir` (report and temporaries aside), relative.
 fn outputs(dir: &Path) -> Vec<PathBuf> {
     fn walk(d: &Path, base: &Path, out: &mut Vec<PathBuf>) {

@@ -362,30 +362,50 @@ pub fn run_item(
     } else {
         None
     };
-    let one = Options {
-        jobs: 1,
-        global_pool: false,
+    let module_opts = |own_pool: bool| Options {
         timings: true,
-        ..plan.opts.clone()
+        ..super::module_options(&plan.opts, own_pool)
     };
     let modules = Mutex::new(item.modules);
     let failure: Mutex<Option<KernelError>> = Mutex::new(None);
     let threads = crate::encode::effective_jobs(plan.opts.jobs, item.module_count.unwrap_or(usize::MAX));
     let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
+    // Outputs are written (and synced) and their lines appended by one
+    // writer thread, so that a module thread's core does not sit idle while
+    // the disk syncs (two syncs per module, 0.3 ms each here).
+    let (to_writer, written) = std::sync::mpsc::sync_channel::<Done>(2 * threads);
     std::thread::scope(|sc| {
+        let writer = std::thread::Builder::new()
+            .spawn_scoped(sc, || {
+                for done in written {
+                    if let Err(e) = emit(done.finish()) {
+                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        // the module threads stop at their next module
+                        break;
+                    }
+                }
+            })
+            .expect("cannot start the output thread");
         for _ in 0..threads {
+            // the thread owns its sender (the writer ends when all are gone)
+            // and borrows the rest
+            let to_writer = to_writer.clone();
+            let (failure, modules, module_opts) = (&failure, &modules, &module_opts);
+            let (new_record, reusable, base, base_sha) = (&new_record, &reusable, &base, &base_sha);
             std::thread::Builder::new()
                 // as batch: dedup and the DWARF walk recurse as deep as types nest
                 .stack_size(64 << 20)
-                .spawn_scoped(sc, || {
+                .spawn_scoped(sc, move || {
+                    let pool = super::own_pool();
+                    let one = module_opts(pool.is_some());
                     loop {
                         if failure.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
                             break;
                         }
                         let next = modules.lock().unwrap_or_else(|e| e.into_inner()).next();
                         let Some(next) = next else { break };
-                        let rec = match next {
-                            Err(e) => Record {
+                        let done = match next {
+                            Err(e) => Done::record(Record {
                                 error: Some(e.to_string()),
                                 output: None,
                                 kind: InputKind::Module,
@@ -395,7 +415,7 @@ pub fn run_item(
                                 },
                                 size: 0,
                                 ..new_record(vm, String::new())
-                            },
+                            }),
                             Ok(m) => module_record(
                                 &m,
                                 &new_record,
@@ -406,14 +426,16 @@ pub fn run_item(
                                 out_dir,
                             ),
                         };
-                        if let Err(e) = emit(rec) {
-                            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        if to_writer.send(done).is_err() {
+                            // the writer stopped on a failure
                             break;
                         }
                     }
                 })
                 .expect("cannot start a module thread");
         }
+        drop(to_writer);
+        let _ = writer;
     });
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
@@ -434,65 +456,103 @@ fn module_record(
     base_sha: Option<&str>,
     opts: &Options,
     out_dir: &Path,
-) -> Record {
+) -> Done {
     let fp = match m.fingerprint() {
         Ok(fp) => fp,
         Err(e) => {
-            return Record {
+            return Done::record(Record {
                 error: Some(e.to_string()),
                 output: None,
                 ..new_record(m, String::new())
-            };
+            });
         }
     };
     if let Some(r) = reusable(m, &fp, base_sha) {
-        return r;
+        return Done::record(r);
     }
     let rec = Record {
         base_sha256: base_sha.map(str::to_string),
         ..new_record(m, fp)
     };
     let Some((base, index)) = base else {
-        return Record {
+        return Done::record(Record {
             error: Some("not encoded: its vmlinux failed".into()),
             output: None,
             ..rec
-        };
+        });
     };
     let t0 = Instant::now();
     let c0 = thread_cpu();
-    let res = (|| -> Result<(String, u64, Duration), Error> {
+    let res = (|| -> Result<(Vec<u8>, u64, Duration), Error> {
         let bytes = match &m.data {
             InputData::Bytes(b) => Some(&b[..]),
             InputData::File(_) => None,
         };
         let (btf, summary, _) = encode_btf(&m.name(), bytes, Some(base.clone()), index.as_ref(), opts, true)?;
         let raw = btf::write::to_bytes(&btf);
-        let path = out_dir.join(&m.out);
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::Output(crate::Error::io(d, e)))?;
-        }
-        crate::output::write_atomic(&path, &raw).map_err(Error::Output)?;
-        let pool = summary.loop_cpu.map(|c| c.decode + c.cu_encode).unwrap_or_default();
-        Ok((sha256_hex(&raw), btf.own_type_count() as u64, pool))
+        // the CU loop's workers, unless it ran on this thread's own pool
+        let pool = match opts.global_pool {
+            true => Duration::ZERO,
+            false => summary.loop_cpu.map(|c| c.decode + c.cu_encode).unwrap_or_default(),
+        };
+        Ok((raw, btf.own_type_count() as u64, pool))
     })();
     let cpu = thread_cpu().saturating_sub(c0);
     match res {
-        Ok((sha, types, pool)) => Record {
-            outcome: Outcome::Ok,
-            sha256: Some(sha),
-            types: Some(types),
-            wall_s: t0.elapsed().as_secs_f64(),
-            cpu_s: (cpu + pool).as_secs_f64(),
-            ..rec
+        Ok((raw, types, pool)) => Done {
+            record: Record {
+                outcome: Outcome::Ok,
+                sha256: Some(sha256_hex(&raw)),
+                types: Some(types),
+                wall_s: t0.elapsed().as_secs_f64(),
+                cpu_s: (cpu + pool).as_secs_f64(),
+                ..rec
+            },
+            write: Some((out_dir.join(&m.out), raw)),
         },
-        Err(e) => Record {
+        Err(e) => Done::record(Record {
             error: Some(error_line(&e)),
             output: None,
             wall_s: t0.elapsed().as_secs_f64(),
             cpu_s: cpu.as_secs_f64(),
             ..rec
-        },
+        }),
+    }
+}
+
+/// A module's record, and the output still to be written before the record
+/// may go into the report.
+struct Done {
+    record: Record,
+    write: Option<(PathBuf, Vec<u8>)>,
+}
+
+impl Done {
+    fn record(record: Record) -> Done {
+        Done { record, write: None }
+    }
+
+    /// Writes the output (atomically, synced); a failure to write fails the record.
+    fn finish(self) -> Record {
+        let Some((path, raw)) = self.write else {
+            return self.record;
+        };
+        let written = match path.parent() {
+            Some(d) => std::fs::create_dir_all(d).map_err(|e| crate::Error::io(d, e)),
+            None => Ok(()),
+        }
+        .and_then(|()| crate::output::write_atomic(&path, &raw));
+        match written {
+            Ok(()) => self.record,
+            Err(e) => Record {
+                outcome: Outcome::Failed,
+                error: Some(error_line(&Error::Output(e))),
+                output: None,
+                sha256: None,
+                types: None,
+                ..self.record
+            },
+        }
     }
 }
 
