@@ -34,12 +34,11 @@ pub fn return_freed_memory_promptly() {
 /// giving it back, until the returned guard is dropped.
 /// [`return_freed_memory_promptly`]'s fixed trim limit also fixes the size
 /// from which glibc maps a block by itself at 128 KiB, so each module's
-/// growing tables were mapped, faulted in page by page and unmapped again:
-/// on the 4,230 modules of a distribution kernel, a third of the batch's
-/// CPU time was the system's. Blocks up to [`KEPT_FOR_REUSE`] now come
-/// from the arenas, which keep as much free at their top. Call when no
-/// other thread is allocating (before the batch's threads start, and drop
-/// the guard after they end).
+/// growing tables were mapped, faulted in page by page and unmapped again,
+/// a third of a distribution kernel's batch in system time. Blocks up to
+/// [`KEPT_FOR_REUSE`] now come from the arenas, which keep as much free at
+/// their top. Call when no other thread is allocating (before the batch's
+/// threads start, and drop the guard after they end).
 #[must_use = "the batch policy ends when the guard is dropped"]
 pub fn keep_freed_memory_for_reuse() -> KeptForReuse {
     set_thresholds(KEPT_FOR_REUSE, KEPT_FOR_REUSE);
@@ -69,10 +68,8 @@ fn set_thresholds(mmap: i32, trim: i32) {
 }
 
 /// glibc's largest mapping threshold, and what an arena keeps free at its
-/// top in a batch. On the distribution kernel's modules (-j2), a trim limit
-/// of 8 MiB gave back the gain (27 s of system time), 16 to 64 MiB took
-/// the wall time from about 40 s to about 25 s, and above 32 MiB the peak
-/// RSS rose by 80 MiB.
+/// top in a batch: a lower trim limit gave the system time back, a higher
+/// one only raised the peak RSS (docs/perf-notes.md).
 const KEPT_FOR_REUSE: i32 = 32 << 20;
 
 /// [`return_freed_memory_promptly`]'s trim limit.
