@@ -375,7 +375,8 @@ pub fn run_item(
     // the disk syncs (two syncs per module, 0.3 ms each here).
     let (to_writer, written) = std::sync::mpsc::sync_channel::<Done>(2 * threads);
     std::thread::scope(|sc| {
-        let writer = std::thread::Builder::new()
+        // joined with the module threads at the scope's end
+        let _writer = std::thread::Builder::new()
             .spawn_scoped(sc, || {
                 for done in written {
                     if let Err(e) = emit(done.finish()) {
@@ -435,7 +436,6 @@ pub fn run_item(
                 .expect("cannot start a module thread");
         }
         drop(to_writer);
-        let _ = writer;
     });
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
@@ -491,9 +491,10 @@ fn module_record(
         let (btf, summary, _) = encode_btf(&m.name(), bytes, Some(base.clone()), index.as_ref(), opts, true)?;
         let raw = btf::write::to_bytes(&btf);
         // the CU loop's workers, unless it ran on this thread's own pool
-        let pool = match opts.global_pool {
-            true => Duration::ZERO,
-            false => summary.loop_cpu.map(|c| c.decode + c.cu_encode).unwrap_or_default(),
+        let pool = if opts.global_pool {
+            Duration::ZERO
+        } else {
+            summary.loop_cpu.map(|c| c.decode + c.cu_encode).unwrap_or_default()
         };
         Ok((raw, btf.own_type_count() as u64, pool))
     })();
