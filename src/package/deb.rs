@@ -47,7 +47,7 @@ pub(super) fn read(r: impl Read + Send, cx: &Cx) -> Result<(), PackageError> {
                 return Err(cx.unknown_compressor(&name, compressor));
             };
             let dec = dec.map_err(|e| cx.io(&name, e))?;
-            data_tar(dec, &name, cx)?;
+            data_tar(cx.stoppable(dec), &name, cx)?;
             return trailing(&mut ar, index + 1, cx);
         }
         // debian-binary's rest, control.tar.*, signatures: skipped by ar

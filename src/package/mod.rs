@@ -247,8 +247,10 @@ fn lock(f: &Mutex<Filter>) -> std::sync::MutexGuard<'_, Filter> {
 }
 
 /// A reader that fails once the consumer has gone away, so that a thread
-/// skipping through a large unselected stretch stops promptly.
-struct Stoppable<R> {
+/// skipping through a large unselected stretch stops promptly. It wraps both
+/// the file and the decompressed stream: a well-compressed stretch is megabytes
+/// of output for one buffer of input.
+pub(crate) struct Stoppable<R> {
     inner: R,
     stop: Arc<AtomicBool>,
 }
@@ -331,6 +333,14 @@ impl Cx {
             && !self.stop.load(Ordering::Relaxed)
         {
             let _ = self.tx.send(Err(e));
+        }
+    }
+
+    /// `r`, failing once the caller has gone away.
+    pub(crate) fn stoppable<R: Read>(&self, r: R) -> Stoppable<R> {
+        Stoppable {
+            inner: r,
+            stop: Arc::clone(&self.stop),
         }
     }
 

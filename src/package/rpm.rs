@@ -48,7 +48,7 @@ pub(super) fn read(mut r: impl Read + Send, cx: &Cx) -> Result<(), PackageError>
         return Err(cx.unknown_compressor("main header (tag 1125)", compressor));
     };
     let payload = payload.map_err(|e| cx.io(&place, e))?;
-    cpio(payload, &place, cx)
+    cpio(cx.stoppable(payload), &place, cx)
 }
 
 struct Header {
