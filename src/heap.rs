@@ -10,6 +10,8 @@
 //! not reuse. `malloc_trim(0)` releases the free pages of every arena; it
 //! costs a few milliseconds, so it runs only at phase boundaries.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// Returns freed memory to the system as it is freed, not only at phase
 /// boundaries. glibc trims an arena once 128 KiB lie free at its top, but
 /// raises that limit to twice the largest block it ever mapped by itself
@@ -42,6 +44,7 @@ pub fn return_freed_memory_promptly() {
 #[must_use = "the batch policy ends when the guard is dropped"]
 pub fn keep_freed_memory_for_reuse() -> KeptForReuse {
     set_thresholds(KEPT_FOR_REUSE, KEPT_FOR_REUSE);
+    KEEPING.store(true, Ordering::Relaxed);
     KeptForReuse(())
 }
 
@@ -52,6 +55,7 @@ pub struct KeptForReuse(());
 
 impl Drop for KeptForReuse {
     fn drop(&mut self) {
+        KEEPING.store(false, Ordering::Relaxed);
         set_thresholds(128 << 10, PROMPT_TRIM);
     }
 }
@@ -81,11 +85,16 @@ const PROMPT_TRIM: i32 = 2 << 20;
 /// nothing.
 const WORTH_TRIMMING: usize = 64 << 20;
 
+/// Whether a [`KeptForReuse`] guard lives.
+static KEEPING: AtomicBool = AtomicBool::new(false);
+
 /// Returns the allocator's free pages to the system (glibc only; elsewhere
 /// nothing) after a phase that handled `bytes` of input, if that is enough
-/// for the phase to have left much behind.
+/// for the phase to have left much behind. Not in a batch: a trim covers
+/// every arena, so one large module would hand back what the other module
+/// threads keep for their next input.
 pub fn release_free_after(bytes: usize) {
-    if bytes < WORTH_TRIMMING {
+    if bytes < WORTH_TRIMMING || KEEPING.load(Ordering::Relaxed) {
         return;
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
