@@ -487,10 +487,12 @@ fn dropping_early_stops_the_reader() {
 
     let stop: Arc<std::sync::OnceLock<Arc<AtomicBool>>> = Arc::default();
     let asked: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let (at_big, reached_big) = std::sync::mpsc::channel();
     let (stop_seen, asked_by) = (Arc::clone(&stop), Arc::clone(&asked));
     let mut pkg = open(&t.0).unwrap().select(move |p| {
         asked_by.lock().unwrap().push(p.to_string());
         if p == "big" {
+            let _ = at_big.send(());
             let stop = stop_seen.wait();
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -499,12 +501,16 @@ fn dropping_early_stops_the_reader() {
         p == "small"
     });
     let first = pkg.next();
+    // The drop begins only once the thread is at `big` (a drop before it
+    // stops the thread earlier, which is not what this test is about).
     // Nothing may panic before the filter is released: the drop joins it.
+    let reached = reached_big.recv_timeout(Duration::from_secs(60)).is_ok();
     if let super::State::Running(running) = &pkg.state {
         let _ = stop.set(Arc::clone(&running.stop));
     }
     drop(pkg);
     assert_eq!(first.unwrap().unwrap().data, b"xxx");
+    assert!(reached, "the reader thread never asked about big");
     assert_eq!(*asked.lock().unwrap(), ["small", "big"]);
 }
 
