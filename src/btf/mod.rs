@@ -387,12 +387,6 @@ impl Btf {
         String::from_utf8_lossy(self.str_at(off).unwrap_or(b""))
     }
 
-    /// A hint that `s` is about to be added: see [`StrTab::prefetch`].
-    #[inline]
-    pub fn prefetch_str(&self, s: &[u8]) {
-        self.strs.prefetch(s);
-    }
-
     pub fn add_str(&mut self, s: &[u8]) -> StrOff {
         if s.is_empty() {
             return StrOff::EMPTY;

@@ -146,23 +146,7 @@ impl Merger {
     }
 
     fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
-        // Split BTF looks every new string up in the base's table first, a
-        // cache miss each; hinted some strings ahead, the misses overlap.
-        const AHEAD: usize = 16;
-        let split = self.btf.base().is_some();
-        let hint = |m: &Self, j: usize| {
-            let off = out.strs_off[j];
-            if out.strs_known[j] == 0 && (off == local::NOT_IN_DEBUG_STR || m.str_cache.get(off) == 0) {
-                m.btf.prefetch_str(dwarf::nm(out.strs[j]));
-            }
-        };
-        if split {
-            (from..to.min(from + AHEAD)).for_each(|j| hint(self, j));
-        }
         for i in from..to {
-            if split && i + AHEAD < to {
-                hint(self, i + AHEAD);
-            }
             let known = out.strs_known[i];
             if known != 0 {
                 self.map[i + 1] = known;
