@@ -169,13 +169,7 @@ impl Package {
             stop: Arc::clone(&stop),
         };
         let kind = self.kind;
-        let reader = BufReader::with_capacity(
-            1 << 16,
-            Stoppable {
-                inner: file,
-                stop: Arc::clone(&stop),
-            },
-        );
+        let reader = BufReader::with_capacity(1 << 16, cx.stoppable(file));
         let handle = std::thread::Builder::new()
             .name("btfkit-package".into())
             .spawn(move || cx.run(kind, reader))
