@@ -13,7 +13,11 @@ impl Dedup<'_> {
     /// map for this): first every link points straight at its canonical
     /// type, then each survivor's own link holds its new id, tagged with
     /// [`NEW`] so a lookup through a non-survivor can tell "new id" from
-    /// "canonical old id". Returns the surviving own ids and their words.
+    /// "canonical old id". Base types (and void) keep their ids: only the
+    /// base links a pass re-pointed (`base_moved`) are resolved, the others
+    /// are the id itself and are left alone ([`new_id`] knows them by
+    /// `start`), so that a module does not pay for its base's 108 K ids.
+    /// Returns the surviving own ids and their words.
     /// The first part runs over stretches of ids in parallel: a link is
     /// rewritten only by its own stretch, and whether a reader following it
     /// sees it before or after, it ends at the same canonical type.
@@ -23,10 +27,18 @@ impl Dedup<'_> {
         let (words, nodes, state) = (self.words, &self.st.nodes, &self.st.state);
         let link = shared_u32(&mut self.st.link);
         // the survivors with their lengths
-        let kept = in_stretches(0, end, |ids, out| {
+        debug_assert!({
+            let moved: hashbrown::HashSet<u32> = self.st.base_moved.iter().copied().collect();
+            (0..start).all(|id| link[id as usize].load(Relaxed) == id || moved.contains(&id))
+        });
+        for &id in &self.st.base_moved {
+            let l = link[id as usize].load(Relaxed);
+            link[id as usize].store(resolve_shared(link, l), Relaxed);
+        }
+        let kept = in_stretches(start, end, |ids, out| {
             for id in ids {
                 let l = link[id as usize].load(Relaxed);
-                if id >= start && l == id && state.get(id) == ST_MAPPED {
+                if l == id && state.get(id) == ST_MAPPED {
                     out.push((id, Info(words[nodes.get(id) as usize + 1]).len()));
                 } else if l != id {
                     link[id as usize].store(resolve_shared(link, l), Relaxed);
@@ -35,12 +47,6 @@ impl Dedup<'_> {
         });
         let nwords = kept.iter().map(|&(_, len)| len).sum();
         let survivors: Vec<u32> = kept.into_iter().map(|(id, _)| id).collect();
-        // base types keep their ids
-        for id in 0..start {
-            if self.st.link[id as usize] == id {
-                self.st.link[id as usize] = id | NEW;
-            }
-        }
         for (i, &id) in survivors.iter().enumerate() {
             self.st.link[id as usize] = (start + i as u32) | NEW;
         }
@@ -51,13 +57,18 @@ impl Dedup<'_> {
 /// Tags a final link as a new id (see [`Dedup::final_links`]).
 pub(super) const NEW: u32 = 1 << 31;
 
-/// The new id of `id` from the final links; above `MAX_ID` if its canonical
+/// The new id of `id` from the final links, where the canonical ids below
+/// `start` (void and the base) keep theirs; above `MAX_ID` if its canonical
 /// type did not survive.
 #[inline]
-pub(super) fn new_id(link: &[u32], id: u32) -> u32 {
+pub(super) fn new_id(link: &[u32], start: u32, id: u32) -> u32 {
     let l = link[id as usize];
     if l & NEW != 0 {
         return l & !NEW;
+    }
+    // `l` is canonical: a base type (whose link is itself) or a survivor
+    if l < start {
+        return l;
     }
     let c = link[l as usize];
     if c & NEW != 0 { c & !NEW } else { u32::MAX }
@@ -66,11 +77,11 @@ pub(super) fn new_id(link: &[u32], id: u32) -> u32 {
 /// Rewrites the type ids of `rec` (a survivor's record, already in its
 /// output place) to new ids; `false` if one has no surviving representative.
 #[inline]
-pub(super) fn renumber(rec: &mut [u32], link: &[u32]) -> bool {
+pub(super) fn renumber(rec: &mut [u32], link: &[u32], start: u32) -> bool {
     let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
     for_each_id_pos(rec, |p| pos.push(p));
     for p in pos {
-        let n = new_id(link, rec[p]);
+        let n = new_id(link, start, rec[p]);
         if n > MAX_ID {
             return false;
         }
@@ -85,6 +96,7 @@ pub(super) fn compact(
     mut words: Cow<'_, [u32]>,
     nodes: &Offsets,
     link: &[u32],
+    start: u32,
     survivors: &[u32],
     nwords: usize,
 ) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
@@ -109,7 +121,7 @@ pub(super) fn compact(
             rec.len()
         };
         offs.push(at as u32);
-        if !renumber(&mut out[at..at + len], link) {
+        if !renumber(&mut out[at..at + len], link, start) {
             return Err(DedupError::Invalid {
                 id: TypeId(id),
                 what: "a referenced type has no surviving representative",

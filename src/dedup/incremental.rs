@@ -324,7 +324,7 @@ impl Incremental {
         // tables do
         st.enum_fwds = Default::default();
         st.enums = Default::default();
-        let (w, o) = passes(Cow::Owned(words), st, None, Done::Structs, &clock)?;
+        let Passed { words: w, offs: o, .. } = passes(Cow::Owned(words), st, None, Done::Structs, &clock)?;
         Ok(Btf::from_parts(w, o, strtab, endian, base))
     }
 }

@@ -180,17 +180,15 @@ pub(super) fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)])
 /// Builds the id-indexed state: record offsets, kinds and the initial map
 /// (base types and VAR/DATASEC represent themselves, the rest unprocessed).
 /// Own types are checked in parallel; the result does not depend on it. An
-/// owned offset column becomes the offsets of all ids in place.
-#[inline(never)]
+/// owned offset column becomes the offsets of all ids in place. A base that
+/// has a [`BaseIndex`] goes through [`layout_over_index`] instead.
 #[allow(clippy::type_complexity)]
 pub(super) fn layout<'a>(
     base: Option<&'a std::sync::Arc<Btf>>,
     offs: Cow<'_, [u32]>,
     own: Cow<'a, [u32]>,
     check_ids: bool,
-    index: Option<&BaseIndex>,
 ) -> Result<(Cow<'a, [u32]>, Vec<u32>, Vec<u8>), DedupError> {
-    use rayon::prelude::*;
     let mut chain = Vec::new();
     let mut b = base;
     while let Some(x) = b {
@@ -200,19 +198,9 @@ pub(super) fn layout<'a>(
     chain.reverse();
     let start = base.map_or(1, |b| b.type_count() as usize + 1);
     let end = start + offs.len();
-    // void and every base type represent themselves
-    let mut state: Vec<u8> = Vec::with_capacity(end);
-    state.resize(start, ST_MAPPED);
     // the base part of the offsets (void first) and the shift of own records
     let mut head: Vec<u32> = vec![0];
-    let (words, shift) = if let Some(ix) = index {
-        // the base's records and offsets, checked when the index was built
-        head = ix.nodes.clone();
-        let mut all = Vec::with_capacity(ix.words.len() + own.len());
-        all.extend_from_slice(&ix.words);
-        all.extend_from_slice(&own);
-        (Cow::Owned(all), ix.words.len() as u32)
-    } else if chain.is_empty() {
+    let (words, shift) = if chain.is_empty() {
         (own, 0u32)
     } else {
         let mut all = Vec::with_capacity(chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len());
@@ -230,7 +218,104 @@ pub(super) fn layout<'a>(
         all.extend_from_slice(&own);
         (Cow::Owned(all), shift)
     };
-    debug_assert_eq!(head.len(), start);
+    let (nodes, state) = own_layout(&words, head, offs, shift, check_ids)?;
+    Ok((words, nodes, state))
+}
+
+/// [`layout`] over a base laid out once in `ix`, in a workspace of its
+/// ([`Workspace`](super::base_index::Workspace)): the module's own records
+/// are appended to the base's there, and its own offsets to the base's
+/// packed ones, so that a module's layout costs what its own types do.
+pub(super) fn layout_over_index(
+    ix: &BaseIndex,
+    work: &mut super::base_index::Workspace,
+    offs: &[u32],
+    own: &[u32],
+    check_ids: bool,
+) -> Result<(Offsets, States), DedupError> {
+    use rayon::prelude::*;
+    let start = ix.nodes.len();
+    let end = start + offs.len();
+    let shift = work.words.len() as u32;
+    debug_assert_eq!(
+        work.words[..],
+        ix.words[..],
+        "a workspace holds the base's records alone"
+    );
+    work.words.extend_from_slice(own);
+    let words = &work.words[..];
+    // the own records checked (the base's were when the index was built),
+    // and their initial states
+    let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
+    let own_states: Vec<u8> = offs
+        .par_iter()
+        .enumerate()
+        .with_min_len(1 << 15)
+        .map(|(i, &o)| {
+            let off = (o + shift) as usize;
+            if check_record(words, off, end as u32, check_ids).is_none() {
+                bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
+                return ST_MAPPED;
+            }
+            if represents_itself(Info(words[off + 1]).kind()) {
+                ST_MAPPED
+            } else {
+                ST_UNPROCESSED
+            }
+        })
+        .collect();
+    match bad.into_inner() {
+        u32::MAX => {}
+        id => return Err(bad_record(id)),
+    }
+    let mut state = States::from_words(&ix.states);
+    state.grow_to(end);
+    for (i, &s) in own_states.iter().enumerate() {
+        if s != ST_UNPROCESSED {
+            state.set((start + i) as u32, s);
+        }
+    }
+    let packed = work.nodes.take().and_then(|mut n| {
+        let all_fit = offs.iter().all(|&o| n.push(o + shift));
+        if all_fit {
+            Some(n)
+        } else {
+            // a 64-id block spanning 64 K words: the workspace keeps its
+            // column (cut back when given back), this module gets the
+            // general packing
+            work.nodes = Some(n);
+            None
+        }
+    });
+    let nodes = packed.unwrap_or_else(|| {
+        let flat = ix
+            .nodes
+            .iter()
+            .copied()
+            .chain(offs.iter().map(|&o| o + shift))
+            .collect();
+        Offsets::new(flat)
+    });
+    Ok((nodes, state))
+}
+
+/// The offsets of every id (`head`, the base's with void first, then the
+/// own `offs` moved up by `shift`) and their initial states, with the own
+/// records checked against `words`.
+#[inline(never)]
+fn own_layout(
+    words: &[u32],
+    head: Vec<u32>,
+    offs: Cow<'_, [u32]>,
+    shift: u32,
+    check_ids: bool,
+) -> Result<(Vec<u32>, Vec<u8>), DedupError> {
+    use rayon::prelude::*;
+    let start = head.len();
+    let end = start + offs.len();
+    // void and every base type represent themselves
+    let mut state: Vec<u8> = Vec::with_capacity(end);
+    state.resize(start, ST_MAPPED);
     let mut nodes = offs.into_owned();
     // exact: a doubling here would be 17 MB on a vmlinux, at the peak
     nodes.reserve_exact(head.len());
@@ -242,7 +327,6 @@ pub(super) fn layout<'a>(
             .with_min_len(CHUNK)
             .for_each(|o| *o += shift);
     }
-    let w: &[u32] = &words;
     // the lowest id of a malformed record, if any (deterministic at any thread count)
     let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
     state.par_extend(
@@ -251,11 +335,11 @@ pub(super) fn layout<'a>(
             .enumerate()
             .with_min_len(CHUNK)
             .map(|(i, &off)| {
-                if check_record(w, off as usize, end as u32, check_ids).is_none() {
+                if check_record(words, off as usize, end as u32, check_ids).is_none() {
                     bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
                     return ST_MAPPED;
                 }
-                if represents_itself(Info(w[off as usize + 1]).kind()) {
+                if represents_itself(Info(words[off as usize + 1]).kind()) {
                     ST_MAPPED
                 } else {
                     ST_UNPROCESSED
@@ -263,7 +347,7 @@ pub(super) fn layout<'a>(
             }),
     );
     match bad.into_inner() {
-        u32::MAX => Ok((words, nodes, state)),
+        u32::MAX => Ok((nodes, state)),
         id => Err(bad_record(id)),
     }
 }

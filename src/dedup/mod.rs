@@ -160,7 +160,7 @@ use crate::btf::{Btf, StrTab, TypeId};
 use compact::compact;
 use fwds::in_stretches;
 use hypot::HypotMap;
-use layout::{check_packed, check_record, layout, layout_walk, pack_in_stretches};
+use layout::{check_packed, check_record, layout, layout_over_index, layout_walk, pack_in_stretches};
 use links::{Links, TrackedLinks, resolve_in, resolve_shared, shared_u32};
 use offsets::Offsets;
 use records::*;
@@ -269,6 +269,11 @@ struct PassState<L: Links = Vec<u32>> {
     struct_done: u32,
     /// The passing candidate's walk, kept while the others are tried.
     spare_hypot: HypotMap,
+    /// Base ids whose link a pass re-pointed (forward declarations of the
+    /// base that a struct or enum of the split resolves): the only base
+    /// links that are not the id itself, so that the final links need not
+    /// read the others (a vmlinux's 108 K, for every module).
+    base_moved: Vec<u32>,
 }
 
 impl<L: Links> PassState<L> {
@@ -290,6 +295,7 @@ impl<L: Links> PassState<L> {
             give_up: None,
             struct_done: 0,
             spare_hypot: HypotMap::default(),
+            base_moved: Vec::new(),
         }
     }
 
@@ -311,6 +317,7 @@ impl<L: Links> PassState<L> {
             give_up: self.give_up,
             struct_done: self.struct_done,
             spare_hypot: self.spare_hypot,
+            base_moved: self.base_moved,
         }
     }
 
@@ -354,6 +361,9 @@ impl<L: Links> Dedup<'_, L> {
     }
 
     pub(super) fn set_map(&mut self, id: u32, to: u32) {
+        if id < self.st.start {
+            self.st.base_moved.push(id);
+        }
         self.st.state.set(id, ST_MAPPED);
         self.st.link.set(id, to);
     }
@@ -369,17 +379,26 @@ enum Done {
     Structs,
 }
 
+/// What the passes leave: the surviving records and their offsets, and the
+/// candidate table and packed offsets they worked on (a
+/// [`Workspace`](base_index::Workspace)'s go back to its base index).
+struct Passed {
+    words: Vec<u32>,
+    offs: Vec<u32>,
+    table: CandTable,
+    nodes: Offsets,
+}
+
 /// libbpf's passes, in order, over one state; the string pass and the
 /// layout came first ([`dedup`], [`dedup_owned`], [`Incremental::feed`]:
-/// they depend on how the input is held). Returns the surviving records
-/// and their offsets.
+/// they depend on how the input is held).
 fn passes(
     words: Cow<'_, [u32]>,
     st: PassState,
     base_index: Option<&BaseIndex>,
     done: Done,
     clock: &Timer,
-) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+) -> Result<Passed, DedupError> {
     let mut d = Dedup {
         base_index,
         words: &words,
@@ -400,10 +419,21 @@ fn passes(
     clock.lap("refs");
     let (survivors, nwords) = d.final_links();
     // the rest of the state goes before compaction, at dedup's memory peak
-    let PassState { nodes, link, .. } = d.st;
-    let out = compact(words, &nodes, &link, &survivors, nwords)?;
+    let PassState {
+        nodes,
+        link,
+        table,
+        start,
+        ..
+    } = d.st;
+    let (words, offs) = compact(words, &nodes, &link, start, &survivors, nwords)?;
     clock.lap("compact+remap");
-    Ok(out)
+    Ok(Passed {
+        words,
+        offs,
+        table,
+        nodes,
+    })
 }
 
 /// Deduplicates `btf` (over its base, if split) as libbpf's `btf__dedup` does.
@@ -426,17 +456,22 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     };
     clock.lap("strings");
 
-    let index = opts.base_index.as_deref().filter(|i| i.serves(btf.base()));
-    let (words, nodes, state) = layout(
-        btf.base(),
-        Cow::Borrowed(btf.type_offsets()),
-        own,
-        !opts.ids_checked,
-        index,
-    )?;
-    clock.lap("layout");
-    let d = run(words, nodes, state, start, end, index, &clock)?;
-    Ok(Btf::from_parts(d.0, d.1, strtab, btf.endian(), btf.base().cloned()))
+    let offs = Cow::Borrowed(btf.type_offsets());
+    let d = match opts.base_index.as_deref().filter(|i| i.serves(btf.base())) {
+        Some(ix) => run_over_index(ix, offs, &own, !opts.ids_checked, start, end, &clock)?,
+        None => {
+            let (words, nodes, state) = layout(btf.base(), offs, own, !opts.ids_checked)?;
+            clock.lap("layout");
+            run(words, nodes, state, start, end, &clock)?
+        }
+    };
+    Ok(Btf::from_parts(
+        d.words,
+        d.offs,
+        strtab,
+        btf.endian(),
+        btf.base().cloned(),
+    ))
 }
 
 /// [`dedup`] with the reference pass looking reference types up in the
@@ -481,36 +516,93 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         // what the encoder's last phases freed, before the links exist
         crate::heap::release_free_after(words.len() * 4);
         clock.lap("layout");
-        let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, &clock)?;
-        return Ok(Btf::from_parts(d.0, d.1, strtab, endian, base));
+        let table = CandTable::with_capacity(1 << 16);
+        let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, table, &clock)?;
+        return Ok(Btf::from_parts(d.words, d.offs, strtab, endian, base));
     }
     if btf.offsets_deferred() {
         btf.build_offsets();
     }
     let (words, offs, strtab, endian, base) = btf.into_parts();
-    let index = opts.base_index.as_deref().filter(|i| i.serves(base.as_ref()));
-    let (words, nodes, state) = layout(
-        base.as_ref(),
-        Cow::Owned(offs),
-        Cow::Owned(words),
-        !opts.ids_checked,
-        index,
-    )?;
-    clock.lap("layout");
-    let d = run(words, nodes, state, start, end, index, &clock)?;
-    Ok(Btf::from_parts(d.0, d.1, strtab, endian, base))
+    let offs = Cow::Owned(offs);
+    let d = match opts.base_index.as_deref().filter(|i| i.serves(base.as_ref())) {
+        Some(ix) => run_over_index(ix, offs, &words, !opts.ids_checked, start, end, &clock)?,
+        None => {
+            let (words, nodes, state) = layout(base.as_ref(), offs, Cow::Owned(words), !opts.ids_checked)?;
+            clock.lap("layout");
+            run(words, nodes, state, start, end, &clock)?
+        }
+    };
+    Ok(Btf::from_parts(d.words, d.offs, strtab, endian, base))
 }
 
-/// The passes after layout; returns the surviving records and their offsets.
+/// The layout and the passes after it over a base laid out once in `ix`,
+/// in a [`Workspace`](base_index::Workspace) of the index's, given back
+/// when the passes are done.
+fn run_over_index(
+    ix: &BaseIndex,
+    offs: Cow<'_, [u32]>,
+    own: &[u32],
+    check_ids: bool,
+    start: u32,
+    end: u32,
+    clock: &Timer,
+) -> Result<Passed, DedupError> {
+    let mut work = ix.take_workspace();
+    let (nodes, state) = layout_over_index(ix, &mut work, &offs, own, check_ids)?;
+    clock.lap("layout");
+    let table = std::mem::replace(&mut work.table, CandTable::EMPTY);
+    let d = run_packed(
+        Cow::Borrowed(&work.words),
+        nodes,
+        state,
+        start,
+        end,
+        Some(ix),
+        table,
+        clock,
+    )?;
+    let Passed {
+        words,
+        offs,
+        table,
+        nodes,
+    } = d;
+    work.table = table;
+    ix.give_back(work, nodes);
+    Ok(Passed {
+        words,
+        offs,
+        table: CandTable::EMPTY,
+        nodes: Offsets::growing(),
+    })
+}
+
+/// The passes after layout, without a base index.
 fn run(
     words: Cow<'_, [u32]>,
     nodes: Vec<u32>,
     state: Vec<u8>,
     start: u32,
     end: u32,
-    base_index: Option<&BaseIndex>,
     clock: &Timer,
-) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+) -> Result<Passed, DedupError> {
+    let table = CandTable::with_capacity(1 << 16);
+    pack_and_run(words, nodes, state, start, end, None, table, clock)
+}
+
+/// The passes after layout, starting from `table`.
+#[allow(clippy::too_many_arguments)]
+fn pack_and_run(
+    words: Cow<'_, [u32]>,
+    nodes: Vec<u32>,
+    state: Vec<u8>,
+    start: u32,
+    end: u32,
+    base_index: Option<&BaseIndex>,
+    table: CandTable,
+    clock: &Timer,
+) -> Result<Passed, DedupError> {
     // packed before `link` exists: the flat offsets are the larger part
     let nodes = Offsets::new(nodes);
     let state = {
@@ -520,11 +612,12 @@ fn run(
     };
     // what layout freed (the flat offsets, its parallel scratch)
     crate::heap::release_free_after(words.len() * 4);
-    run_packed(words, nodes, state, start, end, base_index, clock)
+    run_packed(words, nodes, state, start, end, base_index, table, clock)
 }
 
-/// [`run`] on offsets and states already packed: the links, the table
-/// (the base index's, if any) and then [`passes`].
+/// [`pack_and_run`] on offsets and states already packed: the links, then
+/// [`passes`].
+#[allow(clippy::too_many_arguments)]
 fn run_packed(
     words: Cow<'_, [u32]>,
     nodes: Offsets,
@@ -532,15 +625,12 @@ fn run_packed(
     start: u32,
     end: u32,
     base_index: Option<&BaseIndex>,
+    table: CandTable,
     clock: &Timer,
-) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
+) -> Result<Passed, DedupError> {
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
-    };
-    let table = match base_index {
-        Some(i) => i.table.clone(),
-        None => CandTable::with_capacity(1 << 16),
     };
     let st = PassState::new(nodes, link, state, start, end, table);
     passes(words, st, base_index, Done::Layout, clock)

@@ -8,6 +8,7 @@
 //! blocks, down to one id per block if it must; the look-up is the same two
 //! loads and an add either way, with no branch.
 
+#[derive(Clone)]
 pub(super) struct Offsets {
     block: Vec<u32>,
     step: Vec<u16>,
@@ -94,6 +95,18 @@ impl Offsets {
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.step.len()
+    }
+
+    /// Whether [`Offsets::push`] can append to this column (its blocks are
+    /// 64 ids long).
+    pub(super) fn growable(&self) -> bool {
+        self.bits == Self::MAX_BITS
+    }
+
+    /// Keeps the first `n` ids.
+    pub(super) fn truncate(&mut self, n: usize) {
+        self.step.truncate(n);
+        self.block.truncate(n.div_ceil(1 << self.bits));
     }
 
     #[inline(always)]

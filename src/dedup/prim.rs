@@ -92,8 +92,7 @@ impl<L: Links> Dedup<'_, L> {
                                     Some("an enum forward declaration compared in a walk was re-pointed later");
                                 return Ok(());
                             }
-                            self.st.state.set(cand, ST_MAPPED);
-                            self.st.link.set(cand, id);
+                            self.set_map(cand, id);
                         }
                         cur = self.st.table.next(c);
                     }

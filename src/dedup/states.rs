@@ -64,6 +64,24 @@ impl States {
         *w = (*w & !(3 << sh)) | (u64::from(s & 3) << sh);
     }
 
+    /// The states of the first `n` ids, to be given back by [`States::from_words`].
+    pub(super) fn words_of_first(&self, n: u32) -> Vec<u64> {
+        let mut w = self.snapshot();
+        w.truncate(n.div_ceil(32) as usize);
+        if let Some(last) = w.last_mut().filter(|_| !n.is_multiple_of(32)) {
+            *last &= (1u64 << (2 * (n % 32))) - 1;
+        }
+        w
+    }
+
+    /// States as [`States::words_of_first`] gave them, the other ids
+    /// unprocessed.
+    pub(super) fn from_words(words: &[u64]) -> States {
+        States {
+            words: words.iter().map(|&w| AtomicU64::new(w)).collect(),
+        }
+    }
+
     /// A copy of the words, for [`States::restore`].
     pub(super) fn snapshot(&self) -> Vec<u64> {
         self.words.iter().map(|w| w.load(Relaxed)).collect()

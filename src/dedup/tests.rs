@@ -17,6 +17,11 @@ fn lines(b: &Btf) -> Vec<String> {
         .collect()
 }
 
+/// Every line of the raw dump, members included.
+fn full_lines(b: &Btf) -> Vec<String> {
+    dump::raw_string(b).lines().map(String::from).collect()
+}
+
 fn int(b: &mut Btf) -> TypeId {
     b.add_int(b"int", 4, crate::btf::INT_SIGNED)
 }
@@ -378,48 +383,150 @@ fn a_prebuilt_base_index_gives_the_same_result_and_only_for_its_base() {
     assert!(!other.serves(s.base()) && index.serves(s.base()));
 }
 
+/// A xorshift generator: `rnd(n)` is below `n`.
+fn xorshift(mut seed: u64) -> impl FnMut(u32) -> u32 {
+    move |n: u32| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % u64::from(n)) as u32
+    }
+}
+
+/// Appends `cus` random CUs sharing type names, with reference chains,
+/// arrays, prototypes and FWDs (each CU refers to its own types only).
+fn random_cus(b: &mut Btf, rnd: &mut impl FnMut(u32) -> u32, cus: u32) {
+    for _ in 0..cus {
+        let base = b.type_count() + 1;
+        let t = |o: u32| TypeId(base + o);
+        let name = |k: &str, n: u32| format!("{k}{n}").into_bytes();
+        let i = int(b);
+        b.add_fwd(&name("s", rnd(3)), false);
+        b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
+        b.push_member(b"a", i, 0, 0);
+        b.push_member(b"b", t(4), 64, 0);
+        b.push_member(b"c", t(5), 96, 0);
+        b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
+        b.push_member(b"a", t(6), 0, 0);
+        b.push_member(b"b", t(7), 64, 0);
+        let pick = |r: u32, xs: &[u32]| t(xs[r as usize % xs.len()]);
+        b.add_ref(Kind::Ptr, pick(rnd(3), &[1, 2, 3]));
+        b.add_typedef(&name("t", rnd(2)), pick(rnd(3), &[0, 4, 6]));
+        b.add_ref(Kind::Const, pick(rnd(3), &[1, 2, 3]));
+        b.add_array(pick(rnd(2), &[0, 4]), i, 1 + rnd(2));
+        b.begin(Kind::FuncProto, b"", pick(rnd(2), &[0, 4]).0, false);
+        b.push_param(b"", t(5));
+        b.push_param(b"", t(6));
+        b.add_ref(Kind::Ptr, t(8));
+        b.add_ref(Kind::Ptr, t(4));
+        b.add_ref(Kind::Volatile, pick(rnd(3), &[9, 10, 7]));
+    }
+}
+
 /// Random BTFs of several CUs sharing type names, with reference chains,
 /// arrays, prototypes and FWDs: the reference pass gives the same result
 /// with its own index as through libbpf's candidate table.
 #[test]
 fn reference_index_agrees_with_the_candidate_table() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = |n: u32| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % u64::from(n)) as u32
-    };
+    let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
     for _ in 0..200 {
         let mut b = Btf::new(Endian::Little);
-        for _ in 0..1 + rnd(7) {
-            let base = b.type_count() + 1;
-            let t = |o: u32| TypeId(base + o);
-            let name = |k: &str, n: u32| format!("{k}{n}").into_bytes();
-            let i = int(&mut b);
-            b.add_fwd(&name("s", rnd(3)), false);
-            b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
-            b.push_member(b"a", i, 0, 0);
-            b.push_member(b"b", t(4), 64, 0);
-            b.push_member(b"c", t(5), 96, 0);
-            b.begin(Kind::Struct, &name("s", rnd(3)), 16, false);
-            b.push_member(b"a", t(6), 0, 0);
-            b.push_member(b"b", t(7), 64, 0);
-            let pick = |r: u32, xs: &[u32]| t(xs[r as usize % xs.len()]);
-            b.add_ref(Kind::Ptr, pick(rnd(3), &[1, 2, 3]));
-            b.add_typedef(&name("t", rnd(2)), pick(rnd(3), &[0, 4, 6]));
-            b.add_ref(Kind::Const, pick(rnd(3), &[1, 2, 3]));
-            b.add_array(pick(rnd(2), &[0, 4]), i, 1 + rnd(2));
-            b.begin(Kind::FuncProto, b"", pick(rnd(2), &[0, 4]).0, false);
-            b.push_param(b"", t(5));
-            b.push_param(b"", t(6));
-            b.add_ref(Kind::Ptr, t(8));
-            b.add_ref(Kind::Ptr, t(4));
-            b.add_ref(Kind::Volatile, pick(rnd(3), &[9, 10, 7]));
-        }
+        let cus = 1 + rnd(7);
+        random_cus(&mut b, &mut rnd, cus);
         let with_index = run(&b);
         let with_table = dedup_through_table(&b, &Options::default()).expect("dedup");
         assert_eq!(lines(&with_index), lines(&with_table));
         assert_eq!(with_index.raw_words(), with_table.raw_words());
     }
+}
+
+/// A batch of random split BTFs over one base, deduplicated one after the
+/// other through the same [`BaseIndex`] (so each starts from the workspace
+/// the one before gave back: its records cut back, its table's insertions
+/// undone), gives what each gives on its own. One split has a struct of
+/// 70 K words, which the packed offsets of 64-id blocks cannot hold.
+#[test]
+fn modules_in_turn_over_one_base_index_each_give_their_own_result() {
+    let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut base = Btf::new(Endian::Little);
+    random_cus(&mut base, &mut rnd, 40);
+    let base = Arc::new(base);
+    let index = Arc::new(BaseIndex::new(&base).unwrap());
+    let with = Options {
+        base_index: Some(index.clone()),
+        ..Default::default()
+    };
+    for round in 0..60 {
+        let mut s = Btf::new_split(base.clone());
+        let cus = rnd(12);
+        random_cus(&mut s, &mut rnd, cus);
+        // types of the split that refer to the base's
+        let p = s.add_ref(Kind::Ptr, TypeId(1 + rnd(base.type_count())));
+        s.add_typedef(b"t0", p);
+        if round == 17 {
+            let i = int(&mut s);
+            s.begin(Kind::Struct, b"huge", 4, false);
+            for m in 0..23_500u32 {
+                s.push_member(format!("m{m}").as_bytes(), i, 0, 0);
+            }
+        }
+        let alone = crate::btf::write::to_bytes(&dedup(&s, &Options::default()).unwrap());
+        let indexed = crate::btf::write::to_bytes(&dedup(&s, &with).unwrap());
+        assert!(alone == indexed, "round {round}: dedup with the index differs");
+        let owned = crate::btf::write::to_bytes(&dedup_owned(s, &with).unwrap());
+        assert!(alone == owned, "round {round}: owned dedup with the index differs");
+    }
+}
+
+/// A base FWD that a walk matched against a struct of the split is
+/// re-pointed to that struct (libbpf's hypothetical-map merge), and a
+/// split type that refers to the FWD then refers to the struct: the one
+/// kind of base link that is not the id itself, which the final links
+/// must still follow, with the base index as without it.
+#[test]
+fn a_base_fwd_resolved_by_a_split_struct_is_followed() {
+    // base: [1] int, [2] FWD s, [3] PTR -> 2, [4] struct a { p: 3 }
+    let mut base = Btf::new(Endian::Little);
+    int(&mut base);
+    let f = base.add_fwd(b"s", false);
+    let p = base.add_ref(Kind::Ptr, f);
+    base.begin(Kind::Struct, b"a", 8, false);
+    base.push_member(b"p", p, 0, 0);
+    let base = Arc::new(base);
+    // split: [5] int, [6] struct s { x: int }, [7] PTR -> 6,
+    // [8] struct a { p: 7 }, [9] PTR -> base FWD 2, [10] typedef ps -> 9,
+    // [11] struct c { m: base FWD 2 }
+    let mut s = Btf::new_split(base.clone());
+    let i2 = int(&mut s);
+    s.begin(Kind::Struct, b"s", 4, false);
+    s.push_member(b"x", i2, 0, 0);
+    let p2 = s.add_ref(Kind::Ptr, TypeId(6));
+    s.begin(Kind::Struct, b"a", 8, false);
+    s.push_member(b"p", p2, 0, 0);
+    let pf = s.add_ref(Kind::Ptr, f);
+    s.add_typedef(b"ps", pf);
+    s.begin(Kind::Struct, b"c", 4, false);
+    s.push_member(b"m", f, 0, 0);
+    // struct a stays (its walk met the base FWD on the canonical side),
+    // the PTR to the base FWD is the PTR to struct s, and struct c's
+    // member is struct s
+    let want = [
+        "[5] STRUCT 's' size=4 vlen=1",
+        "\t'x' type_id=1 bits_offset=0",
+        "[6] PTR '(anon)' type_id=5",
+        "[7] STRUCT 'a' size=8 vlen=1",
+        "\t'p' type_id=6 bits_offset=0",
+        "[8] TYPEDEF 'ps' type_id=6",
+        "[9] STRUCT 'c' size=4 vlen=1",
+        "\t'm' type_id=5 bits_offset=0",
+    ];
+    let alone = run(&s);
+    assert_eq!(full_lines(&alone), want);
+    let index = Arc::new(BaseIndex::new(&base).unwrap());
+    let with = Options {
+        base_index: Some(index),
+        ..Default::default()
+    };
+    assert_eq!(full_lines(&dedup(&s, &with).unwrap()), want);
+    assert_eq!(full_lines(&dedup_owned(s, &with).unwrap()), want);
 }
