@@ -77,11 +77,20 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many pairs of states this thread compared (the combine's work,
+    /// which a test bounds instead of timing it).
+    pub(in crate::funcs) static PAIRS_COMPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Why two states of a function disagree, in the reference's words (its
 /// `--verbose` line), or `None` when they have the same parameter count
 /// (varargs slot included), return type and parameter types; names are not
 /// compared.
 pub(super) fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> Option<String> {
+    #[cfg(test)]
+    PAIRS_COMPARED.with(|c| c.set(c.get() + 1));
     let (pa, pb) = (st.params(a), st.params(b));
     if pa.len() != pb.len() {
         return Some(format!(
