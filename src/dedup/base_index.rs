@@ -31,8 +31,8 @@ pub struct BaseIndex {
 /// table (the base's, then the module's canonical types). A finished
 /// module gives it back to the [`BaseIndex`] with its part removed
 /// (the table's insertions undone), so that the next module on that
-/// thread does not copy the base's 6 MB again (4,230 times in a
-/// distribution kernel's batch, where the copies were 4 % of its time).
+/// thread does not copy the base's state again: once per module, those
+/// copies were much of a small module's dedup (docs/perf-notes.md).
 pub(super) struct Workspace {
     pub(super) words: Vec<u32>,
     pub(super) table: CandTable,
