@@ -20,7 +20,7 @@ pub struct BaseIndex {
     /// `nodes` packed, when the base's 64-id blocks fit (a vmlinux's do):
     /// a workspace's column, to which each module appends its own.
     offsets: Option<Offsets>,
-    /// Void and every base id mapped, packed ([`States::words_of_first`]).
+    /// Void and every base id mapped, packed ([`States::mapped_words`]).
     pub(super) states: Vec<u64>,
     /// Workspaces given back by finished modules, for the next ones.
     spare: std::sync::Mutex<Vec<Workspace>>,
@@ -54,7 +54,7 @@ impl BaseIndex {
             true,
         )?;
         let words = words.into_owned();
-        let mut table = CandTable::with_capacity(1 << 16);
+        let mut table = CandTable::with_capacity(TABLE_ROOM);
         let mut composite_names = hashbrown::HashMap::new();
         for id in 1..nodes.len() as u32 {
             let w = rec_at(&words, nodes[id as usize]);
@@ -74,7 +74,7 @@ impl BaseIndex {
                 let mut packed = Offsets::growing();
                 nodes.iter().all(|&o| packed.push(o)).then_some(packed)
             },
-            states: States::pack(&vec![ST_MAPPED; nodes.len()]).words_of_first(nodes.len() as u32),
+            states: States::mapped_words(nodes.len() as u32),
             nodes,
             spare: std::sync::Mutex::new(Vec::new()),
         })

@@ -233,7 +233,6 @@ pub(super) fn layout_over_index(
     own: &[u32],
     check_ids: bool,
 ) -> Result<(Offsets, States), DedupError> {
-    use rayon::prelude::*;
     let start = ix.nodes.len();
     let end = start + offs.len();
     let shift = work.words.len() as u32;
@@ -246,28 +245,8 @@ pub(super) fn layout_over_index(
     let words = &work.words[..];
     // the own records checked (the base's were when the index was built),
     // and their initial states
-    let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
-    let own_states: Vec<u8> = offs
-        .par_iter()
-        .enumerate()
-        .with_min_len(1 << 15)
-        .map(|(i, &o)| {
-            let off = (o + shift) as usize;
-            if check_record(words, off, end as u32, check_ids).is_none() {
-                bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
-                return ST_MAPPED;
-            }
-            if represents_itself(Info(words[off + 1]).kind()) {
-                ST_MAPPED
-            } else {
-                ST_UNPROCESSED
-            }
-        })
-        .collect();
-    match bad.into_inner() {
-        u32::MAX => {}
-        id => return Err(bad_record(id)),
-    }
+    let mut own_states = Vec::with_capacity(offs.len());
+    push_own_states(&mut own_states, words, offs, shift, start, end, check_ids)?;
     let mut state = States::from_words(&ix.states);
     state.grow_to(end);
     for (i, &s) in own_states.iter().enumerate() {
@@ -327,27 +306,39 @@ fn own_layout(
             .with_min_len(CHUNK)
             .for_each(|o| *o += shift);
     }
-    // the lowest id of a malformed record, if any (deterministic at any thread count)
+    push_own_states(&mut state, words, &nodes[start..], 0, start, end, check_ids)?;
+    Ok((nodes, state))
+}
+
+/// Appends to `states` the initial state of each own id (`start`, `start +
+/// 1`, …, whose records start at `offs` moved up by `shift`), checking the
+/// records in parallel against `words` and ids below `end`; the lowest
+/// malformed id is the one reported, at any thread count.
+fn push_own_states(
+    states: &mut Vec<u8>,
+    words: &[u32],
+    offs: &[u32],
+    shift: u32,
+    start: usize,
+    end: usize,
+    check_ids: bool,
+) -> Result<(), DedupError> {
+    use rayon::prelude::*;
     let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
-    state.par_extend(
-        nodes[start..]
-            .par_iter()
-            .enumerate()
-            .with_min_len(CHUNK)
-            .map(|(i, &off)| {
-                if check_record(words, off as usize, end as u32, check_ids).is_none() {
-                    bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
-                    return ST_MAPPED;
-                }
-                if represents_itself(Info(words[off as usize + 1]).kind()) {
-                    ST_MAPPED
-                } else {
-                    ST_UNPROCESSED
-                }
-            }),
-    );
+    states.par_extend(offs.par_iter().enumerate().with_min_len(1 << 15).map(|(i, &o)| {
+        let off = (o + shift) as usize;
+        if check_record(words, off, end as u32, check_ids).is_none() {
+            bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
+            return ST_MAPPED;
+        }
+        if represents_itself(Info(words[off + 1]).kind()) {
+            ST_MAPPED
+        } else {
+            ST_UNPROCESSED
+        }
+    }));
     match bad.into_inner() {
-        u32::MAX => Ok((nodes, state)),
+        u32::MAX => Ok(()),
         id => Err(bad_record(id)),
     }
 }

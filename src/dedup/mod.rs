@@ -379,6 +379,9 @@ enum Done {
     Structs,
 }
 
+/// The entries a run's candidate table has room for before it first grows.
+const TABLE_ROOM: usize = 1 << 16;
+
 /// What the passes leave: the surviving records and their offsets, and the
 /// candidate table and packed offsets they worked on (a
 /// [`Workspace`](base_index::Workspace)'s go back to its base index).
@@ -457,21 +460,16 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     clock.lap("strings");
 
     let offs = Cow::Borrowed(btf.type_offsets());
-    let d = match opts.base_index.as_deref().filter(|i| i.serves(btf.base())) {
+    let (words, offs) = match opts.base_index.as_deref().filter(|i| i.serves(btf.base())) {
         Some(ix) => run_over_index(ix, offs, &own, !opts.ids_checked, start, end, &clock)?,
         None => {
             let (words, nodes, state) = layout(btf.base(), offs, own, !opts.ids_checked)?;
             clock.lap("layout");
-            run(words, nodes, state, start, end, &clock)?
+            let d = run(words, nodes, state, start, end, &clock)?;
+            (d.words, d.offs)
         }
     };
-    Ok(Btf::from_parts(
-        d.words,
-        d.offs,
-        strtab,
-        btf.endian(),
-        btf.base().cloned(),
-    ))
+    Ok(Btf::from_parts(words, offs, strtab, btf.endian(), btf.base().cloned()))
 }
 
 /// [`dedup`] with the reference pass looking reference types up in the
@@ -516,7 +514,7 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         // what the encoder's last phases freed, before the links exist
         crate::heap::release_free_after(words.len() * 4);
         clock.lap("layout");
-        let table = CandTable::with_capacity(1 << 16);
+        let table = CandTable::with_capacity(TABLE_ROOM);
         let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, table, &clock)?;
         return Ok(Btf::from_parts(d.words, d.offs, strtab, endian, base));
     }
@@ -525,20 +523,22 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
     }
     let (words, offs, strtab, endian, base) = btf.into_parts();
     let offs = Cow::Owned(offs);
-    let d = match opts.base_index.as_deref().filter(|i| i.serves(base.as_ref())) {
+    let (words, offs) = match opts.base_index.as_deref().filter(|i| i.serves(base.as_ref())) {
         Some(ix) => run_over_index(ix, offs, &words, !opts.ids_checked, start, end, &clock)?,
         None => {
             let (words, nodes, state) = layout(base.as_ref(), offs, Cow::Owned(words), !opts.ids_checked)?;
             clock.lap("layout");
-            run(words, nodes, state, start, end, &clock)?
+            let d = run(words, nodes, state, start, end, &clock)?;
+            (d.words, d.offs)
         }
     };
-    Ok(Btf::from_parts(d.words, d.offs, strtab, endian, base))
+    Ok(Btf::from_parts(words, offs, strtab, endian, base))
 }
 
 /// The layout and the passes after it over a base laid out once in `ix`,
 /// in a [`Workspace`](base_index::Workspace) of the index's, given back
-/// when the passes are done.
+/// when the passes are done. Returns the surviving records and their
+/// offsets.
 fn run_over_index(
     ix: &BaseIndex,
     offs: Cow<'_, [u32]>,
@@ -547,7 +547,7 @@ fn run_over_index(
     start: u32,
     end: u32,
     clock: &Timer,
-) -> Result<Passed, DedupError> {
+) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
     let mut work = ix.take_workspace();
     let (nodes, state) = layout_over_index(ix, &mut work, &offs, own, check_ids)?;
     clock.lap("layout");
@@ -562,20 +562,9 @@ fn run_over_index(
         table,
         clock,
     )?;
-    let Passed {
-        words,
-        offs,
-        table,
-        nodes,
-    } = d;
-    work.table = table;
-    ix.give_back(work, nodes);
-    Ok(Passed {
-        words,
-        offs,
-        table: CandTable::EMPTY,
-        nodes: Offsets::growing(),
-    })
+    work.table = d.table;
+    ix.give_back(work, d.nodes);
+    Ok((d.words, d.offs))
 }
 
 /// The passes after layout, without a base index.
@@ -587,7 +576,7 @@ fn run(
     end: u32,
     clock: &Timer,
 ) -> Result<Passed, DedupError> {
-    let table = CandTable::with_capacity(1 << 16);
+    let table = CandTable::with_capacity(TABLE_ROOM);
     pack_and_run(words, nodes, state, start, end, None, table, clock)
 }
 

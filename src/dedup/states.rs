@@ -64,18 +64,20 @@ impl States {
         *w = (*w & !(3 << sh)) | (u64::from(s & 3) << sh);
     }
 
-    /// The states of the first `n` ids, to be given back by [`States::from_words`].
-    pub(super) fn words_of_first(&self, n: u32) -> Vec<u64> {
-        let mut w = self.snapshot();
-        w.truncate(n.div_ceil(32) as usize);
+    /// The words of ids below `n` all mapped (void and a base's types),
+    /// for [`States::from_words`].
+    pub(super) fn mapped_words(n: u32) -> Vec<u64> {
+        // ST_MAPPED in every two-bit field
+        let all = u64::MAX / 3 * u64::from(ST_MAPPED);
+        let mut w = vec![all; n.div_ceil(32) as usize];
         if let Some(last) = w.last_mut().filter(|_| !n.is_multiple_of(32)) {
             *last &= (1u64 << (2 * (n % 32))) - 1;
         }
         w
     }
 
-    /// States as [`States::words_of_first`] gave them, the other ids
-    /// unprocessed.
+    /// States from words as [`States::mapped_words`] gives them, the other
+    /// ids unprocessed.
     pub(super) fn from_words(words: &[u64]) -> States {
         States {
             words: words.iter().map(|&w| AtomicU64::new(w)).collect(),

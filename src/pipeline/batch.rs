@@ -93,8 +93,8 @@ pub fn run(plan: &BatchPlan, done: &(dyn Fn(usize, &Path) + Sync)) -> Result<Bat
     let next = AtomicUsize::new(0);
     let total = files.len();
     // Outputs are written (and synced) by one writer thread, so that a
-    // module thread's core does not sit idle while the disk syncs (two
-    // syncs per module, 0.3 ms each here); as `btfkit kernel` does.
+    // module thread's core does not sit idle while the disk syncs; as
+    // `btfkit kernel` does.
     let (to_writer, encoded) = std::sync::mpsc::sync_channel::<(usize, Result<Encoded, Error>)>(2 * threads);
     let outcomes: Vec<(usize, Result<Module, Error>)> = std::thread::scope(|sc| {
         let writer = std::thread::Builder::new()
