@@ -203,20 +203,39 @@ pub(super) fn layout<'a>(
     let (words, shift) = if chain.is_empty() {
         (own, 0u32)
     } else {
-        let mut all = Vec::with_capacity(chain.iter().map(|b| b.raw_words().len()).sum::<usize>() + own.len());
+        let base_len: usize = chain.iter().map(|b| b.raw_words().len()).sum();
+        // An owned split BTF makes room for the base in front of its own
+        // records (a large allocation grows in place), rather than being
+        // copied beside itself: on amdgpu.ko that copy was 118 MB at
+        // dedup's memory peak.
+        let mut all = match own {
+            Cow::Owned(mut v) => {
+                let n = v.len();
+                v.reserve_exact(base_len);
+                v.resize(n + base_len, 0);
+                v.copy_within(0..n, base_len);
+                v
+            }
+            Cow::Borrowed(w) => {
+                let mut all = vec![0; base_len + w.len()];
+                all[base_len..].copy_from_slice(w);
+                all
+            }
+        };
+        let mut w0 = 0;
         for b in &chain {
-            let w0 = all.len() as u32;
-            all.extend_from_slice(b.raw_words());
+            let part = b.raw_words();
+            all[w0..w0 + part.len()].copy_from_slice(part);
+            let laid = &all[..w0 + part.len()];
             for &o in b.type_offsets() {
-                if check_record(&all, (o + w0) as usize, end as u32, check_ids).is_none() {
+                if check_record(laid, o as usize + w0, end as u32, check_ids).is_none() {
                     return Err(bad_record(head.len() as u32));
                 }
-                head.push(o + w0);
+                head.push(o + w0 as u32);
             }
+            w0 += part.len();
         }
-        let shift = all.len() as u32;
-        all.extend_from_slice(&own);
-        (Cow::Owned(all), shift)
+        (Cow::Owned(all), base_len as u32)
     };
     let (nodes, state) = own_layout(&words, head, offs, shift, check_ids)?;
     Ok((words, nodes, state))
