@@ -5,12 +5,11 @@
 //! left out (small inputs fuzz faster).
 //! Usage: fuzz_seed OUTDIR ELF...
 
-use std::borrow::Cow;
 use std::path::Path;
 
 use btfkit::btf::Endian;
 use btfkit::dwarf;
-use btfkit::elf::debug::{DebugSections, ElfInfo};
+use btfkit::elf::debug::{DebugSections, ElfInfo, SectionBytes};
 use btfkit::encode::fuzz_input;
 
 fn main() {
@@ -44,9 +43,9 @@ fn main() {
         let d = &elf.debug;
         for (i, h) in headers.iter().enumerate() {
             let (start, len) = (h.offset().0, h.length_including_self());
-            let b = |s: &Cow<'_, [u8]>| Cow::Owned(s.to_vec());
+            let b = |s: &SectionBytes<'_>| SectionBytes::Owned(s.to_vec());
             let one = DebugSections {
-                info: Cow::Borrowed(&d.info[start..start + len]),
+                info: SectionBytes::Borrowed(&d.info[start..start + len]),
                 abbrev: b(&d.abbrev),
                 str: b(&d.str),
                 line: b(&d.line),

@@ -1,8 +1,7 @@
 use super::units::unit_length_fault;
 use super::*;
-use crate::elf::debug::DebugSections;
+use crate::elf::debug::{DebugSections, SectionBytes};
 use gimli::write::{self, AttributeValue as W, EndianVec, LineProgram, Sections, UnitEntryId};
-use std::borrow::Cow;
 
 #[test]
 fn bucketed_reference_lookup_matches_binary_search() {
@@ -42,8 +41,8 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
     build(unit, root);
     let mut sections = Sections::new(EndianVec::new(gimli::LittleEndian));
     dw.write(&mut sections).unwrap();
-    let leak = |v: &EndianVec<gimli::LittleEndian>| -> Cow<'static, [u8]> {
-        Cow::Borrowed(Box::leak(v.slice().to_vec().into_boxed_slice()))
+    let leak = |v: &EndianVec<gimli::LittleEndian>| -> SectionBytes<'static> {
+        SectionBytes::Borrowed(Box::leak(v.slice().to_vec().into_boxed_slice()))
     };
     let secs: &'static DebugSections<'static> = Box::leak(Box::new(DebugSections {
         info: leak(&sections.debug_info),

@@ -172,15 +172,30 @@ pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_
 /// anonymous type), those of the first DIE that refers to it by
 /// `DW_AT_type`, or of the nearest named DIE around that one. Read with
 /// gimli's own reader (the line-number program included), on the error path
-/// only; `None` if nothing names it.
-pub fn die_context(d: &Dwarf<'_>, die: u64) -> Option<String> {
+/// only; `None` if nothing names it. `cu` is the offset of the unit being
+/// decoded: the DIE's own unit is read without the units before it, whose
+/// bytes may already be given back; a DIE outside it (a later part of a
+/// merged unit) is looked for from the first unit on.
+pub fn die_context(d: &Dwarf<'_>, cu: u64, die: u64) -> Option<String> {
     use gimli::AttributeValue as V;
-    let mut units = d.units();
-    let header = loop {
-        let h = units.next().ok()??;
+    let holds = |h: &gimli::UnitHeader<R<'_>>| {
         let start = h.offset().0 as u64;
-        if start <= die && die < start + h.length_including_self() as u64 {
-            break h;
+        start <= die && die < start + h.length_including_self() as u64
+    };
+    let own = usize::try_from(cu)
+        .ok()
+        .and_then(|cu| d.debug_info.header_from_offset(gimli::DebugInfoOffset(cu)).ok())
+        .filter(holds);
+    let header = match own {
+        Some(h) => h,
+        None => {
+            let mut units = d.units();
+            loop {
+                let h = units.next().ok()??;
+                if holds(&h) {
+                    break h;
+                }
+            }
         }
     };
     let start = header.offset().0 as u64;

@@ -42,26 +42,85 @@ pub const LOADED: [&str; 11] = [
     ".debug_rnglists",
 ];
 
+/// A debug section's contents.
+pub enum SectionBytes<'a> {
+    /// In the bytes the file was loaded from: its mapping where
+    /// [`ElfInfo::file_mapped`], whose dropped pages are read back from
+    /// the file.
+    Borrowed(&'a [u8]),
+    /// Decompressed, or relocated, into memory.
+    Owned(Vec<u8>),
+    /// A large section of a mapped relocatable object (a module's
+    /// `.debug_info`), relocated into an anonymous mapping of its own, so
+    /// that the pages of units already encoded can be given back
+    /// ([`ElfInfo::release_info`]) instead of holding the whole copy to the
+    /// last unit.
+    Relocated(RelocatedCopy),
+}
+
+/// [`SectionBytes::Relocated`]: the mapping, and whether any of its pages
+/// were given back (then it cannot be read whole again).
+pub struct RelocatedCopy {
+    map: memmap2::Mmap,
+    given_back: std::sync::atomic::AtomicBool,
+}
+
+impl Default for SectionBytes<'_> {
+    fn default() -> Self {
+        SectionBytes::Borrowed(&[])
+    }
+}
+
+impl std::ops::Deref for SectionBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            SectionBytes::Borrowed(b) => b,
+            SectionBytes::Owned(v) => v,
+            SectionBytes::Relocated(c) => &c.map,
+        }
+    }
+}
+
+impl<'a> From<Cow<'a, [u8]>> for SectionBytes<'a> {
+    fn from(c: Cow<'a, [u8]>) -> Self {
+        match c {
+            Cow::Borrowed(b) => SectionBytes::Borrowed(b),
+            Cow::Owned(v) => SectionBytes::Owned(v),
+        }
+    }
+}
+
+impl<'a> SectionBytes<'a> {
+    /// The bytes, where they are those the file was loaded from.
+    pub fn as_borrowed(&self) -> Option<&'a [u8]> {
+        match self {
+            SectionBytes::Borrowed(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 /// The DWARF sections the decoder reads. Missing sections are empty.
 #[derive(Default)]
 pub struct DebugSections<'a> {
-    pub info: Cow<'a, [u8]>,
-    pub abbrev: Cow<'a, [u8]>,
-    pub str: Cow<'a, [u8]>,
+    pub info: SectionBytes<'a>,
+    pub abbrev: SectionBytes<'a>,
+    pub str: SectionBytes<'a>,
     /// Only its headers are read (gimli parses the unit's line program header).
-    pub line: Cow<'a, [u8]>,
-    pub line_str: Cow<'a, [u8]>,
-    pub str_offsets: Cow<'a, [u8]>,
-    pub addr: Cow<'a, [u8]>,
-    pub loc: Cow<'a, [u8]>,
-    pub loclists: Cow<'a, [u8]>,
-    pub ranges: Cow<'a, [u8]>,
-    pub rnglists: Cow<'a, [u8]>,
+    pub line: SectionBytes<'a>,
+    pub line_str: SectionBytes<'a>,
+    pub str_offsets: SectionBytes<'a>,
+    pub addr: SectionBytes<'a>,
+    pub loc: SectionBytes<'a>,
+    pub loclists: SectionBytes<'a>,
+    pub ranges: SectionBytes<'a>,
+    pub rnglists: SectionBytes<'a>,
 }
 
 impl<'a> DebugSections<'a> {
     /// The sections in [`LOADED`] order.
-    pub fn in_order(&self) -> [&Cow<'a, [u8]>; 11] {
+    pub fn in_order(&self) -> [&SectionBytes<'a>; 11] {
         [
             &self.info,
             &self.abbrev,
@@ -79,13 +138,13 @@ impl<'a> DebugSections<'a> {
 
     /// These sections, borrowed, with `info` as `.debug_info`.
     pub fn with_info(&self, info: Vec<u8>) -> DebugSections<'_> {
-        let mut secs = self.in_order().map(|c| Cow::Borrowed(&c[..]));
-        secs[0] = Cow::Owned(info);
+        let mut secs = self.in_order().map(|c| SectionBytes::Borrowed(&c[..]));
+        secs[0] = SectionBytes::Owned(info);
         DebugSections::from_order(secs)
     }
 
     /// The sections from their contents in [`LOADED`] order.
-    pub fn from_order(secs: [Cow<'a, [u8]>; 11]) -> DebugSections<'a> {
+    pub fn from_order(secs: [SectionBytes<'a>; 11]) -> DebugSections<'a> {
         let [
             info,
             abbrev,
@@ -139,7 +198,7 @@ pub struct ElfInfo<'a> {
     /// The `.debug_info` sections inside section groups (type units of a
     /// relocatable object), relocated, in section order: not part of
     /// `debug.info`, as they are not in the reference's reading.
-    pub grouped_info: Vec<Cow<'a, [u8]>>,
+    pub grouped_info: Vec<SectionBytes<'a>>,
     /// Whether the file has DWARF 4 type units (`.debug_types`) in groups.
     pub grouped_types: bool,
     /// The kernel's "built with LTO" note (type 0x101, owner `Linux`): the
@@ -176,21 +235,89 @@ impl<'a> ElfInfo<'a> {
         })
     }
 
+    /// Whether `.debug_info` is read straight from the file mapping, so
+    /// that its pages can be dropped at any time (a later read brings them
+    /// back from the file).
+    pub fn info_is_file_mapped(&self) -> bool {
+        self.file_mapped && matches!(self.debug.info, SectionBytes::Borrowed(_))
+    }
+
+    /// Gives back the memory of the `.debug_info` bytes `range`, which the
+    /// caller is done with: the pages of a file mapping are dropped, those
+    /// of a relocated copy ([`SectionBytes::Relocated`]) freed. Elsewhere
+    /// (bytes read into memory, a small copy) it does nothing.
+    ///
+    /// # Safety
+    ///
+    /// Where `.debug_info` is a relocated copy, no byte of `range` may be
+    /// read after this call: its pages read as zeros (in a build with debug
+    /// assertions, as the tests are, a read faults instead, so that such a
+    /// read cannot go unseen).
+    pub unsafe fn release_info(&self, range: std::ops::Range<usize>) {
+        let info = &self.debug.info[..];
+        let Some(bytes) = info.get(range.start..range.end.min(info.len())) else {
+            return;
+        };
+        match &self.debug.info {
+            SectionBytes::Borrowed(_) if self.file_mapped => super::release_mapped_pages(bytes),
+            SectionBytes::Relocated(c) => {
+                c.given_back.store(true, std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: the mapping is this section's own, and the caller
+                // reads none of these bytes again.
+                unsafe { super::free_copied_pages(bytes) }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether pages of `.debug_info` were freed ([`ElfInfo::release_info`]
+    /// on a relocated copy): it cannot be decoded again from this load.
+    pub fn info_given_back(&self) -> bool {
+        match &self.debug.info {
+            SectionBytes::Relocated(c) => c.given_back.load(std::sync::atomic::Ordering::Relaxed),
+            _ => false,
+        }
+    }
+
+    /// Drops the pages of a large `.debug_str` read from the file mapping:
+    /// the units of every chunk read strings all over it, and what the next
+    /// chunk reads again comes back from the page cache (a module's can be
+    /// 130 MB, resident to the last unit otherwise).
+    pub fn release_str(&self) {
+        if let (true, Some(b)) = (self.file_mapped, self.debug.str.as_borrowed())
+            && b.len() >= RELEASE_FROM
+        {
+            super::release_mapped_pages(b);
+        }
+    }
+
     /// [`ElfInfo::load`] of a mapped or read [`super::Input`]; from a
     /// mapping, the pages of a relocated section and of its relocations
     /// are dropped as they are used (a large module's relocations are
     /// bigger than its DWARF).
     pub fn load_input(input: &'a super::Input) -> Result<ElfInfo<'a>> {
-        let mut elf = Self::load_as(&input.path, input.bytes(), input.is_mapped())?;
-        elf.file_mapped = input.is_mapped();
+        Self::load_input_releasing_from(input, RELEASE_FROM)
+    }
+
+    /// [`ElfInfo::load_input`] with the size from which a relocated section
+    /// of a mapped file gets a copy of its own, whose pages can be given
+    /// back ([`SectionBytes::Relocated`]), set to `from`: tests lower it to
+    /// take that path on a small module.
+    #[doc(hidden)]
+    pub fn load_input_releasing_from(input: &'a super::Input, from: usize) -> Result<ElfInfo<'a>> {
+        let mapped = input.is_mapped();
+        let mut elf = Self::load_as(&input.path, input.bytes(), mapped.then_some(from))?;
+        elf.file_mapped = mapped;
         Ok(elf)
     }
 
     pub fn load(path: &Path, data: &'a [u8]) -> Result<ElfInfo<'a>> {
-        Self::load_as(path, data, false)
+        Self::load_as(path, data, None)
     }
 
-    fn load_as(path: &Path, data: &'a [u8], mapped: bool) -> Result<ElfInfo<'a>> {
+    /// `release_from`: the file is mapped, and what relocating reads of a
+    /// section or of its relocations of at least this size is dropped.
+    fn load_as(path: &Path, data: &'a [u8], release_from: Option<usize>) -> Result<ElfInfo<'a>> {
         if data.len() < 16 || !data.starts_with(b"\x7fELF") {
             return Err(Error::elf(path, "not an ELF file (no \\x7fELF magic)"));
         }
@@ -202,8 +329,8 @@ impl<'a> ElfInfo<'a> {
             ),
         })?;
         match &file {
-            object::File::Elf32(f) => load_elf(path, f, false, mapped),
-            object::File::Elf64(f) => load_elf(path, f, true, mapped),
+            object::File::Elf32(f) => load_elf(path, f, false, release_from),
+            object::File::Elf64(f) => load_elf(path, f, true, release_from),
             _ => Err(Error::elf(path, "not an ELF file")),
         }
     }
@@ -293,7 +420,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     path: &Path,
     f: &ElfFile<'a, H, &'a [u8]>,
     is_64: bool,
-    mapped: bool,
+    release_from: Option<usize>,
 ) -> Result<ElfInfo<'a>> {
     let e = f.endian();
     let hdr = f.elf_header();
@@ -320,7 +447,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         machine,
         endian,
         sym_values: OnceCell::new(),
-        mapped,
+        release_from,
     };
     let found = find_debug_sections(path, f)?;
     // DWARF 4 type units outside section groups (a linked executable's):
@@ -339,7 +466,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     for sec in found.loaded {
         loaded.push(match sec {
             Some(sec) => loader.load(sec)?,
-            None => Cow::Borrowed(&[][..]),
+            None => SectionBytes::Borrowed(&[][..]),
         });
     }
     // `.debug_info` sections in section groups: gcc's and clang's DWARF 5
@@ -535,12 +662,13 @@ struct SectionLoader<'a, 'f, H: FileHeader<Endian = object::Endianness>> {
     /// sections carry a relocation per string or section offset (about
     /// 1.5 M in btrfs.ko), against a few thousand symbols.
     sym_values: OnceCell<Vec<u64>>,
-    /// The file is mapped: what relocating has read can be dropped.
-    mapped: bool,
+    /// The file is mapped: what relocating reads of a section or of its
+    /// relocations of at least this size is dropped.
+    release_from: Option<usize>,
 }
 
 impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H> {
-    fn load(&self, sec: ElfSection<'a, 'f, H, &'a [u8]>) -> Result<Cow<'a, [u8]>> {
+    fn load(&self, sec: ElfSection<'a, 'f, H, &'a [u8]>) -> Result<SectionBytes<'a>> {
         let (path, f) = (self.path, self.f);
         let sec_name = sec.name().unwrap_or("?").to_string();
         if let Some((off, size)) = sec.file_range()
@@ -562,7 +690,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         })?;
         let data = inflate(packed).map_err(|msg| Error::elf(path, format!("section {sec_name}: {msg}")))?;
         if !self.is_rel {
-            return Ok(data);
+            return Ok(data.into());
         }
         self.relocate(&sec, &sec_name, data)
     }
@@ -573,22 +701,48 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         sec: &ElfSection<'a, 'f, H, &'a [u8]>,
         sec_name: &str,
         data: Cow<'a, [u8]>,
-    ) -> Result<Cow<'a, [u8]>> {
-        let (path, f, endian) = (self.path, self.f, self.endian);
-        let e = f.endian();
+    ) -> Result<SectionBytes<'a>> {
         let mut relocs = sec.relocations().peekable();
         if relocs.peek().is_none() {
-            return Ok(data);
+            return Ok(data.into());
         }
         let source = match &data {
-            Cow::Borrowed(b) if self.mapped && b.len() >= RELEASE_FROM => Some(*b),
-            _ => None,
+            Cow::Borrowed(b) if self.release_from.is_some_and(|from| b.len() >= from) => *b,
+            _ => {
+                let mut buf = data.into_owned();
+                self.apply_relocations(sec, sec_name, &mut buf)?;
+                return Ok(SectionBytes::Owned(buf));
+            }
         };
-        let mut buf = data.into_owned();
-        if let Some(src) = source {
-            // the copy is what is read from now on
-            super::release_mapped_pages(src);
+        let mut copy = memmap2::MmapMut::map_anon(source.len()).map_err(|e| {
+            Error::elf(
+                self.path,
+                format!("section {sec_name}: no memory for its relocated copy: {e}"),
+            )
+        })?;
+        // The copy is what is read from now on: the mapped pages are
+        // dropped behind it, so the section is never resident twice.
+        for (to, from) in copy.chunks_mut(RELEASE_FROM).zip(source.chunks(RELEASE_FROM)) {
+            to.copy_from_slice(from);
+            super::release_mapped_pages(from);
         }
+        self.apply_relocations(sec, sec_name, &mut copy)?;
+        let copy = copy.make_read_only().map_err(|e| {
+            Error::elf(
+                self.path,
+                format!("section {sec_name}: its relocated copy cannot be made read-only: {e}"),
+            )
+        })?;
+        Ok(SectionBytes::Relocated(RelocatedCopy {
+            map: copy,
+            given_back: false.into(),
+        }))
+    }
+
+    /// Writes the section's relocations into `buf`, its contents.
+    fn apply_relocations(&self, sec: &ElfSection<'a, 'f, H, &'a [u8]>, sec_name: &str, buf: &mut [u8]) -> Result<()> {
+        let (path, f, endian) = (self.path, self.f, self.endian);
+        let e = f.endian();
         let mut apply = |off: u64, size: usize, v: u64, implicit: bool| -> Result<()> {
             let off = off as usize;
             let Some(slot) = off.checked_add(size).and_then(|end| buf.get_mut(off..end)) else {
@@ -611,7 +765,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         {
             // 16 MiB of entries at a time, dropped once applied
             let entry = relas.first().map_or(1, std::mem::size_of_val);
-            let release = self.mapped && relas.len() * entry >= RELEASE_FROM;
+            let release = self.release_from.is_some_and(|from| relas.len() * entry >= from);
             for chunk in relas.chunks(RELEASE_FROM / entry) {
                 for r in chunk {
                     let size = match r.r_type(e, false).0 {
@@ -630,9 +784,9 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
                     super::release_mapped_pages(object::pod::bytes_of_slice(chunk));
                 }
             }
-            return Ok(Cow::Owned(buf));
+            return Ok(());
         }
-        for (off, r) in relocs {
+        for (off, r) in sec.relocations() {
             let size = r.size() as usize / 8;
             if !matches!(r.kind(), RelocationKind::Absolute) || !(size == 4 || size == 8) {
                 continue;
@@ -644,7 +798,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
             };
             apply(off, size, s.wrapping_add(r.addend() as u64), r.has_implicit_addend())?;
         }
-        Ok(Cow::Owned(buf))
+        Ok(())
     }
 
     /// The value of symbol `idx` as a relocation target (0 for a bad index).

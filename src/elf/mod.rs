@@ -36,6 +36,32 @@ pub fn release_mapped_pages(bytes: &[u8]) {
     }
 }
 
+/// Frees the whole pages inside `bytes`, part of a private anonymous
+/// mapping: they read as zeros afterwards; with debug assertions they are
+/// also made unreadable, so that a read the caller promised not to make
+/// faults at once.
+///
+/// # Safety
+///
+/// `bytes` lies in a live private anonymous mapping, and no byte of it is
+/// read after this call.
+pub unsafe fn free_copied_pages(bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: by the caller's promise, the pages are the mapping's own
+        // and nothing reads them again; unmapping the whole mapping later
+        // is unaffected by either call.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            if cfg!(debug_assertions) {
+                libc::mprotect(start as *mut libc::c_void, end - start, libc::PROT_NONE);
+            }
+        }
+    }
+}
+
 /// An input file: mapped, or read into memory where it cannot be mapped.
 pub struct Input {
     pub path: PathBuf,

@@ -10,12 +10,11 @@
 //! object symbols of a synthetic ELF whose only section, `.data`, covers the
 //! addresses the ET_REL layout of `elf::debug` gives variables.
 
-use std::borrow::Cow;
 use std::path::Path;
 
 use super::{Options, encode_elf, features::FEATURE_NAMES};
 use crate::btf::{self, Endian};
-use crate::elf::debug::{DebugSections, LOADED};
+use crate::elf::debug::{DebugSections, LOADED, SectionBytes};
 use crate::elf::debug::{ElfInfo, SHT_PROGBITS, SectionInfo};
 use crate::elf::functab::{FuncTable, func_key};
 
@@ -49,7 +48,7 @@ pub fn parse(data: &[u8]) -> Option<FuzzInput<'_>> {
         secs.push(s);
         rest = r;
     }
-    let debug = DebugSections::from_order(std::array::from_fn(|i| Cow::Borrowed(secs[i])));
+    let debug = DebugSections::from_order(std::array::from_fn(|i| SectionBytes::Borrowed(secs[i])));
     let symbols = secs[LOADED.len()]
         .split(|&c| c == 0)
         .filter(|n| !n.is_empty())
@@ -79,7 +78,7 @@ pub fn build(flags: u8, debug: &DebugSections<'_>, symbols: &[&[u8]]) -> Vec<u8>
 impl<'a> FuzzInput<'a> {
     /// The synthetic ELF around the sections (64-bit, x86-64 or AArch64).
     pub fn elf_info(&self) -> ElfInfo<'_> {
-        let debug = DebugSections::from_order(self.debug.in_order().map(|c| Cow::Borrowed(&**c)));
+        let debug = DebugSections::from_order(self.debug.in_order().map(|c| SectionBytes::Borrowed(&c[..])));
         let funcs = self
             .symbols
             .iter()

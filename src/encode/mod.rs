@@ -89,6 +89,12 @@ pub enum EncodeError {
         Nothing::AllFiltered => "nothing to encode: no compile unit is left after the language filters",
     })]
     Nothing { path: PathBuf, what: Nothing },
+    /// A library caller's second encode of one loaded module, whose
+    /// relocated `.debug_info` the first encode freed as it went.
+    #[error(
+        "{path}: .debug_info: this load's relocated copy was freed by an earlier encode as it was read; load the file again to encode it again"
+    )]
+    InfoGivenBack { path: PathBuf },
     /// Functions are wanted but the file has no symbol table.
     #[error("{path}: no .symtab section: cannot build the ELF function table")]
     NoSymtab { path: PathBuf },
@@ -318,7 +324,7 @@ pub fn encode_file_with(
     let input = crate::elf::Input::open(path)?;
     // `Input` maps the file read-only (or read it, where it cannot be mapped).
     let elf = ElfInfo::load_input(&input)?;
-    if matches!(elf.debug.info, std::borrow::Cow::Owned(_)) {
+    if elf.debug.info.as_borrowed().is_none() {
         // A relocatable object (a module): its debug sections were copied
         // out with relocations applied, and reading them touched every
         // page of the mapping. Those pages are not needed again (the
@@ -435,7 +441,7 @@ pub fn encode_elf_with(
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
     // was decoded (and the whole of it on inputs of repeated units).
-    let info_mapped = info_is_mapped(elf);
+    let info_mapped = elf.info_is_file_mapped();
     let mut released = 0;
     let headers = dwarf::unit_headers_passing(&dw, &mut |end| {
         if info_mapped {
@@ -469,7 +475,11 @@ pub fn encode_elf_with(
     if info_mapped {
         release_pages(&elf.debug.info[released..]);
     }
-    let str_cache = Arc::new(strcache::StrCache::new(&elf.debug.str));
+    // The scan reads every page of `.debug_str`: they are dropped behind
+    // it (a module's can be 130 MB, then resident beside its DWARF).
+    let str_cache = Arc::new(strcache::StrCache::new_passing(&elf.debug.str, &mut || {
+        elf.release_str()
+    }));
     let mut m = Merger::new(
         base,
         elf.endian,
@@ -543,6 +553,11 @@ pub fn encode_elf_with(
 /// What the encoder refuses before reading any unit: no DWARF, no symbol
 /// table, DWARF 4 type units to resolve.
 fn check_input(path: &Path, elf: &ElfInfo<'_>, opts: &Options) -> Result<(), EncodeError> {
+    if elf.info_given_back() {
+        return Err(EncodeError::InfoGivenBack {
+            path: path.to_path_buf(),
+        });
+    }
     if elf.debug.info.is_empty() {
         return Err(EncodeError::Nothing {
             path: path.to_path_buf(),
@@ -772,8 +787,13 @@ impl<'a> CuWork<'_, 'a> {
         on_merged: &mut OnMerged<'_>,
     ) -> Result<(), EncodeError> {
         let timed = self.opts.timings;
-        // The mapped .debug_info can be dropped from memory chunk by chunk once merged.
-        let info_mapped = info_is_mapped(elf);
+        // What a merged chunk read of .debug_info, and of a large
+        // .debug_str, is dropped from memory: a file mapping's pages come
+        // back from the file if read again, a relocated copy's are freed.
+        // Outside --type-units=resolve a unit reads only its own bytes of
+        // .debug_info (references across units are the merged mode, one
+        // chunk), so a chunk's bytes are not read again once it is merged.
+        let release_info = elf.info_is_file_mapped() || !self.resolve;
         let per_cu = per_cu_sections(elf);
         let unit_range = |r: &Range<usize>| -> (usize, usize) {
             let first = &self.headers[r.start];
@@ -806,9 +826,13 @@ impl<'a> CuWork<'_, 'a> {
                         }
                     }
                     cpu_into(timed, &self.n.on_merged_ns, || on_merged(&mut m.btf));
-                    if info_mapped {
-                        release_pages(&elf.debug.info[range.0..range.1.min(elf.debug.info.len())]);
+                    if release_info {
+                        // SAFETY: this chunk's units are merged, and the merged
+                        // BTF borrows nothing from .debug_info; no later unit
+                        // reads these bytes (see above).
+                        unsafe { elf.release_info(range.0..range.1) };
                     }
+                    elf.release_str();
                     per_cu.iter().for_each(|s| release_pages(s));
                     Ok(())
                 },
@@ -824,12 +848,6 @@ impl<'a> CuWork<'_, 'a> {
     }
 }
 
-/// Whether `.debug_info` is read straight from the file mapping (not
-/// decompressed or relocated), so that its pages can be dropped once read.
-fn info_is_mapped(elf: &ElfInfo<'_>) -> bool {
-    elf.file_mapped && matches!(elf.debug.info, std::borrow::Cow::Borrowed(_))
-}
-
 /// Sections each CU reads its own stretch of, in CU order, where mapped:
 /// what one chunk touched the next one does not need (a page it does need
 /// is read back from the page cache). Abbreviation tables are per object
@@ -842,10 +860,7 @@ fn per_cu_sections<'e>(elf: &'e ElfInfo<'_>) -> Vec<&'e [u8]> {
     let d = &elf.debug;
     [&d.abbrev, &d.loc, &d.loclists, &d.ranges, &d.rnglists, &d.line, &d.addr]
         .into_iter()
-        .filter_map(|c| match c {
-            std::borrow::Cow::Borrowed(b) => Some(*b),
-            std::borrow::Cow::Owned(_) => None,
-        })
+        .filter_map(|c| c.as_borrowed())
         .collect()
 }
 

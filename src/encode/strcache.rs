@@ -20,18 +20,32 @@ pub struct StrCache {
     vals: Vec<AtomicU32>,
 }
 
+/// How far [`StrCache::new_passing`] scans between calls.
+pub const SCAN_STEP: usize = 16 << 20;
+
 impl StrCache {
+    #[cfg(test)]
     pub fn new(section: &[u8]) -> StrCache {
+        Self::new_passing(section, &mut || {})
+    }
+
+    /// [`StrCache::new`], calling `passed` each time the scan has gone past
+    /// another [`SCAN_STEP`] bytes of `section`, so that a caller can drop
+    /// what the scan touched behind it.
+    pub fn new_passing(section: &[u8], passed: &mut dyn FnMut()) -> StrCache {
         let mut starts = vec![0u64; section.len().div_ceil(64)];
         if !section.is_empty() {
             starts[0] = 1;
         }
         // every offset after a NUL (but not past the end)
-        for nul in memchr::memchr_iter(0, section) {
-            let i = nul + 1;
-            if i < section.len() {
-                starts[i >> 6] |= 1 << (i & 63);
+        for (k, stretch) in section.chunks(SCAN_STEP).enumerate() {
+            for nul in memchr::memchr_iter(0, stretch) {
+                let i = k * SCAN_STEP + nul + 1;
+                if i < section.len() {
+                    starts[i >> 6] |= 1 << (i & 63);
+                }
             }
+            passed();
         }
         let mut rank = Vec::with_capacity(starts.len());
         let mut n = 0u32;

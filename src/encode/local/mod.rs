@@ -94,7 +94,7 @@ impl<'a> Enc<'_, '_, 'a> {
             btf::Endian::Little => gimli::RunTimeEndian::Little,
             btf::Endian::Big => gimli::RunTimeEndian::Big,
         };
-        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), die);
+        let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), self.cu.offset, die);
         EncodeError::Unsupported {
             path: self.path(),
             what: msg,
