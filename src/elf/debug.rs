@@ -702,8 +702,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         sec_name: &str,
         data: Cow<'a, [u8]>,
     ) -> Result<SectionBytes<'a>> {
-        let mut relocs = sec.relocations().peekable();
-        if relocs.peek().is_none() {
+        if sec.relocations().next().is_none() {
             return Ok(data.into());
         }
         let source = match &data {

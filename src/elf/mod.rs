@@ -19,19 +19,24 @@ use object::{Object, ObjectSection};
 use crate::btf::{self, Btf};
 use crate::error::{Error, Result};
 
+/// The pages wholly inside `bytes`, as (start, length); `None` if none.
+fn whole_pages(bytes: &[u8]) -> Option<(*mut libc::c_void, usize)> {
+    const PAGE: usize = 4096;
+    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+    (end > start).then(|| (start as *mut libc::c_void, end - start))
+}
+
 /// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
 /// a read-only private file mapping: they are re-read from the file if
 /// touched again, so this only lowers the resident set. Only for bytes of
 /// a mapped [`Input`] (on heap memory it would discard the contents).
 pub fn release_mapped_pages(bytes: &[u8]) {
-    const PAGE: usize = 4096;
-    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
-    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
-    if end > start {
+    if let Some((start, len)) = whole_pages(bytes) {
         // SAFETY: the caller passes a range inside a live read-only file
         // mapping; for such pages MADV_DONTNEED discards the cached copy only.
         unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            libc::madvise(start, len, libc::MADV_DONTNEED);
         }
     }
 }
@@ -46,17 +51,14 @@ pub fn release_mapped_pages(bytes: &[u8]) {
 /// `bytes` lies in a live private anonymous mapping, and no byte of it is
 /// read after this call.
 pub unsafe fn free_copied_pages(bytes: &[u8]) {
-    const PAGE: usize = 4096;
-    let start = (bytes.as_ptr() as usize).div_ceil(PAGE) * PAGE;
-    let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
-    if end > start {
+    if let Some((start, len)) = whole_pages(bytes) {
         // SAFETY: by the caller's promise, the pages are the mapping's own
         // and nothing reads them again; unmapping the whole mapping later
         // is unaffected by either call.
         unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            libc::madvise(start, len, libc::MADV_DONTNEED);
             if cfg!(debug_assertions) {
-                libc::mprotect(start as *mut libc::c_void, end - start, libc::PROT_NONE);
+                libc::mprotect(start, len, libc::PROT_NONE);
             }
         }
     }
