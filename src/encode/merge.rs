@@ -54,8 +54,9 @@ pub(super) struct Merger {
     /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
     /// is idempotent and the string section only grows, so a value once set
     /// is final: the workers read it too (see `CuOut::strs_known`) and the
-    /// merge only looks up what they did not find.
-    pub(super) str_cache: Arc<strcache::StrCache>,
+    /// merge only looks up what they did not find. `None` for an unmerged
+    /// `.debug_str`, whose offsets do not repeat ([`strcache`]).
+    pub(super) str_cache: Option<Arc<strcache::StrCache>>,
     /// The same for offsets into the middle of a string (linkers merge
     /// string tails), which `str_cache` has no slot for: 2 M of a vmlinux's
     /// name look-ups, each a hash of the text and a compare against the
@@ -78,7 +79,7 @@ impl Merger {
     pub(super) fn new(
         base: Option<Arc<Btf>>,
         endian: btf::Endian,
-        str_cache: Arc<strcache::StrCache>,
+        str_cache: Option<Arc<strcache::StrCache>>,
         cus: usize,
         merged: bool,
         collapse: bool,
@@ -146,6 +147,12 @@ impl Merger {
     }
 
     fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
+        let Some(str_cache) = &self.str_cache else {
+            for i in from..to {
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(out.strs[i])).0;
+            }
+            return;
+        };
         for i in from..to {
             let known = out.strs_known[i];
             if known != 0 {
@@ -157,7 +164,7 @@ impl Merger {
             if off != local::NOT_IN_DEBUG_STR {
                 let btf = &mut self.btf;
                 let mut intern = || btf.add_str(dwarf::nm(s)).0;
-                self.map[i + 1] = match self.str_cache.get_or_insert_with(off, &mut intern) {
+                self.map[i + 1] = match str_cache.get_or_insert_with(off, &mut intern) {
                     Some(b) => b,
                     None => *self.tail_strs.entry(off).or_insert_with(intern),
                 };
@@ -535,7 +542,7 @@ mod tests {
             index: 0,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
-            str_cache: Arc::new(strcache::StrCache::empty()),
+            str_cache: None,
             tail_strs: hashbrown::HashMap::new(),
             scratch: Vec::new(),
             summary: Summary::default(),
@@ -562,7 +569,7 @@ mod tests {
             n_types: records.len(),
             has_arrays,
             strs_off: vec![local::NOT_IN_DEBUG_STR; strs.len()],
-            strs_known: vec![0; strs.len()],
+            strs_known: vec![],
             strs,
             strs_in_types: n,
             int_core,

@@ -477,9 +477,7 @@ pub fn encode_elf_with(
     }
     // The scan reads every page of `.debug_str`: they are dropped behind
     // it (a module's can be 130 MB, then resident beside its DWARF).
-    let str_cache = Arc::new(strcache::StrCache::new_passing(&elf.debug.str, &mut || {
-        elf.release_str()
-    }));
+    let str_cache = strcache::StrCache::for_section(&elf.debug.str, &mut || elf.release_str()).map(Arc::new);
     let mut m = Merger::new(
         base,
         elf.endian,
@@ -492,7 +490,7 @@ pub fn encode_elf_with(
         features: opts.features,
         elf,
         path,
-        str_cache: &str_cache,
+        str_cache: str_cache.as_deref(),
         collapse: opts.collapse,
     };
     let counters = LoopCounters::default();
@@ -539,7 +537,7 @@ pub fn encode_elf_with(
     }
     // So is string interning by .debug_str offset: free it before the
     // function phase grows the BTF to its largest.
-    m.str_cache = Arc::new(strcache::StrCache::empty());
+    m.str_cache = None;
     m.tail_strs = hashbrown::HashMap::new();
     drop(str_cache);
     // the workers' freed decode buffers (a vmlinux's, not a module's)

@@ -34,8 +34,9 @@ pub struct Ctx<'e, 'a> {
     pub features: Features,
     pub elf: &'e ElfInfo<'a>,
     pub path: &'e Path,
-    /// The merge's `.debug_str` offset → BTF string offset cache (read only here).
-    pub str_cache: &'e super::strcache::StrCache,
+    /// The merge's `.debug_str` offset → BTF string offset cache (read only
+    /// here), if the input has one.
+    pub str_cache: Option<&'e super::strcache::StrCache>,
     /// Hash the types for the merge's collapse of exact copies.
     pub collapse: bool,
 }
@@ -61,7 +62,7 @@ pub struct CuOut<'a> {
     /// synthesized). Lets the merge skip hashing strings it has seen.
     pub strs_off: Vec<u32>,
     /// Per local string: its BTF offset if the merge already knew it when
-    /// this CU was encoded, else 0.
+    /// this CU was encoded, else 0; empty without a string cache.
     pub strs_known: Vec<u32>,
     /// Local strings first used by the type records.
     pub strs_in_types: u32,

@@ -72,12 +72,13 @@ thread_local! {
 /// Looks up, in parallel with the merge, which strings already have a BTF
 /// offset, so that the sequential merge does not have to.
 pub(super) fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
-    let cache = ctx.str_cache;
-    o.strs_known = o
-        .strs_off
-        .iter()
-        .map(|&off| if off != NOT_IN_DEBUG_STR { cache.get(off) } else { 0 })
-        .collect();
+    if let Some(cache) = ctx.str_cache {
+        o.strs_known = o
+            .strs_off
+            .iter()
+            .map(|&off| if off != NOT_IN_DEBUG_STR { cache.get(off) } else { 0 })
+            .collect();
+    }
     if ctx.collapse && !o.shifted_ids {
         o.type_hashes = super::super::collapse::hash_types(&o);
     }

@@ -8,7 +8,6 @@ use crate::dwarf::{CoreId, Enumerator, IdxRange, Member, Slot, UnitOff};
 use crate::elf::debug::DebugSections;
 use crate::elf::functab::FuncTable;
 use crate::encode::lang::DW_LANG_RUST;
-use crate::encode::strcache::StrCache;
 use crate::funcs::StateId;
 
 #[test]
@@ -91,7 +90,7 @@ fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOu
         features,
         elf: &e,
         path: Path::new("t.o"),
-        str_cache: &StrCache::empty(),
+        str_cache: None,
         collapse: false,
     };
     encode_cu(&ctx, cu)
@@ -494,7 +493,7 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
         features: Features::default(),
         elf: &e,
         path: Path::new("t.o"),
-        str_cache: &StrCache::empty(),
+        str_cache: None,
         collapse: false,
     };
     let out = encode_cu(&ctx, &c).unwrap();
@@ -554,7 +553,7 @@ fn recording_time_flags() {
         features: Features::default(),
         elf: &e,
         path: Path::new("t.o"),
-        str_cache: &StrCache::empty(),
+        str_cache: None,
         collapse: false,
     };
     let out = encode_cu(&ctx, &c).unwrap();
