@@ -514,6 +514,9 @@ fn a_modules_relocated_dwarf_given_back_chunk_by_chunk_gives_the_same_bytes() {
         };
         let want = encode_elf(&path, &whole, input.bytes(), None, &opts).unwrap();
         assert!(want.summary.cus > 3 * 8 * jobs, "too few chunks to give any back");
+        // its .debug_str is its inputs' end to end: no offset comes back,
+        // so names are not cached by offset (see the test below)
+        assert!(!want.summary.debug_str_cached);
         let given_back = ElfInfo::load_input_releasing_from(&input, 1 << 20).unwrap();
         assert!(matches!(given_back.debug.info, SectionBytes::Relocated(_)));
         let got = encode_elf(&path, &given_back, input.bytes(), None, &opts).unwrap();
@@ -524,4 +527,21 @@ fn a_modules_relocated_dwarf_given_back_chunk_by_chunk_gives_the_same_bytes() {
             .expect("refused");
         assert!(again.to_string().contains("load the file again"), "{again}");
     }
+}
+
+/// A linked file's `.debug_str` is merged (one copy of each string), so a
+/// name's offset comes back in every unit that uses it and names are
+/// cached by offset; the same program as an `ld -r` object (the CLI
+/// sample) and a module are not. Either way the bytes are the
+/// reference's (the conformance floor replays both).
+#[test]
+fn a_linked_files_merged_strings_are_cached_by_offset() {
+    use btfkit::elf::debug::ElfInfo;
+    use btfkit::encode::{Options, encode_elf};
+    let path = corpus_file("fixtures/bin/prog.gcc-O2.exe");
+    let input = btfkit::elf::Input::open(&path).unwrap();
+    let elf = ElfInfo::load_input(&input).unwrap();
+    let got = encode_elf(&path, &elf, input.bytes(), None, &Options::default()).unwrap();
+    assert!(got.summary.cus > 1);
+    assert!(got.summary.debug_str_cached);
 }

@@ -179,6 +179,9 @@ pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
             ("type_unit_refs", s.type_unit_refs),
             // exact copies of earlier CUs' types, never merged (--collapse)
             ("types_collapsed", s.types_collapsed),
+            // names cached by .debug_str offset (a linked file's merged
+            // section; a module's repeats its strings per input)
+            ("debug_str_cached", s.debug_str_cached as u64),
         ];
         let phases = phases.lock().unwrap_or_else(|e| e.into_inner());
         super::stats::report(&phases, s.loop_cpu.as_ref(), &counts, json);

@@ -286,6 +286,9 @@ pub struct Summary {
     pub merged_units: bool,
     /// Types left out as exact copies of merged ones ([`Options::collapse`]).
     pub types_collapsed: u64,
+    /// Whether names were cached by their `.debug_str` offset: a merged
+    /// section, not a relocatable object's ([`strcache`]).
+    pub debug_str_cached: bool,
 }
 
 /// The most types one BTF may have (ids are 31-bit in libbpf, whose
@@ -486,6 +489,7 @@ pub fn encode_elf_with(
         merged,
         opts.collapse,
     );
+    m.summary.debug_str_cached = str_cache.is_some();
     let lctx = local::Ctx {
         features: opts.features,
         elf,

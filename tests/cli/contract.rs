@@ -185,6 +185,10 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
         v["counts"]["dedup_during_cu_loop"].as_u64().unwrap()
     };
     assert_eq!((overlapped("-j2"), overlapped("-j1")), (1, 0));
+    // an `ld -r` object: its inputs' .debug_str end to end, each string
+    // once per input, is not cached by offset (a linked file's is:
+    // tests/real_world.rs)
+    assert_eq!(v["counts"]["debug_str_cached"], 0);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["peak_heap_bytes"].as_u64().unwrap() > 0);
     // the run's peak is the largest of the phases' peaks
