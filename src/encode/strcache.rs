@@ -12,9 +12,10 @@
 //! That holds for a linked file, whose linker merged `.debug_str`. A
 //! relocatable object's section (a kernel module's) is its inputs' sections
 //! end to end, each string once per input that used it, so no offset comes
-//! back from another unit: amdgpu.ko looks up 7.6 M offsets, none twice,
-//! through a 55 MB cache. [`StrCache::for_section`] leaves such a section
-//! uncached, and the merge interns its names by content alone.
+//! back from another unit and the cache would cost its scan and its slots
+//! for nothing (docs/perf-notes.md, "A module's string cache that never
+//! hit"). [`StrCache::for_section`] leaves such a section uncached, and the
+//! merge interns its names by content alone.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
