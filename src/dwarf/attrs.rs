@@ -98,17 +98,19 @@ impl<'a> Decoder<'a, '_> {
     ) -> Result<(), DecodeError> {
         *a = Attrs::default();
         let debug_str = self.dwarf.debug_str.reader().slice();
-        let res = entries.read_into(
-            abbrev,
-            &mut AttrSink {
-                dec: self,
-                unit,
-                a,
-                debug_str,
-                base,
-                refs,
-            },
-        );
+        let mut sink = AttrSink {
+            dec: self,
+            unit,
+            a,
+            debug_str,
+            base,
+            refs,
+            bad: None,
+        };
+        let res = entries.read_into(abbrev, &mut sink);
+        if let (Ok(()), Some(msg)) = (&res, sink.bad) {
+            return Err(self.err(cu_off, Some(die), msg));
+        }
         match res {
             Ok(()) => Ok(()),
             Err(ReadError::RefAddr(at)) => {
@@ -142,6 +144,16 @@ struct AttrSink<'s, 'a> {
     /// the merged-unit mode (where DW_FORM_ref_addr is read as it is).
     base: u64,
     refs: Refs,
+    /// Why an attribute's value leads nowhere (a string offset past its
+    /// section): the DIE is then refused once its attributes are read.
+    bad: Option<String>,
+}
+
+impl AttrSink<'_, '_> {
+    #[cold]
+    fn bad(&mut self, what: &str, msg: String) {
+        self.bad.get_or_insert(format!("{what}: {msg}"));
+    }
 }
 
 impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
@@ -149,7 +161,10 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     fn name_strp(&mut self, off: u64) {
         // Kept as the tail of .debug_str from the offset, cut at the NUL
         // only where the text is needed (see `string`).
-        self.a.name = self.debug_str.get(off as usize..).unwrap_or(b"");
+        match super::strp(self.debug_str, off) {
+            Ok(s) => self.a.name = s,
+            Err(msg) => self.bad("DW_AT_name", msg),
+        }
     }
 
     #[inline]
@@ -218,11 +233,15 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
         let ref_value = |v| ref_value(v, refs, base);
         match field {
             Field::Name => {
-                a.name = match v {
+                let name = match v {
                     // Kept as the tail of .debug_str from the offset, cut at
                     // the NUL only where the text is needed (see `string`).
-                    Value::Strp(off) => debug_str.get(off as usize..).unwrap_or(b""),
+                    Value::Strp(off) => super::strp(debug_str, off),
                     v => self.dec.string(unit, &Some(v.raw())),
+                };
+                match name {
+                    Ok(name) => a.name = name,
+                    Err(msg) => self.bad("DW_AT_name", msg),
                 }
             }
             Field::Type => a.ty = ref_value(v),

@@ -150,21 +150,25 @@ impl<'a, 'd> Decoder<'a, 'd> {
         }
     }
 
-    fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> &'a [u8] {
+    /// A string attribute's text (or, for `.debug_str`, the section's tail
+    /// from it); an offset or index that leads nowhere is an error, never
+    /// an empty name.
+    fn string(&self, unit: &gimli::Unit<R<'a>>, v: &Option<AttributeValue<R<'a>>>) -> Result<&'a [u8], String> {
         match v {
-            Some(AttributeValue::String(r)) => r.slice(),
+            Some(AttributeValue::String(r)) => Ok(r.slice()),
             // The common forms directly: gimli's generic path costs more
             // than the rest of a DIE.
             // Names are kept as the tail of .debug_str from their offset and
             // cut at the NUL only where the text is needed (`nm`): most are
             // only ever identified by offset, and finding the NUL means a
             // cache miss per name.
-            Some(AttributeValue::DebugStrRef(off)) => {
-                let sec = self.dwarf.debug_str.reader().slice();
-                sec.get(off.0..).unwrap_or(b"")
-            }
-            Some(v) => self.dwarf.attr_string(unit, *v).map(|r| r.slice()).unwrap_or(b""),
-            None => b"",
+            Some(AttributeValue::DebugStrRef(off)) => strp(self.dwarf.debug_str.reader().slice(), off.0 as u64),
+            Some(v) => self
+                .dwarf
+                .attr_string(unit, *v)
+                .map(|r| r.slice())
+                .map_err(|e| format!("cannot read its string ({v:?}): {e}")),
+            None => Ok(b""),
         }
     }
 
@@ -223,6 +227,20 @@ impl<'a, 'd> Decoder<'a, 'd> {
             }
             _ => None,
         }
+    }
+}
+
+/// The tail of `.debug_str` from `off` (a DW_FORM_strp name, cut at its
+/// NUL where it is used); an offset at or past the section's end is an
+/// error. The loader has checked that the section ends with a NUL.
+#[inline]
+fn strp(debug_str: &[u8], off: u64) -> Result<&[u8], String> {
+    match debug_str.get(off as usize..) {
+        Some(s) if !s.is_empty() => Ok(s),
+        _ => Err(format!(
+            "DW_FORM_strp offset {off:#x} is past the end of .debug_str ({} bytes)",
+            debug_str.len()
+        )),
     }
 }
 

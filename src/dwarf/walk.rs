@@ -273,7 +273,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     }
                     Role::FParam => return self.fparam(at, ty),
                     Role::Annotation => {
-                        self.annotation(parent, at);
+                        self.annotation(parent, at)?;
                         Ctx::Skip
                     }
                     Role::Func => return self.func(at, ty),
@@ -600,10 +600,14 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
 
     /// A DW_TAG_LLVM_annotation: a type tag placed before its pointer, or a
     /// decl tag of the container, member or parameter it is in.
-    fn annotation(&mut self, parent: Ctx, at: At) {
+    fn annotation(&mut self, parent: Ctx, at: At) -> Result<(), DecodeError> {
         let name = nm(self.attrs.name);
         let (dec, unit, attrs) = (self.dec, &self.unit, &self.attrs);
-        let value = || dec.string(unit, &attrs.const_value);
+        let (cu_off, die) = (self.cu.offset, at.die(self.cu.offset));
+        let value = || {
+            dec.string(unit, &attrs.const_value)
+                .map_err(|msg| dec.err(cu_off, Some(die), format!("DW_AT_const_value: {msg}")))
+        };
         match parent {
             Ctx::Pointer if dec.opts.type_tag && name == b"btf_type_tag" => {
                 let f = self.stack.last_mut().unwrap();
@@ -611,7 +615,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     tag: DW_TAG_LLVM_ANNOTATION,
                     die: at.die(self.cu.offset),
                     uoff: at.uoff(self.base),
-                    name: value(),
+                    name: value()?,
                     spec: None,
                     ty: f.last_tag,
                     size: 0,
@@ -627,19 +631,20 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             }
             Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var if dec.opts.decl_tag && name == b"btf_decl_tag" => {
                 self.scratch.annots.push(Annot {
-                    value: value(),
+                    value: value()?,
                     component: -1,
                 });
             }
             Ctx::Member | Ctx::FParam if dec.opts.decl_tag && name == b"btf_decl_tag" => {
                 let comp = self.stack.last().unwrap().component;
                 self.scratch.annots.push(Annot {
-                    value: value(),
+                    value: value()?,
                     component: comp,
                 });
             }
             _ => {}
         }
+        Ok(())
     }
 
     /// A frame ends: what it gathered moves into the unit's columns.

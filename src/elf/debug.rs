@@ -207,12 +207,12 @@ pub struct ElfInfo<'a> {
     pub lto_note: Option<bool>,
     /// The raw `.symtab` (empty without one): once `funcs` and `objects`
     /// are built from it, only their names (in `.strtab`) are read again,
-    /// so a mapped file's pages of it can go ([`ElfInfo::file_mapped`]).
+    /// so a mapped file's pages of it can go ([`ElfInfo::mapping`]).
     pub symtab_bytes: &'a [u8],
-    /// Set by whoever knows that the bytes given to `load` are a read-only
-    /// private file mapping: then pages of sections borrowed from them may be
-    /// dropped from memory once used (they are re-read from the file).
-    pub file_mapped: bool,
+    /// The file's mapping, where the bytes given to `load` are one: then
+    /// pages of sections borrowed from them may be dropped from memory once
+    /// used (they are re-read from the file). `None` for bytes in memory.
+    pub mapping: Option<super::Mapping<'a>>,
 }
 
 impl<'a> ElfInfo<'a> {
@@ -239,7 +239,7 @@ impl<'a> ElfInfo<'a> {
     /// that its pages can be dropped at any time (a later read brings them
     /// back from the file).
     pub fn info_is_file_mapped(&self) -> bool {
-        self.file_mapped && matches!(self.debug.info, SectionBytes::Borrowed(_))
+        self.mapping.is_some() && matches!(self.debug.info, SectionBytes::Borrowed(_))
     }
 
     /// Gives back the memory of the `.debug_info` bytes `range`, which the
@@ -259,7 +259,11 @@ impl<'a> ElfInfo<'a> {
             return;
         };
         match &self.debug.info {
-            SectionBytes::Borrowed(_) if self.file_mapped => super::release_mapped_pages(bytes),
+            SectionBytes::Borrowed(_) => {
+                if let Some(m) = self.mapping {
+                    m.release(bytes)
+                }
+            }
             SectionBytes::Relocated(c) => {
                 c.given_back.store(true, std::sync::atomic::Ordering::Relaxed);
                 // SAFETY: the mapping is this section's own, and the caller
@@ -284,10 +288,10 @@ impl<'a> ElfInfo<'a> {
     /// chunk reads again comes back from the page cache (a module's can be
     /// 130 MB, resident to the last unit otherwise).
     pub fn release_str(&self) {
-        if let (true, Some(b)) = (self.file_mapped, self.debug.str.as_borrowed())
+        if let (Some(m), Some(b)) = (self.mapping, self.debug.str.as_borrowed())
             && b.len() >= RELEASE_FROM
         {
-            super::release_mapped_pages(b);
+            m.release(b);
         }
     }
 
@@ -305,9 +309,9 @@ impl<'a> ElfInfo<'a> {
     /// take that path on a small module.
     #[doc(hidden)]
     pub fn load_input_releasing_from(input: &'a super::Input, from: usize) -> Result<ElfInfo<'a>> {
-        let mapped = input.is_mapped();
-        let mut elf = Self::load_as(&input.path, input.bytes(), mapped.then_some(from))?;
-        elf.file_mapped = mapped;
+        let mapping = input.mapping();
+        let mut elf = Self::load_as(&input.path, input.bytes(), mapping.map(|m| (m, from)))?;
+        elf.mapping = mapping;
         Ok(elf)
     }
 
@@ -315,9 +319,9 @@ impl<'a> ElfInfo<'a> {
         Self::load_as(path, data, None)
     }
 
-    /// `release_from`: the file is mapped, and what relocating reads of a
-    /// section or of its relocations of at least this size is dropped.
-    fn load_as(path: &Path, data: &'a [u8], release_from: Option<usize>) -> Result<ElfInfo<'a>> {
+    /// `release_from`: the file's mapping, and the size from which what
+    /// relocating reads of a section or of its relocations is dropped.
+    fn load_as(path: &Path, data: &'a [u8], release_from: Option<(super::Mapping<'a>, usize)>) -> Result<ElfInfo<'a>> {
         if data.len() < 16 || !data.starts_with(b"\x7fELF") {
             return Err(Error::elf(path, "not an ELF file (no \\x7fELF magic)"));
         }
@@ -420,7 +424,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
     path: &Path,
     f: &ElfFile<'a, H, &'a [u8]>,
     is_64: bool,
-    release_from: Option<usize>,
+    release_from: Option<(super::Mapping<'a>, usize)>,
 ) -> Result<ElfInfo<'a>> {
     let e = f.endian();
     let hdr = f.elf_header();
@@ -438,7 +442,8 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         funcs,
         objects,
         has_symtab,
-    } = symbols(f);
+    } = symbols(path, f)?;
+    check_symbol_strings(path, f)?;
     let loader = SectionLoader {
         path,
         f,
@@ -479,6 +484,9 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         .collect::<Result<Vec<_>>>()?;
     let grouped_types = found.grouped_types;
     let debug = DebugSections::from_order(loaded.try_into().unwrap_or_else(|_| unreachable!("one per name")));
+    for (name, sec) in [(".debug_str", &debug.str), (".debug_line_str", &debug.line_str)] {
+        check_terminated(path, name, sec)?;
+    }
     let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
     Ok(ElfInfo {
         endian,
@@ -494,8 +502,48 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         grouped_types,
         lto_note,
         symtab_bytes,
-        file_mapped: false,
+        mapping: None,
     })
+}
+
+/// [`check_terminated`] for the symbol table's string table.
+fn check_symbol_strings<'a, H: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    f: &ElfFile<'a, H, &'a [u8]>,
+) -> Result<()> {
+    let e = f.endian();
+    let table = f.elf_section_table();
+    let Some(symtab) = table.iter().find(|sh| sh.sh_type(e) == object::elf::SHT_SYMTAB) else {
+        return Ok(());
+    };
+    let Ok(strs) = table.section(object::SectionIndex(symtab.sh_link(e) as usize)) else {
+        return Ok(());
+    };
+    let name = table
+        .section_name(e, strs)
+        .map_or(".strtab".into(), String::from_utf8_lossy);
+    let data = strs.data(e, f.data()).unwrap_or_default();
+    check_terminated(path, &name, data)
+}
+
+/// Refuses a string section whose last string has no NUL: the section was
+/// cut short, and a reader would run past its end or take the rest of it
+/// for a name.
+fn check_terminated(path: &Path, name: &str, sec: &[u8]) -> Result<()> {
+    match sec.last() {
+        Some(&last) if last != 0 => {
+            let start = memchr::memrchr(0, sec).map_or(0, |n| n + 1);
+            Err(Error::elf(
+                path,
+                format!(
+                    "section {name}: the string at offset {start:#x} runs to the end of the section ({} bytes) \
+                     without its terminating NUL: the section is cut short or damaged",
+                    sec.len()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The kernel's "built with LTO" note: whether the first one's descriptor is
@@ -610,7 +658,10 @@ struct Symbols<'a> {
 }
 
 /// The function table and the object symbols.
-fn symbols<'a, H: FileHeader<Endian = object::Endianness>>(f: &ElfFile<'a, H, &'a [u8]>) -> Symbols<'a> {
+fn symbols<'a, H: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    f: &ElfFile<'a, H, &'a [u8]>,
+) -> Result<Symbols<'a>> {
     let mut funcs = Vec::new();
     let mut objects = Vec::new();
     let mut has_symtab = false;
@@ -618,7 +669,18 @@ fn symbols<'a, H: FileHeader<Endian = object::Endianness>>(f: &ElfFile<'a, H, &'
         has_symtab = true;
         for sym in symtab.symbols() {
             let raw = sym.elf_symbol();
-            let name = sym.name_bytes().unwrap_or(b"");
+            // A name that cannot be read (its offset past the string table,
+            // or no NUL before its end) is damage, never a nameless symbol:
+            // that would silently drop the function from the BTF.
+            let name = sym.name_bytes().map_err(|e| {
+                Error::elf(
+                    path,
+                    format!(
+                        "symbol {}: cannot read its name in the string table: {e}",
+                        sym.index().0
+                    ),
+                )
+            })?;
             match raw.st_type().0 {
                 STT_FUNC => {
                     if let Some(key) = func_key(name) {
@@ -635,11 +697,11 @@ fn symbols<'a, H: FileHeader<Endian = object::Endianness>>(f: &ElfFile<'a, H, &'
         }
     }
     objects.sort_unstable();
-    Symbols {
+    Ok(Symbols {
         funcs: FuncTable::build(funcs),
         objects,
         has_symtab,
-    }
+    })
 }
 
 /// The size from which a relocated section's mapped pages, and its
@@ -662,9 +724,9 @@ struct SectionLoader<'a, 'f, H: FileHeader<Endian = object::Endianness>> {
     /// sections carry a relocation per string or section offset (about
     /// 1.5 M in btrfs.ko), against a few thousand symbols.
     sym_values: OnceCell<Vec<u64>>,
-    /// The file is mapped: what relocating reads of a section or of its
-    /// relocations of at least this size is dropped.
-    release_from: Option<usize>,
+    /// The file's mapping, and the size from which what relocating reads
+    /// of a section or of its relocations is dropped from it.
+    release_from: Option<(super::Mapping<'a>, usize)>,
 }
 
 impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H> {
@@ -702,11 +764,12 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         sec_name: &str,
         data: Cow<'a, [u8]>,
     ) -> Result<SectionBytes<'a>> {
+        self.check_relocation_table(sec, sec_name)?;
         if sec.relocations().next().is_none() {
             return Ok(data.into());
         }
         let source = match &data {
-            Cow::Borrowed(b) if self.release_from.is_some_and(|from| b.len() >= from) => *b,
+            Cow::Borrowed(b) if self.release_from.is_some_and(|(_, from)| b.len() >= from) => *b,
             _ => {
                 let mut buf = data.into_owned();
                 self.apply_relocations(sec, sec_name, &mut buf)?;
@@ -723,7 +786,9 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         // dropped behind it, so the section is never resident twice.
         for (to, from) in copy.chunks_mut(RELEASE_FROM).zip(source.chunks(RELEASE_FROM)) {
             to.copy_from_slice(from);
-            super::release_mapped_pages(from);
+            if let Some((m, _)) = self.release_from {
+                m.release(from);
+            }
         }
         self.apply_relocations(sec, sec_name, &mut copy)?;
         let copy = copy.make_read_only().map_err(|e| {
@@ -754,6 +819,14 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
             write_word(slot, v.wrapping_add(implicit), endian);
             Ok(())
         };
+        let symbol = |i: usize| -> Result<u64> {
+            self.symbol_value_cached(i).ok_or_else(|| {
+                Error::elf(
+                    path,
+                    format!("section {sec_name}: a relocation names symbol {i}, past the end of the symbol table"),
+                )
+            })
+        };
         // x86-64 RELA (every x86 module) read directly: the generic
         // iterator works out kind, size and target for each entry, the
         // largest cost of loading a module. The same three absolute types
@@ -764,7 +837,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         {
             // 16 MiB of entries at a time, dropped once applied
             let entry = relas.first().map_or(1, std::mem::size_of_val);
-            let release = self.release_from.is_some_and(|from| relas.len() * entry >= from);
+            let release = self.release_from.filter(|(_, from)| relas.len() * entry >= *from);
             for chunk in relas.chunks(RELEASE_FROM / entry) {
                 for r in chunk {
                     let size = match r.r_type(e, false).0 {
@@ -774,13 +847,13 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
                     };
                     let s = match r.r_sym(e, false) {
                         0 => 0,
-                        i => self.symbol_value_cached(i as usize),
+                        i => symbol(i as usize)?,
                     };
                     let addend: i64 = r.r_addend(e).into();
                     apply(r.r_offset(e).into(), size, s.wrapping_add(addend as u64), false)?;
                 }
-                if release {
-                    super::release_mapped_pages(object::pod::bytes_of_slice(chunk));
+                if let Some((m, _)) = release {
+                    m.release(object::pod::bytes_of_slice(chunk));
                 }
             }
             return Ok(());
@@ -791,7 +864,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
                 continue;
             }
             let s = match r.target() {
-                RelocationTarget::Symbol(idx) => self.symbol_value_cached(idx.0),
+                RelocationTarget::Symbol(idx) => symbol(idx.0)?,
                 RelocationTarget::Section(idx) => self.sections.get(idx.0).map(|s| s.addr).unwrap_or(0),
                 _ => 0,
             };
@@ -800,14 +873,42 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         Ok(())
     }
 
-    /// The value of symbol `idx` as a relocation target (0 for a bad index).
-    fn symbol_value_cached(&self, idx: usize) -> u64 {
+    /// The value of symbol `idx` as a relocation target; `None` for an
+    /// index past the symbol table.
+    fn symbol_value_cached(&self, idx: usize) -> Option<u64> {
         let v = self.sym_values.get_or_init(|| {
             (0..self.f.elf_symbol_table().len())
                 .map(|i| self.symbol_value(object::SymbolIndex(i)))
                 .collect()
         });
-        v.get(idx).copied().unwrap_or(0)
+        v.get(idx).copied()
+    }
+
+    /// Refuses a relocation table that is not a whole number of entries:
+    /// cut short, its readers would silently apply only the entries before
+    /// the cut.
+    fn check_relocation_table(&self, sec: &ElfSection<'a, 'f, H, &'a [u8]>, sec_name: &str) -> Result<()> {
+        let e = self.f.endian();
+        let Ok(Some(rsh)) = sec.elf_relocation_section() else {
+            return Ok(());
+        };
+        let entry = match rsh.sh_type(e) {
+            object::elf::SHT_RELA => std::mem::size_of::<H::Rela>(),
+            _ => std::mem::size_of::<H::Rel>(),
+        };
+        let size: u64 = rsh.sh_size(e).into();
+        if size % entry as u64 != 0 {
+            let name = self.f.elf_section_table().section_name(e, rsh).unwrap_or(b"?");
+            return Err(Error::elf(
+                self.path,
+                format!(
+                    "section {}: {size} bytes is not a whole number of {entry}-byte relocations of {sec_name} \
+                     (cut short or damaged)",
+                    String::from_utf8_lossy(name)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// A symbol's address; in an ET_REL file, relative to its allocated

@@ -27,17 +27,36 @@ fn whole_pages(bytes: &[u8]) -> Option<(*mut libc::c_void, usize)> {
     (end > start).then(|| (start as *mut libc::c_void, end - start))
 }
 
-/// Tells the kernel it may drop the pages wholly inside `bytes`, a range of
-/// a read-only private file mapping: they are re-read from the file if
-/// touched again, so this only lowers the resident set. Only for bytes of
-/// a mapped [`Input`] (on heap memory it would discard the contents).
-pub fn release_mapped_pages(bytes: &[u8]) {
-    if let Some((start, len)) = whole_pages(bytes) {
-        // SAFETY: the caller passes a range inside a live read-only file
-        // mapping; for such pages MADV_DONTNEED discards the cached copy only.
-        unsafe {
-            libc::madvise(start, len, libc::MADV_DONTNEED);
+/// A read-only private mapping of a whole input file. Its pages may be
+/// dropped from memory once read: they come back from the file if touched
+/// again. Only a mapped [`Input`] hands one out, so that bytes read into
+/// the heap (standard input, a pipe) can never be given to `madvise`,
+/// which would zero them.
+#[derive(Clone, Copy)]
+pub struct Mapping<'a>(&'a [u8]);
+
+impl Mapping<'_> {
+    /// Drops the pages wholly inside `bytes` from memory; does nothing for
+    /// bytes that are not part of this mapping.
+    pub fn release(&self, bytes: &[u8]) {
+        let (lo, hi) = (self.0.as_ptr() as usize, self.0.as_ptr() as usize + self.0.len());
+        let (start, end) = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + bytes.len());
+        if start < lo || end > hi {
+            return;
         }
+        if let Some((start, len)) = whole_pages(bytes) {
+            // SAFETY: the range lies inside a live read-only private file
+            // mapping (checked above); for its pages MADV_DONTNEED discards
+            // the cached copy only.
+            unsafe {
+                libc::madvise(start, len, libc::MADV_DONTNEED);
+            }
+        }
+    }
+
+    /// Drops every page of the file from memory.
+    pub fn release_all(&self) {
+        self.release(self.0)
     }
 }
 
@@ -122,10 +141,13 @@ impl Input {
         }
     }
 
-    /// Whether the bytes are a read-only private mapping of the file (pages
-    /// of it may then be dropped from memory once read).
-    pub fn is_mapped(&self) -> bool {
-        matches!(self.map, Contents::Mapped(_))
+    /// The file's mapping, if its bytes are one (pages of it may then be
+    /// dropped from memory once read); `None` for bytes read into memory.
+    pub fn mapping(&self) -> Option<Mapping<'_>> {
+        match &self.map {
+            Contents::Mapped(m) => Some(Mapping(m)),
+            Contents::Read(_) => None,
+        }
     }
 
     pub fn is_elf(&self) -> bool {

@@ -116,7 +116,7 @@ impl<'a> FuzzInput<'a> {
             grouped_info: Vec::new(),
             grouped_types: false,
             symtab_bytes: &[],
-            file_mapped: false,
+            mapping: None,
         }
     }
 }

@@ -298,8 +298,6 @@ pub const MAX_TYPES: u32 = 0x7fff_ffff;
 /// The largest string offset (libbpf's BTF_MAX_STR_OFFSET).
 pub const MAX_STR_OFFSET: u32 = 0x7fff_ffff;
 
-use crate::elf::release_mapped_pages as release_pages;
-
 /// The result of encoding one file.
 pub struct Encoded {
     pub btf: Btf,
@@ -325,14 +323,28 @@ pub fn encode_file_with(
     on_merged: &mut OnMerged<'_>,
 ) -> Result<Encoded, EncodeError> {
     let input = crate::elf::Input::open(path)?;
-    // `Input` maps the file read-only (or read it, where it cannot be mapped).
-    let elf = ElfInfo::load_input(&input)?;
-    if elf.debug.info.as_borrowed().is_none() {
+    encode_input_with(&input, base, opts, on_merged)
+}
+
+/// [`encode_file_with`] on an opened input: the file's mapping, or its
+/// bytes read into memory (standard input, a pipe), which can be encoded
+/// more than once.
+pub fn encode_input_with(
+    input: &crate::elf::Input,
+    base: Option<Arc<Btf>>,
+    opts: &Options,
+    on_merged: &mut OnMerged<'_>,
+) -> Result<Encoded, EncodeError> {
+    let path = &input.path;
+    let elf = ElfInfo::load_input(input)?;
+    if let Some(m) = input.mapping()
+        && elf.debug.info.as_borrowed().is_none()
+    {
         // A relocatable object (a module): its debug sections were copied
         // out with relocations applied, and reading them touched every
         // page of the mapping. Those pages are not needed again (the
         // sections left in place are read back from the page cache).
-        release_pages(input.bytes());
+        m.release_all();
     }
     encode_elf_with(path, &elf, input.bytes(), base, opts, on_merged)
 }
@@ -444,11 +456,11 @@ pub fn encode_elf_with(
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
     // was decoded (and the whole of it on inputs of repeated units).
-    let info_mapped = elf.info_is_file_mapped();
+    let info_mapping = elf.mapping.filter(|_| elf.info_is_file_mapped());
     let mut released = 0;
     let headers = dwarf::unit_headers_passing(&dw, &mut |end| {
-        if info_mapped {
-            release_pages(&elf.debug.info[released..end.min(elf.debug.info.len())]);
+        if let Some(m) = info_mapping {
+            m.release(elf.debug.info.get(released..end).unwrap_or_default());
             released = end;
         }
     })
@@ -475,8 +487,8 @@ pub fn encode_elf_with(
         None => dwarf::declares_cross_unit_refs(&dw, &headers),
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
-    if info_mapped {
-        release_pages(&elf.debug.info[released..]);
+    if let Some(m) = info_mapping {
+        m.release(elf.debug.info.get(released..).unwrap_or_default());
     }
     // The scan reads every page of `.debug_str`: they are dropped behind
     // it (a module's can be 130 MB, then resident beside its DWARF).
@@ -521,9 +533,9 @@ pub fn encode_elf_with(
                 })?,
         )
     };
-    if elf.file_mapped {
+    if let Some(m) = elf.mapping {
         // read once, into `funcs` and `objects` (a vmlinux's is 4.3 MB)
-        release_pages(elf.symtab_bytes);
+        m.release(elf.symtab_bytes);
     }
     phase_ended(opts, "open");
     in_pool(&pool, || work.run_loop(&mut m, &chunks, elf, on_merged))?;
@@ -535,9 +547,9 @@ pub fn encode_elf_with(
     m.summary.type_unit_refs = counters.type_unit_refs.load(Ordering::Relaxed);
     m.summary.types_collapsed = m.collapsed();
     phase_ended(opts, "cu_loop");
-    if elf.file_mapped {
+    if let Some(m) = elf.mapping {
         // Decoding is over: the function phase reads only `.BTF_ids` again.
-        release_pages(data);
+        m.release(data);
     }
     // So is string interning by .debug_str offset: free it before the
     // function phase grows the BTF to its largest.
@@ -835,7 +847,9 @@ impl<'a> CuWork<'_, 'a> {
                         unsafe { elf.release_info(range.0..range.1) };
                     }
                     elf.release_str();
-                    per_cu.iter().for_each(|s| release_pages(s));
+                    if let Some(m) = elf.mapping {
+                        per_cu.iter().for_each(|s| m.release(s));
+                    }
                     Ok(())
                 },
                 || next.map(|r| self.chunk(r)),
@@ -856,7 +870,7 @@ impl<'a> CuWork<'_, 'a> {
 /// file, so in CU order as well (a table CUs share is simply read back);
 /// the strings of `.debug_str` are shared by all CUs and stay.
 fn per_cu_sections<'e>(elf: &'e ElfInfo<'_>) -> Vec<&'e [u8]> {
-    if !elf.file_mapped {
+    if elf.mapping.is_none() {
         return Vec::new();
     }
     let d = &elf.debug;

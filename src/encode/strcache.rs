@@ -131,19 +131,21 @@ pub fn repeats_strings(section: &[u8]) -> bool {
         let mut at = (section.len() / PROBE_PLACES * place).max(next);
         if at > 0 && section.get(at - 1) != Some(&0) {
             // to the start of the next string
-            match memchr::memchr(0, &section[at..]) {
+            match memchr::memchr(0, section.get(at..).unwrap_or_default()) {
                 Some(n) => at += n + 1,
                 None => break,
             }
         }
         let end = (at + PROBE_WINDOW).min(section.len());
+        // `at < end` keeps `at` inside the section; the last string may
+        // lack its NUL (a damaged section), and then ends the scan.
         while at < end {
-            let len = memchr::memchr(0, &section[at..]).unwrap_or(section.len() - at);
-            let s = &section[at..at + len];
+            let rest = &section[at..];
+            let s = memchr::memchr(0, rest).map_or(rest, |n| &rest[..n]);
             if !s.is_empty() && !seen.insert(s) {
                 return true;
             }
-            at += len + 1;
+            at += s.len() + 1;
         }
         next = at;
     }
@@ -153,6 +155,18 @@ pub fn repeats_strings(section: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{PROBE_WINDOW, StrCache, repeats_strings};
+
+    #[test]
+    fn a_last_string_without_its_nul_ends_the_probe() {
+        // every place past the first lands beyond a cut-short last string
+        for len in 1..40 {
+            let mut sec = vec![b'a'; len];
+            sec[0] = 0;
+            assert!(!repeats_strings(&sec), "len {len}");
+            assert!(!repeats_strings(&sec[1..]), "len {len}, no NUL at all");
+        }
+        assert!(repeats_strings(b"int\0int"));
+    }
 
     #[test]
     fn only_string_starts_have_slots() {

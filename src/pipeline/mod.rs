@@ -298,9 +298,19 @@ fn encode_overlapped(
     dedup: bool,
     early: bool,
 ) -> Result<(encode::Encoded, Option<dedup::Incremental>), Error> {
-    let encode_with = |base: Option<Arc<Btf>>, opts: &Options, on_merged: &mut encode::OnMerged<'_>| match input_bytes {
-        Some(data) => encode::encode_bytes_with(input, data, base, opts, on_merged),
-        None => encode::encode_file_with(input, base, opts, on_merged),
+    enum Source<'b> {
+        Bytes(&'b [u8]),
+        // Opened once: standard input or a pipe can be read only once, and
+        // the input may be encoded twice (below).
+        Opened(crate::elf::Input),
+    }
+    let source = match input_bytes {
+        Some(data) => Source::Bytes(data),
+        None => Source::Opened(crate::elf::Input::open(input).map_err(EncodeError::from)?),
+    };
+    let encode_with = |base: Option<Arc<Btf>>, opts: &Options, on_merged: &mut encode::OnMerged<'_>| match &source {
+        Source::Bytes(data) => encode::encode_bytes_with(input, data, base, opts, on_merged),
+        Source::Opened(opened) => encode::encode_input_with(opened, base, opts, on_merged),
     };
     // A standalone BTF's records go to dedup without an offset column: it
     // lays them out itself.

@@ -10,3 +10,4 @@ mod corrupt_no_panic;
 mod damaged;
 mod format_limits;
 mod matrix;
+mod sections;

@@ -30,15 +30,15 @@ fn fixture() -> Vec<u8> {
 
 // ---------------------------------------------------------------- running
 
-struct Outcome {
-    code: Option<i32>,
-    stderr: String,
-    stdout: Vec<u8>,
+pub(crate) struct Outcome {
+    pub(crate) code: Option<i32>,
+    pub(crate) stderr: String,
+    pub(crate) stdout: Vec<u8>,
 }
 
 /// Runs btfkit with `args` under the memory limit; panics (naming `case`)
 /// if it does not finish within the time limit.
-fn run_bounded(case: &str, args: &[String]) -> Outcome {
+pub(crate) fn run_bounded(case: &str, args: &[String]) -> Outcome {
     let logs = scratch(&format!("logs-{case}"));
     let out_p = logs.join("stdout");
     let err_p = logs.join("stderr");
@@ -129,7 +129,7 @@ fn expect_encode_failure(name: &str, bytes: &[u8], mention: &[&str]) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn files_in(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     v.sort();
     v

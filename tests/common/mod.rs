@@ -7,6 +7,56 @@ use std::path::{Path, PathBuf};
 
 pub use btfkit::corpus::corpus_dir;
 
+/// Whether the conformance corpus is here. A test that needs it starts with
+/// [`needs_corpus!`]: without the corpus it is skipped, and the first skip
+/// in a test binary says so on stderr with how to get it, unless
+/// `BTFKIT_REQUIRE_CORPUS` is set (CI sets it), which makes a missing corpus
+/// a failure.
+pub fn have_corpus() -> bool {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let dir = corpus_dir();
+    if dir.join("manifest.tsv").is_file() {
+        return true;
+    }
+    if std::env::var_os("BTFKIT_REQUIRE_CORPUS").is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!(
+            "the conformance corpus is not at {} and BTFKIT_REQUIRE_CORPUS is set: point BTFKIT_CORPUS at it",
+            dir.display()
+        );
+    }
+    SAID.call_once(|| {
+        eprintln!(
+            "SKIPPED: the tests that need the conformance corpus (no manifest.tsv at {}); put the corpus at \
+             ../shared/corpus or point BTFKIT_CORPUS at it to run them",
+            dir.display()
+        )
+    });
+    false
+}
+
+/// Returns from the calling test, skipped, when the corpus is absent
+/// ([`have_corpus`]).
+#[macro_export]
+macro_rules! needs_corpus {
+    () => {
+        if !$crate::common::have_corpus() {
+            return;
+        }
+    };
+}
+
+/// The small fixtures kept in the repository (`tests/fixtures/*`), sorted.
+pub fn repo_fixtures() -> Vec<PathBuf> {
+    let dir = crate_dir().join("tests/fixtures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b.starts_with(b"\x7fELF")))
+        .collect();
+    v.sort();
+    v
+}
+
 /// A readable path of corpus file `rel` (named without `.zst`). Panics when the
 /// corpus does not have it: a test that needs it must not pass silently.
 pub fn corpus_file(rel: &str) -> PathBuf {

@@ -42,7 +42,7 @@ fn elf(endian: btf::Endian) -> ElfInfo<'static> {
         grouped_info: Vec::new(),
         grouped_types: false,
         symtab_bytes: &[],
-        file_mapped: false,
+        mapping: None,
     }
 }
 
