@@ -76,6 +76,40 @@ fn a_file_against_itself_is_identical_bytes() {
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
 }
 
+/// The same types and strings behind libbpf 1.8's 32-byte header are not
+/// the same bytes as behind the 24-byte one: `equivalent`, naming the
+/// headers, never `identical bytes`.
+#[test]
+fn a_longer_header_is_equivalent_not_identical_bytes() {
+    let input = common::crate_dir().join("tests/fixtures/ints.gcc-O2.o");
+    let (a, b) = (tmp("hdr24.btf"), tmp("hdr32.btf"));
+    let r = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+        .args(["encode", "-q", "-o"])
+        .arg(&a)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let d = std::fs::read(&a).unwrap();
+    let mut long = d[..24].to_vec();
+    long[4..8].copy_from_slice(&32u32.to_le_bytes());
+    long.extend([0; 8]);
+    long.extend(&d[24..]);
+    std::fs::write(&b, &long).unwrap();
+    let (code, out, err) = btfkit(&[a.as_os_str(), b.as_os_str()]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "equivalent (a 24-byte header against a 32-byte one)\n"),
+        "{err}"
+    );
+    let (code, out, _) = btfkit(&["--json".as_ref(), a.as_os_str(), b.as_os_str()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, v["result"].as_str()), (0, Some("equivalent")));
+    assert_eq!(v["layout"], "a 24-byte header against a 32-byte one");
+    let (code, out, _) = btfkit(&[b.as_os_str(), b.as_os_str()]);
+    assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
+}
+
 #[test]
 fn reordered_vmlinux_with_relaid_strings_is_equivalent() {
     let path = kernel();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use btfkit::diff::{self, Verdict};
+use btfkit::elf::Input;
 
 use super::{EXIT_NO, EXIT_OK, load_base};
 
@@ -35,9 +36,16 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         Some(s) => (Some(s.clone()), Some(s)),
         None => (load_base(&a.base_a)?, load_base(&a.base_b)?),
     };
-    let btf_a = btfkit::elf::load_btf(&a.a, base_a)?;
-    let btf_b = btfkit::elf::load_btf(&a.b, base_b.map(|b: Arc<_>| b))?;
-    let report = diff::compare(&btf_a, &btf_b);
+    // Each file is read once (it may be a pipe), for its types and its bytes.
+    let (in_a, in_b) = (Input::open(&a.a)?, Input::open(&a.b)?);
+    let btf_a = btfkit::elf::load_btf_bytes(&a.a, in_a.bytes(), base_a)?;
+    let btf_b = btfkit::elf::load_btf_bytes(&a.b, in_b.bytes(), base_b.map(|b: Arc<_>| b))?;
+    let report = diff::compare_files(
+        &btf_a,
+        &btfkit::elf::raw_btf(&a.a, in_a.bytes())?,
+        &btf_b,
+        &btfkit::elf::raw_btf(&a.b, in_b.bytes())?,
+    );
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let r = if a.json {

@@ -23,6 +23,7 @@ pub fn compare(a: &Btf, b: &Btf) -> Report {
         types_b: b.own_type_count(),
         rounds: 0,
         classes: 0,
+        layout: None,
     };
     if super::identical_bytes(a, b) {
         return report;

@@ -253,6 +253,10 @@ pub struct Report {
     /// Partition-refinement rounds and classes (0 for identical bytes).
     pub rounds: u32,
     pub classes: u32,
+    /// Where two files with the same types and strings differ in their
+    /// bytes (their headers or section layout): set by [`compare_files`],
+    /// which then says `equivalent`, never `identical bytes`.
+    pub layout: Option<String>,
 }
 
 impl Report {
@@ -269,7 +273,12 @@ impl Report {
     pub fn summary_line(&self) -> String {
         match self.verdict {
             Verdict::IdenticalBytes => return "identical bytes".into(),
-            Verdict::Equivalent => return "equivalent".into(),
+            Verdict::Equivalent => {
+                return match &self.layout {
+                    Some(l) => format!("equivalent ({l})"),
+                    None => "equivalent".into(),
+                };
+            }
             Verdict::Different => {}
         }
         let n = self.differences.len();
@@ -298,6 +307,7 @@ impl Report {
             "result": self.verdict.name(),
             "types": {"a": self.types_a, "b": self.types_b},
             "equivalence": {"rounds": self.rounds, "classes": self.classes},
+            "layout": self.layout,
             "summary": summary,
             "differences": self.differences.iter().map(Difference::to_json).collect::<Vec<_>>(),
         })
@@ -338,6 +348,42 @@ impl fmt::Display for First<'_> {
         }
         Ok(())
     }
+}
+
+/// [`compare`] of two BTFs read from `a_raw` and `b_raw` (the raw BTF,
+/// or the `.BTF` section's bytes): `identical bytes` only where those bytes
+/// are; the same types and strings in other bytes (a 24-byte header
+/// against libbpf 1.8's 32, padding between the sections) are
+/// `equivalent`, with the difference named in [`Report::layout`].
+pub fn compare_files(a: &Btf, a_raw: &[u8], b: &Btf, b_raw: &[u8]) -> Report {
+    let mut report = compare(a, b);
+    if report.verdict == Verdict::IdenticalBytes && a_raw != b_raw {
+        report.verdict = Verdict::Equivalent;
+        report.layout = Some(layout_difference(a_raw, b_raw));
+    }
+    report
+}
+
+/// How two BTF files with the same types and strings differ in bytes.
+fn layout_difference(a: &[u8], b: &[u8]) -> String {
+    use crate::btf::read::parse_header;
+    let (Ok(ha), Ok(hb)) = (parse_header(a), parse_header(b)) else {
+        return "other bytes".into();
+    };
+    if ha.hdr_len != hb.hdr_len {
+        return format!("a {}-byte header against a {}-byte one", ha.hdr_len, hb.hdr_len);
+    }
+    if a.get(..ha.hdr_len as usize) != b.get(..hb.hdr_len as usize) {
+        return format!(
+            "other section offsets in the header: types at {:#x}, strings at {:#x} against {:#x}, {:#x}",
+            ha.type_off, ha.str_off, hb.type_off, hb.str_off
+        );
+    }
+    format!(
+        "other bytes outside the types and strings ({} bytes against {})",
+        a.len(),
+        b.len()
+    )
 }
 
 /// Whether two BTFs are the same bytes: byte order, type words, strings,

@@ -217,6 +217,17 @@ pub fn load_btf(path: &Path, base: Option<Arc<Btf>>) -> Result<Btf> {
     load_btf_bytes(path, input.bytes(), base)
 }
 
+/// The raw BTF bytes of a file's contents `data`: all of it for raw BTF,
+/// the `.BTF` section's for an ELF file (`path` only names the file in
+/// errors).
+pub fn raw_btf<'a>(path: &Path, data: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+    if data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]) {
+        return Ok(Cow::Borrowed(data));
+    }
+    let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
+    section_data(path, &obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))
+}
+
 /// [`load_btf`] on the bytes of `path` already in memory (`path` only names
 /// the file in errors).
 pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
