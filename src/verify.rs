@@ -98,23 +98,51 @@ pub fn last_line(log: &str) -> &str {
     log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
 }
 
-/// The bytes the kernel is asked about for `file`: native byte order and
-/// standalone (split BTF merged onto its base, ids and offsets unchanged).
-/// A native standalone raw blob is passed untouched: the point is the
-/// kernel's judgement, not our reader's.
-pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Vec<u8>> {
+/// What the kernel is asked about for a file ([`payload`]).
+pub struct Payload {
+    /// Native byte order and standalone: split BTF merged onto its base,
+    /// ids and offsets unchanged.
+    pub bytes: Vec<u8>,
+    /// The size of the file's own BTF (the raw file, or its `.BTF`
+    /// section), which `bytes` exceeds when a base was merged in.
+    pub own_len: usize,
+    /// Why btfkit's own reader refuses the BTF, where the bytes could be
+    /// passed to the kernel as they are all the same.
+    pub reader_refused: Option<crate::error::Error>,
+}
+
+/// The bytes the kernel is asked about for `file`. Standalone BTF in the
+/// native byte order (a raw file, or an ELF file's `.BTF` without a
+/// `.BTF.base`) is passed untouched, even when btfkit's reader refuses it:
+/// the point is the kernel's judgement, not our reader's, and the reader's
+/// objection is reported beside it. Other BTF has to be read to be
+/// merged or byte-swapped; a reader's refusal is then an error.
+pub fn payload(file: &Path, base: Option<Arc<Btf>>) -> Result<Payload> {
     let input = crate::elf::Input::open(file)?;
-    if base.is_none() && input.is_btf() && input.bytes()[..2] == btf::BTF_MAGIC.to_ne_bytes() {
-        // The bytes go to the kernel as they are, but a structural fault is
-        // bad input (exit 2, the reader's precise message), not a verdict.
-        crate::elf::load_btf_bytes(file, input.bytes(), None)?;
-        return Ok(input.bytes().to_vec());
+    let raw = crate::elf::raw_btf(file, input.bytes())?;
+    let has_base_section = !input.is_btf()
+        && input
+            .object()
+            .is_ok_and(|o| object::Object::section_by_name(&o, ".BTF.base").is_some());
+    if base.is_none() && !has_base_section && raw.get(..2) == Some(&btf::BTF_MAGIC.to_ne_bytes()[..]) {
+        let reader_refused = crate::elf::load_btf_bytes(file, input.bytes(), None).err();
+        return Ok(Payload {
+            own_len: raw.len(),
+            bytes: raw.into_owned(),
+            reader_refused,
+        });
     }
+    let own_len = raw.len();
     let mut b = crate::elf::load_btf_bytes(file, input.bytes(), base)?;
     b.set_endian(btf::Endian::native());
-    Ok(if b.base().is_some() {
+    let bytes = if b.base().is_some() {
         btf::write::merged_bytes(&b)
     } else {
         btf::write::to_bytes(&b)
+    };
+    Ok(Payload {
+        bytes,
+        own_len,
+        reader_refused: None,
     })
 }

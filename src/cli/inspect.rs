@@ -292,10 +292,28 @@ pub struct VerifyArgs {
 
 pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
     let base = load_base(&base_for(&a.file, &a.base))?;
-    let payload = verify::payload(&a.file, base)?;
+    let verify::Payload {
+        bytes: payload,
+        own_len,
+        reader_refused,
+    } = verify::payload(&a.file, base)?;
+    let size = if payload.len() == own_len {
+        format!("{own_len} bytes")
+    } else {
+        format!("{own_len} bytes; {} loaded merged with its base", payload.len())
+    };
+    // Both verdicts, where they could differ: the kernel's, which is asked
+    // all the same, and btfkit's reader's.
+    let reader = || -> anyhow::Result<()> {
+        if let Some(e) = &reader_refused {
+            out!("btfkit's reader refuses it: {e}");
+        }
+        Ok(())
+    };
     match verify::verify_bytes(&payload) {
         Verdict::Accepted => {
-            out!("{}: accepted by the kernel ({} bytes)", a.file.display(), payload.len());
+            out!("{}: accepted by the kernel ({size})", a.file.display());
+            reader()?;
             Ok(EXIT_OK)
         }
         Verdict::Refused { errno, log } => {
@@ -309,6 +327,7 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
             if let Some(plain) = explain_refusal(last) {
                 out!("in plain words: {plain}");
             }
+            reader()?;
             let base = load_base(&base_for(&a.file, &a.base))?;
             if btfkit::elf::load_btf(&a.file, base).is_ok_and(|b| {
                 b.own_ids().any(|id| {
@@ -334,7 +353,13 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<i32> {
             Ok(EXIT_NO)
         }
         Verdict::CannotAsk(why) => {
-            eprintln!("btfkit: error: {}: cannot ask the kernel: {}", a.file.display(), why);
+            match &reader_refused {
+                Some(e) => eprintln!(
+                    "btfkit: error: {}: cannot ask the kernel: {why}; btfkit's reader refuses it: {e}",
+                    a.file.display()
+                ),
+                None => eprintln!("btfkit: error: {}: cannot ask the kernel: {why}", a.file.display()),
+            }
             Ok(EXIT_ERR)
         }
     }
