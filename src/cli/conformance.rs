@@ -240,11 +240,13 @@ fn replay_row(row: &Row, cache: &Corpus, scratch: &Path, exe: &Path) -> anyhow::
     Ok(Outcome::Fail(first_difference(&ours, &theirs, diff_base.as_deref())))
 }
 
-fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
+/// The cases a floor file lists; a missing file is an empty floor only
+/// where one is being grown (`--update-floor`).
+fn read_floor(path: &Path, may_be_missing: bool) -> anyhow::Result<BTreeSet<String>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+        Err(e) if may_be_missing && e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot read the floor file", path.display())),
     };
     Ok(text
         .lines()
@@ -252,6 +254,9 @@ fn read_floor(path: &Path) -> anyhow::Result<BTreeSet<String>> {
         .map(|l| l.to_string())
         .collect())
 }
+
+/// The manifests' variants `--variants` chooses from.
+const VARIANTS: [&str; 3] = ["final", "full", "nofuncs"];
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut cache = Corpus::open_default();
@@ -274,6 +279,23 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     std::fs::create_dir_all(&cache.cache).with_context(|| format!("{}", cache.cache.display()))?;
     let corpus = cache.dir.clone();
+    if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+        anyhow::bail!("--variants: no variant `{v}` (there are {})", VARIANTS.join(", "));
+    }
+    // A floor that cannot be read is an error before the replay, not after.
+    let floor = match &a.check_floor {
+        Some(f) => {
+            let want = read_floor(f, false)?;
+            if want.is_empty() {
+                anyhow::bail!(
+                    "{}: the floor file lists no case: a check of it would check nothing",
+                    f.display()
+                );
+            }
+            Some((f, want))
+        }
+        None => None,
+    };
     let mut rows = Vec::new();
     if a.variants.iter().any(|v| v == "final") {
         rows.extend(read_manifest(&corpus.join("manifest.tsv"), false)?);
@@ -290,6 +312,33 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             && !a.exclude.iter().any(|f| r.case_id.contains(f.as_str()))
             && (!a.fixtures_only || r.case_id.starts_with("fixture/"))
     });
+    if rows.is_empty() {
+        anyhow::bail!(
+            "no corpus case selected (--variants {}{}{}{}): a replay of nothing checks nothing",
+            a.variants.join(","),
+            if a.filter.is_empty() {
+                String::new()
+            } else {
+                format!(", --filter {}", a.filter.join(","))
+            },
+            if a.exclude.is_empty() {
+                String::new()
+            } else {
+                format!(", --exclude {}", a.exclude.join(","))
+            },
+            if a.fixtures_only { ", --fixtures-only" } else { "" },
+        );
+    }
+    if let Some((f, want)) = &floor
+        && !rows.iter().any(|r| want.contains(&r.key()))
+    {
+        anyhow::bail!(
+            "{}: none of the {} cases it lists is among the {} selected: a check of it would check nothing",
+            f.display(),
+            want.len(),
+            rows.len()
+        );
+    }
     // Modules need the vmlinux base decompressed; do that once, up front.
     for r in &rows {
         if r.base != "-" {
@@ -349,8 +398,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let total_ok = passing.len();
     let total = rows.len();
     let mut code = EXIT_OK;
-    if let Some(floor) = &a.check_floor {
-        let want = read_floor(floor)?;
+    if let Some((floor, want)) = &floor {
         let selected: BTreeSet<String> = rows.iter().map(|r| r.key()).collect();
         let lost: Vec<&String> = want
             .iter()
@@ -369,7 +417,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         );
     }
     if let Some(floor) = &a.update_floor {
-        let mut all = read_floor(floor)?;
+        let mut all = read_floor(floor, true)?;
         let before = all.len();
         all.extend(passing.iter().cloned());
         let mut text = String::from(
