@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use btfkit::encode::{self, LangFilter, Options};
 use btfkit::pipeline::kernel::{
@@ -112,6 +112,18 @@ type Entry = (PathBuf, Option<String>);
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let t0 = Instant::now();
+    // clap leaves `requires = "list"` unchecked when ROOT, which conflicts
+    // with --list, is given: a tree with --shard would be encoded whole.
+    if a.list.is_none() {
+        for (flag, given) in [
+            ("--shard", a.shard.is_some()),
+            ("--shard-count", a.shard_count.is_some()),
+        ] {
+            if given {
+                bail!("{flag} divides a --list of kernels among tasks; one kernel (ROOT) is not divided: drop {flag}");
+            }
+        }
+    }
     let opts = options(&a)?;
     btfkit::pipeline::size_global_pool(opts.jobs);
     std::fs::create_dir_all(&a.out_dir).with_context(|| format!("output directory {}", a.out_dir.display()))?;
