@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
     /// Batch: write `.BTF` (and `.BTF.base` with the `distilled_base` feature) into each input.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "out_dir")]
     pub in_place: bool,
     /// Output file (raw BTF); without it, only a summary is printed.
     #[arg(short = 'o', long)]

@@ -43,6 +43,9 @@ pub enum Error {
     /// The input's BTF sections could not be replaced.
     #[error("{input}")]
     ElfWrite { input: PathBuf, source: ElfWriteError },
+    /// The BTF cannot be written into the input as asked.
+    #[error("{input}: {msg}")]
+    InPlace { input: PathBuf, msg: String },
     /// An output could not be written.
     #[error(transparent)]
     Output(crate::Error),
@@ -120,6 +123,12 @@ pub fn execute(plan: &Plan) -> Result<Outcome, Error> {
 /// first passes, if they overlap).
 pub fn encode(plan: &Plan) -> Result<Pending, Error> {
     size_global_pool(plan.opts.jobs);
+    if plan.in_place && plan.input_bytes.is_none() && !std::fs::metadata(&plan.input).is_ok_and(|m| m.is_file()) {
+        return Err(Error::InPlace {
+            input: plan.input.clone(),
+            msg: "is not a regular file, so its .BTF cannot be written into it: give a detached output".into(),
+        });
+    }
     let base: Option<Arc<Btf>> = match &plan.base {
         Some(p) => Some(Arc::new(crate::elf::load_btf(p, None).map_err(|source| {
             Error::Base {
@@ -362,6 +371,20 @@ pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> Result<(
         input: input.to_path_buf(),
         source,
     })?;
+    // A .BTF.base left from an earlier encoding with distilled_base would
+    // be read as the new .BTF's base, which it is not (the reference leaves
+    // it so; btfkit refuses rather than write a file that reads wrongly).
+    if base_sec.is_none()
+        && object::File::parse(&data[..]).is_ok_and(|o| object::Object::section_by_name(&o, ".BTF.base").is_some())
+    {
+        return Err(Error::InPlace {
+            input: input.to_path_buf(),
+            msg: "has a .BTF.base section from an earlier encoding with distilled_base, which the new .BTF \
+                  would be read over: encode with --btf_features=+distilled_base (and a base), or remove the \
+                  section first (objcopy --remove-section .BTF.base)"
+                .into(),
+        });
+    }
     let mut secs: Vec<(&str, &[u8])> = vec![(".BTF", &btf_sec)];
     if let Some(b) = &base_sec {
         secs.push((".BTF.base", b));
