@@ -30,8 +30,11 @@ pub struct Batch {
 }
 
 /// The files to encode: plain paths as given, directories expanded to every
-/// `*.ko` under them (recursively), each directory's list sorted.
+/// `*.ko` under them (recursively), each directory's list sorted. A file
+/// met again (a symbolic link to it, a path given twice) is encoded once,
+/// under the first of its names: in place, two writers would race on it.
 pub fn collect_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     for p in inputs {
         if p.is_dir() {
@@ -43,6 +46,9 @@ pub fn collect_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             out.push(p.clone());
         }
     }
+    let mut seen = std::collections::HashSet::new();
+    // A path that cannot be read stays, for the encoder to report.
+    out.retain(|p| std::fs::metadata(p).map_or(true, |m| seen.insert((m.dev(), m.ino()))));
     Ok(out)
 }
 
@@ -63,6 +69,9 @@ fn walk_ko(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 pub fn run(b: Batch) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     let files = collect_inputs(&b.inputs)?;
+    if files.is_empty() {
+        bail!("no input modules (no files given, or no *.ko under the directories given)");
+    }
     if b.base.is_none() && !b.quiet {
         // Right for ordinary objects; for kernel modules, a forgotten --base
         // makes each output hold every type it uses (100 times larger).
@@ -70,9 +79,6 @@ pub fn run(b: Batch) -> anyhow::Result<i32> {
             "btfkit: note: no --base given: each output is standalone BTF; for kernel modules, pass \
              --base with the vmlinux BTF to get split BTF"
         );
-    }
-    if files.is_empty() {
-        bail!("no input modules (no files given, or no *.ko under the directories given)");
     }
     if let Some(dir) = &b.out_dir {
         // Two inputs with one file name would overwrite each other's output.
@@ -226,6 +232,19 @@ mod tests {
         let got = collect_inputs(&[d.clone(), PathBuf::from("z.ko")]).unwrap();
         let want: Vec<PathBuf> = vec![d.join("a.ko"), d.join("b.ko"), d.join("sub/c.ko"), "z.ko".into()];
         assert_eq!(got, want);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_file_met_twice_is_encoded_once() {
+        let d = std::env::temp_dir().join(format!("btfkit-batch-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("b.ko"), b"").unwrap();
+        std::os::unix::fs::symlink("b.ko", d.join("a.ko")).unwrap();
+        std::os::unix::fs::symlink("b.ko", d.join("c.ko")).unwrap();
+        let got = collect_inputs(&[d.clone(), d.join("b.ko"), d.join("missing.ko")]).unwrap();
+        assert_eq!(got, vec![d.join("a.ko"), d.join("missing.ko")]);
         let _ = std::fs::remove_dir_all(&d);
     }
 }
