@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod checks;
 mod contract;
 mod dedup;
 mod encode;
