@@ -224,6 +224,12 @@ pub fn raw_btf<'a>(path: &Path, data: &'a [u8]) -> Result<Cow<'a, [u8]>> {
     if data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]) {
         return Ok(Cow::Borrowed(data));
     }
+    if !data.starts_with(b"\x7fELF") {
+        return Err(Error::Input {
+            path: path.into(),
+            msg: "neither raw BTF (magic 0xeb9f) nor an ELF file".into(),
+        });
+    }
     let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
     section_data(path, &obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))
 }
