@@ -189,9 +189,7 @@ fn parse_raw(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
         None => btf::read::parse(data).map_err(|e| match e {
             btf::read::ReadError::StringsNoLeadingNul => Error::Input {
                 path: path.into(),
-                msg: "this looks like split BTF; pass its base with -B BASE (for a module, the vmlinux BTF): its \
-                      string section does not start with the empty string every standalone BTF starts with"
-                    .into(),
+                msg: SPLIT_WITHOUT_BASE.into(),
             },
             e => btf_err(e),
         }),
@@ -259,8 +257,21 @@ pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Resul
             None => None,
         },
     };
-    btf::read::parse_split(&data, base).map_err(|source| Error::Btf {
-        path: PathBuf::from(format!("{} (section .BTF)", path.display())),
-        source,
+    let standalone = base.is_none();
+    btf::read::parse_split(&data, base).map_err(|source| match source {
+        // A module's .BTF is split BTF over the vmlinux's.
+        btf::read::ReadError::StringsNoLeadingNul if standalone => Error::Input {
+            path: path.into(),
+            msg: format!("section .BTF: {SPLIT_WITHOUT_BASE}"),
+        },
+        source => Error::Btf {
+            path: PathBuf::from(format!("{} (section .BTF)", path.display())),
+            source,
+        },
     })
 }
+
+/// What a split BTF read without its base is told.
+const SPLIT_WITHOUT_BASE: &str = "this looks like split BTF; pass its base with -B BASE (for a module, the vmlinux \
+                                  BTF): its string section does not start with the empty string every standalone \
+                                  BTF starts with";
