@@ -20,6 +20,10 @@ pub enum Error {
     /// Valid input that btfkit will not encode (the message says why).
     #[error("{path}: {msg}")]
     Unsupported { path: PathBuf, msg: String },
+    /// Standard output is a pipe whose reader stopped reading (`| head`):
+    /// for a filter, the end of the job rather than a failure.
+    #[error("standard output: the reader closed the pipe")]
+    StdoutClosed,
 }
 
 impl Error {

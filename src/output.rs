@@ -121,8 +121,12 @@ pub fn write_output(
             path,
         ),
     };
+    let to_stdout = shown == Path::new("standard output");
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    fill(&mut w).and_then(|_| w.flush()).map_err(|e| Error::io(shown, e))
+    fill(&mut w).and_then(|_| w.flush()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe if to_stdout => Error::StdoutClosed,
+        _ => Error::io(shown, e),
+    })
 }
 
 /// `shown` names the file in errors, `target` is where it goes.

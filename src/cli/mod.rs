@@ -185,8 +185,15 @@ fn finish(res: anyhow::Result<i32>) -> i32 {
         // Whoever read our output stopped reading (`| head`): not an error,
         // as for any Unix filter.
         Err(e)
-            if e.downcast_ref::<StdoutError>()
-                .is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe) =>
+            if e.chain().any(|c| {
+                c.downcast_ref::<StdoutError>()
+                    .is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe)
+                    || matches!(c.downcast_ref::<btfkit::Error>(), Some(btfkit::Error::StdoutClosed))
+                    || matches!(
+                        c.downcast_ref::<btfkit::pipeline::Error>(),
+                        Some(btfkit::pipeline::Error::Output(btfkit::Error::StdoutClosed))
+                    )
+            }) =>
         {
             EXIT_OK
         }
