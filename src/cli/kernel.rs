@@ -39,11 +39,11 @@ pub struct Args {
     /// Threads for the vmlinux, and modules encoded at once (default: all cores).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
-    /// Feature list as pahole's --btf_features (may be repeated); default: the kernel
-    /// build's set, encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,
-    /// consistent_func,decl_tag_kfuncs,reproducible_build (6.12's scripts/Makefile.btf; the
-    /// set is not chosen by the kernel's version: later kernels built with pahole 1.30 or
-    /// newer also ask for `attributes`, kernels before --btf_features for other flags).
+    /// Feature list as pahole's --btf_features (may be repeated; spaces around names are
+    /// ignored); default: the kernel build's set (6.12's scripts/Makefile.btf):
+    /// encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build
+    /// ; the set is not chosen by the kernel's version: later kernels built with pahole 1.30
+    /// or newer also ask for `attributes`, kernels before --btf_features for other flags.
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
     /// Skip CUs of these languages (pahole names, comma separated; default: rust, as the
@@ -223,7 +223,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         let item = match item.unwrap_or_else(|| kernel::open_item(&path, name.clone())) {
             Ok(i) => i,
             Err(e) => {
-                let r = unopened(&plan, name, &path, &e.to_string());
+                // the whole chain: an I/O error's reason is its source
+                let r = unopened(&plan, name, &path, &super::one_line(&anyhow::Error::new(e)));
                 report.append(&Line::Record(Box::new(r.clone())))?;
                 pb.inc_length(1);
                 on_record(&r);

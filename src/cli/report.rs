@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use btfkit::pipeline::kernel::{Header, InputKind, Line, Outcome, read_list, read_report};
 
@@ -38,10 +38,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     files.sort();
+    if files.is_empty() {
+        let dirs: Vec<String> = a.dirs.iter().map(|d| d.display().to_string()).collect();
+        bail!(
+            "no report*.jsonl in {}: not the output directory of a `btfkit kernel` run",
+            dirs.join(", ")
+        );
+    }
     let mut problems: Vec<String> = Vec::new();
     let mut headers: Vec<Header> = Vec::new();
-    // (item, input) -> outcomes
-    let mut outcomes: BTreeMap<(Option<String>, String), Vec<Outcome>> = BTreeMap::new();
+    // (item, input) -> outcomes, each with its error
+    let mut outcomes: BTreeMap<(Option<String>, String), Vec<(Outcome, Option<String>)>> = BTreeMap::new();
     let mut vmlinux_of: BTreeSet<Option<String>> = BTreeSet::new();
     for f in &files {
         let (lines, bad) = read_report(f)?;
@@ -54,22 +61,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 Line::Header(h) => headers.push(h),
                 Line::Summary { .. } => finished = true,
                 Line::Record(r) => {
+                    // A run of one kernel names no item: its report's
+                    // directory tells it from another such run's.
+                    let item = r.item.clone().or_else(|| f.parent().map(|d| d.display().to_string()));
                     if r.kind == InputKind::Vmlinux {
-                        vmlinux_of.insert(r.item.clone());
+                        vmlinux_of.insert(item.clone());
                     }
                     outcomes
-                        .entry((r.item.clone(), r.input.clone()))
+                        .entry((item, r.input.clone()))
                         .or_default()
-                        .push(r.outcome);
+                        .push((r.outcome, r.error.clone()));
                 }
             }
         }
         if !finished {
             problems.push(format!("{}: the run did not finish (no summary line)", f.display()));
         }
-    }
-    if files.is_empty() {
-        problems.push("no report*.jsonl in the directories given".into());
     }
     // The items expected.
     let expected: BTreeSet<Option<String>> = match &a.list {
@@ -114,11 +121,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             problems.push(format!("{name}: not an item of the list"));
         }
         match os.last() {
-            Some(Outcome::Ok) => ok += 1,
-            Some(Outcome::Reused) => reused += 1,
-            Some(Outcome::Failed) => {
+            Some((Outcome::Ok, _)) => ok += 1,
+            Some((Outcome::Reused, _)) => reused += 1,
+            Some((Outcome::Failed, why)) => {
                 failed += 1;
-                problems.push(format!("{name}: failed"));
+                problems.push(format!(
+                    "{name}: failed: {}",
+                    why.as_deref().unwrap_or("(no reason recorded)")
+                ));
             }
             None => {}
         }
