@@ -51,13 +51,14 @@ pub struct Args {
     /// Threads (default: all cores).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
-    /// Feature list, as pahole's --btf_features (may be repeated). Without
-    /// it, pahole's bare set: no floats (FLOAT types come out as INT without
-    /// an encoding), no kfunc tags, inconsistent prototypes kept. The kernel
-    /// build's set: encode_force,var,float,enum64,decl_tag,type_tag,
-    /// optimized_func,consistent_func,decl_tag_kfuncs (its
-    /// scripts/Makefile.btf); `default` is pahole's default set, `+a,b`
-    /// adds to it; `btfkit pahole --supported_btf_features` lists them.
+    /// Feature list, as pahole's --btf_features (may be repeated; spaces
+    /// around names are ignored). Without it, pahole's bare set: no floats
+    /// (FLOAT types come out as INT without an encoding), no kfunc tags,
+    /// inconsistent prototypes kept. The kernel build's set (6.12's
+    /// scripts/Makefile.btf, and `btfkit kernel`'s default):
+    /// encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build
+    /// ; `default` is pahole's default set, `+a,b` adds to it; `btfkit
+    /// pahole --supported_btf_features` lists them.
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
     /// Skip CUs of these languages (pahole names, comma separated).
@@ -114,7 +115,9 @@ pub fn jobs_arg(jobs: Option<usize>) -> anyhow::Result<usize> {
 pub fn features_arg<'s>(lists: impl IntoIterator<Item = &'s str>) -> anyhow::Result<Features> {
     let mut features = Features::default();
     for f in lists {
-        let unknown = features.apply_list(f);
+        // Lists pasted from help text wrapped at a comma carry spaces.
+        let f: Vec<&str> = f.split(',').map(str::trim).collect();
+        let unknown = features.apply_list(&f.join(","));
         if !unknown.is_empty() {
             bail!(
                 "unknown BTF feature(s): {} (known: default, {})",
