@@ -18,6 +18,7 @@ mod diff;
 mod encode;
 mod inspect;
 mod kernel;
+mod man;
 mod pahole;
 mod report;
 pub mod stats;
@@ -65,8 +66,9 @@ enum Cmd {
     Dedup(dedup::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
-    /// Print the manual page (roff), e.g. `btfkit man > btfkit.1`.
-    Man,
+    /// Print a manual page (roff): btfkit(1), or a subcommand's (`btfkit man encode`);
+    /// `--dir DIR` writes them all.
+    Man(man::Args),
 }
 
 /// An error and its causes on one line (causes already quoted by the
@@ -117,6 +119,12 @@ pub fn run() -> i32 {
             let _ = e.print();
             return EXIT_OK;
         }
+        // `btfkit` alone, or a command that needs a subcommand: the usage,
+        // which is not an error message (but no job was done: exit 2).
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return EXIT_ERR;
+        }
         // A usage error: the one-line form first, clap's usage after it.
         Err(e) => {
             let text = e.render().to_string();
@@ -139,7 +147,7 @@ pub fn run() -> i32 {
         Cmd::Report(a) => report::run(a),
         Cmd::Dedup(a) => dedup::run(a),
         Cmd::Completions { shell } => completions(shell),
-        Cmd::Man => man(),
+        Cmd::Man(a) => man::run(a),
     };
     finish(res)
 }
@@ -149,14 +157,6 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     use clap::CommandFactory;
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "btfkit", &mut buf);
-    write_stdout(&buf)
-}
-
-/// The manual page, generated from the command definitions.
-fn man() -> anyhow::Result<i32> {
-    use clap::CommandFactory;
-    let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
     write_stdout(&buf)
 }
 

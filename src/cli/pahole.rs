@@ -190,7 +190,7 @@ fn lang_filter(only: Option<Vec<u16>>, exclude: Option<Vec<u16>>) -> anyhow::Res
 }
 
 /// What `pahole --help` prints: the subset of pahole's options btfkit takes.
-const HELP: &str = "\
+pub(super) const HELP: &str = "\
 Usage: pahole [OPTIONS] FILE   (btfkit's pahole-compatible front end: BTF encoding only)
 
   -J, --btf_encode               encode BTF into FILE's .BTF section (with --btf_base and the
