@@ -221,6 +221,8 @@ pub(super) fn describe(btf: &Btf, id: TypeId) -> String {
         Kind::Func => format!("{} {}", linkage(t.vlen()), type_name(btf, t.type_id())),
         Kind::Var => format!("{} {}", linkage(t.extra()), type_name(btf, t.type_id())),
         Kind::Datasec => format!("size {}, {} entries", t.size(), t.vlen()),
+        // its label names it whole: the tag, and what it is on
+        Kind::DeclTag => decl_tag_label(btf, id),
         _ => String::new(),
     }
 }

@@ -235,7 +235,8 @@ impl fmt::Display for Difference {
         };
         write!(f, "{sign}{}", self.path)?;
         match desc {
-            Some(d) if !d.is_empty() => write!(f, ": {d}"),
+            // a description that only repeats the path (a tag's) is not said twice
+            Some(d) if !d.is_empty() && d != self.path => write!(f, ": {d}"),
             _ => Ok(()),
         }
     }
