@@ -71,6 +71,7 @@ fn check_against_bpftool(rel: &str, base: Option<&str>) {
 
 #[test]
 fn vmlinux_header_matches_bpftool() {
+    crate::needs_corpus!();
     if have_bpftool() {
         check_against_bpftool(VMLINUX, None);
     }
@@ -78,6 +79,7 @@ fn vmlinux_header_matches_bpftool() {
 
 #[test]
 fn module_headers_match_bpftool() {
+    crate::needs_corpus!();
     if have_bpftool() {
         // The header of split BTF holds the base types too, as bpftool's.
         check_against_bpftool("expected/modules/fou.kernel.btf", Some(VMLINUX));
@@ -87,6 +89,7 @@ fn module_headers_match_bpftool() {
 
 #[test]
 fn fixture_headers_match_bpftool() {
+    crate::needs_corpus!();
     if !have_bpftool() {
         return;
     }
@@ -165,6 +168,7 @@ fn compile(dir: &Path, header: &[u8], compiler: &str, args: &[&str]) {
 
 #[test]
 fn vmlinux_header_compiles_with_clang_for_bpf() {
+    crate::needs_corpus!();
     if !have_tool("clang", "--version") {
         eprintln!("SKIPPED: clang is not installed (apt-get install clang); header not compiled for BPF");
         return;
@@ -183,6 +187,7 @@ fn vmlinux_header_compiles_with_clang_for_bpf() {
 
 #[test]
 fn vmlinux_header_compiles_with_gcc() {
+    crate::needs_corpus!();
     if !have_tool("gcc", "--version") {
         eprintln!("SKIPPED: gcc is not installed (apt-get install gcc); header not compiled with gcc");
         return;
@@ -197,6 +202,7 @@ fn btfkit(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn filtered_header_holds_what_the_program_needs() {
+    crate::needs_corpus!();
     let vmlinux = corpus_file(VMLINUX);
     let out = btfkit(&[
         "dump",
@@ -245,6 +251,7 @@ fn filtered_header_holds_what_the_program_needs() {
 
 #[test]
 fn filter_on_a_missing_name_is_an_error() {
+    crate::needs_corpus!();
     let vmlinux = corpus_file(VMLINUX);
     let out = btfkit(&[
         "dump",
@@ -349,6 +356,7 @@ fn failed_asserts(dir: &Path, header: &[u8], asserts: &str) -> std::collections:
 /// fixes all of them.
 #[test]
 fn header_layout_matches_btf() {
+    crate::needs_corpus!();
     if !cfg!(target_arch = "x86_64") || !have_tool("gcc", "--version") {
         eprintln!("SKIPPED: needs gcc on x86-64 (the corpus vmlinux's ABI); layouts not checked");
         return;

@@ -27,11 +27,13 @@ fn replay(extra: &[&str]) {
 
 #[test]
 fn fixtures_stay_identical() {
+    crate::needs_corpus!();
     replay(&["--fixtures-only"]);
 }
 
 /// Modules (split over their base) and the 4.26 M-type vmlinux.
 #[test]
 fn modules_and_vmlinux_stay_identical() {
+    crate::needs_corpus!();
     replay(&["--filter", "module/,vmlinux/"]);
 }

@@ -61,6 +61,7 @@ fn check(c: &Case, base: Option<Arc<Btf>>) -> Result<(), String> {
 
 #[test]
 fn fixtures_and_modules_match_reference() {
+    crate::needs_corpus!();
     let all: Vec<Case> = cases().into_iter().filter(|c| !c.id.starts_with("vmlinux/")).collect();
     assert!(all.len() >= 389, "only {} rows", all.len());
     let mut bases: HashMap<String, Arc<Btf>> = HashMap::new();
@@ -86,6 +87,7 @@ fn fixtures_and_modules_match_reference() {
 
 #[test]
 fn vmlinux_matches_reference() {
+    crate::needs_corpus!();
     let c = cases()
         .into_iter()
         .find(|c| c.id == "vmlinux/kernel")
@@ -185,6 +187,7 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
 
 #[test]
 fn chunked_first_passes_match_whole_dedup_on_fixtures() {
+    crate::needs_corpus!();
     let all: Vec<Case> = cases()
         .into_iter()
         .filter(|c| c.base.is_none() && !c.id.starts_with("vmlinux/"))
@@ -219,6 +222,7 @@ fn chunked_first_passes_match_whole_dedup_on_fixtures() {
 
 #[test]
 fn chunked_first_passes_match_whole_dedup_on_vmlinux() {
+    crate::needs_corpus!();
     let c = cases()
         .into_iter()
         .find(|c| c.id == "vmlinux/kernel")

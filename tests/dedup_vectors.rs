@@ -66,6 +66,7 @@ fn hex(b: &[u8]) -> String {
 
 #[test]
 fn selftest_cases_match_pinned_libbpf() {
+    crate::needs_corpus!();
     // inputs parsed from bytes: libbpf runs its string pass
     let (n, fails) = run_cases("dedup-cases.json", StringMode::Dedup);
     assert_eq!(n, 30);
@@ -79,6 +80,7 @@ fn selftest_cases_match_pinned_libbpf() {
 
 #[test]
 fn extra_cases_match_pinned_libbpf() {
+    crate::needs_corpus!();
     // built with the add API: the string section stays as it is
     let (n, fails) = run_cases("dedup-extra-cases.json", StringMode::Keep);
     assert_eq!(n, 11);
@@ -92,6 +94,7 @@ fn extra_cases_match_pinned_libbpf() {
 
 #[test]
 fn split_dedup_snapshots_match_pinned_libbpf() {
+    crate::needs_corpus!();
     let snaps = load("btf-split-distill-snapshots.json");
     let mut pairs = 0;
     let mut fails = Vec::new();

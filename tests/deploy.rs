@@ -185,6 +185,7 @@ fn tree(dir: &Path, version: &str) {
 
 #[test]
 fn k8s_indexed_job_pods_cover_the_list() {
+    crate::needs_corpus!();
     let Pods {
         completions,
         count,

@@ -48,6 +48,7 @@ fn multi_cu_fixture_same_bytes_at_any_jobs() {
 
 #[test]
 fn module_same_bytes_at_any_jobs() {
+    crate::needs_corpus!();
     let input = s(&corpus_file("kernel/modules/x_tables.ko"));
     let base = s(&corpus_file("expected/kernel/vmlinux.kernel.btf"));
     same_bytes_at_any_jobs("det-module", &input, Some(&base));
@@ -68,6 +69,7 @@ fn vmlinux_row() -> (String, String, String) {
 /// -j1 and -j3 gives the reference's final bytes (functions, dedup) both times.
 #[test]
 fn vmlinux_same_bytes_at_j1_and_j3() {
+    crate::needs_corpus!();
     let (input, args, sha) = vmlinux_row();
     let input = s(&corpus_file(&input));
     let dir = scratch("det-vmlinux");
@@ -95,6 +97,7 @@ fn vmlinux_same_bytes_at_j1_and_j3() {
 /// final vmlinux bytes, at -j1 and -j2.
 #[test]
 fn vmlinux_early_dedup_gives_the_reference_bytes() {
+    crate::needs_corpus!();
     let (input, args, sha) = vmlinux_row();
     let arg = |name: &str| {
         args.split(' ')
@@ -128,6 +131,7 @@ fn vmlinux_early_dedup_gives_the_reference_bytes() {
 /// `ps -L` while the vmlinux is encoded).
 #[test]
 fn pahole_jn_runs_n_threads_besides_the_main_one() {
+    crate::needs_corpus!();
     let input = corpus_file(&vmlinux_row().0);
     for n in [1usize, 2] {
         let dir = scratch(&format!("threads-{n}"));
@@ -156,6 +160,7 @@ fn pahole_jn_runs_n_threads_besides_the_main_one() {
 /// the functions named is in the BTF.
 #[test]
 fn verbose_lists_the_functions_left_out_as_the_reference() {
+    crate::needs_corpus!();
     let input = corpus_file(&vmlinux_row().0);
     let dir = scratch("verbose-skips");
     let out = dir.join("out.btf");

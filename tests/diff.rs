@@ -66,6 +66,7 @@ fn kernel() -> PathBuf {
 
 #[test]
 fn a_file_against_itself_is_identical_bytes() {
+    crate::needs_corpus!();
     let path = kernel();
     let a = btfkit::elf::load_btf(&path, None).unwrap();
     let b = btfkit::elf::load_btf(&path, None).unwrap();
@@ -112,6 +113,7 @@ fn a_longer_header_is_equivalent_not_identical_bytes() {
 
 #[test]
 fn reordered_vmlinux_with_relaid_strings_is_equivalent() {
+    crate::needs_corpus!();
     let path = kernel();
     let a = btfkit::elf::load_btf(&path, None).unwrap();
     let b = reversed(&a);
@@ -128,6 +130,7 @@ fn reordered_vmlinux_with_relaid_strings_is_equivalent() {
 
 #[test]
 fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
+    crate::needs_corpus!();
     let a = btfkit::elf::load_btf(&kernel(), None).unwrap();
     let mut b = reversed(&a);
     let find = |b: &Btf, kind: Kind, name: &str| {
@@ -169,6 +172,7 @@ fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
 
 #[test]
 fn debian_embedded_against_the_reference_kernel_output() {
+    crate::needs_corpus!();
     let kpath = kernel();
     let dpath = common::corpus_file("expected/kernel/vmlinux.debian-embedded.btf");
     let k = btfkit::elf::load_btf(&kpath, None).unwrap();
@@ -575,6 +579,7 @@ fn same_named_types_are_matched_by_structure() {
 
 #[test]
 fn forward_declaration_replaced_by_a_definition() {
+    crate::needs_corpus!();
     let build = |defined: bool| {
         let mut b = Btf::new(Endian::Little);
         let int = b.add_int(b"int", 4, 1);

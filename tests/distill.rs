@@ -18,6 +18,7 @@ fn hex(s: &str) -> Vec<u8> {
 
 #[test]
 fn selftest_snapshot_bytes() {
+    crate::needs_corpus!();
     let text = std::fs::read_to_string(common::corpus_dir().join("btf-split-distill-snapshots.json")).unwrap();
     let snaps: serde_json::Value = serde_json::from_str(&text).unwrap();
     let snaps = snaps.as_array().unwrap();
@@ -46,6 +47,7 @@ fn selftest_snapshot_bytes() {
 
 #[test]
 fn reference_inplace_sections() {
+    crate::needs_corpus!();
     let mut checked = 0;
     for module in ["fou", "zsmalloc"] {
         for profile in ["kernel", "default"] {

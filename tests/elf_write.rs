@@ -9,6 +9,7 @@ use btfkit::elf::write::set_sections;
 
 #[test]
 fn module_gets_new_btf_sections_readelf_clean() {
+    crate::needs_corpus!();
     let ko = common::corpus_file("kernel/modules/fou.ko");
     let data = std::fs::read(&ko).unwrap();
     let btf = std::fs::read(common::corpus_file("expected/modules/fou.kernel.inplace.BTF")).unwrap();

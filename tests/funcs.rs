@@ -8,6 +8,8 @@
 //!   bytes *with* it — arena tags, kfunc tags, order and strings — for all
 //!   four profiles and both compilers.
 
+mod common;
+
 use std::collections::BTreeSet;
 
 use btfkit::btf::{Btf, Kind, TypeId, read, write};
@@ -77,6 +79,7 @@ fn marked(table: &FuncTable<'_>, marks: &KfuncMarks) -> Vec<(String, u32)> {
 
 #[test]
 fn kfunc_marks_of_the_fixtures() {
+    crate::needs_corpus!();
     let c = corpus();
     for cc in ["gcc-O2", "clang-O2"] {
         let data = std::fs::read(c.file(&format!("fixtures/bin/kfuncs.{cc}.o")).unwrap()).unwrap();
@@ -104,6 +107,7 @@ fn kfunc_marks_of_the_fixtures() {
 
 #[test]
 fn object_without_btf_ids_has_no_kfuncs() {
+    crate::needs_corpus!();
     let c = corpus();
     let data = std::fs::read(c.file("fixtures/bin/clones.gcc-O2.o").unwrap()).unwrap();
     let table = FuncTable::from_elf(&data).unwrap().expect(".symtab");
@@ -113,6 +117,7 @@ fn object_without_btf_ids_has_no_kfuncs() {
 
 #[test]
 fn part_only_function_has_no_table_entry() {
+    crate::needs_corpus!();
     // clones.c has a function gcc splits into `<name>.part.0` only; whatever
     // its name, no table key may come from a `.part` symbol.
     let c = corpus();
@@ -128,6 +133,7 @@ fn part_only_function_has_no_table_entry() {
 
 #[test]
 fn kfunc_marks_of_the_vmlinux() {
+    crate::needs_corpus!();
     let c = corpus();
     let path = c.file("kernel/vmlinux-6.12.117+deb12-cloud-amd64").unwrap();
     let data = std::fs::read(&path).unwrap();
@@ -203,6 +209,7 @@ fn ptr_to(b: &Btf, id: TypeId, kind: Kind, name: &str) -> bool {
 
 #[test]
 fn kfuncs_fixture_emission_matches_reference_prededup() {
+    crate::needs_corpus!();
     let c = corpus();
     let base_opts = EmitOptions {
         consistent_func: true,
@@ -288,6 +295,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
 
 #[test]
 fn kfunc_marks_of_the_modules() {
+    crate::needs_corpus!();
     // ET_REL: set and function symbols hold section offsets, `.BTF_ids` has
     // address 0; the marks must be the FUNCs the reference tagged.
     let c = corpus();
@@ -356,6 +364,7 @@ fn patched_kfuncs(c: &Corpus, edits: &[(&str, Option<u64>, Option<u64>)]) -> (Ve
 
 #[test]
 fn kfunc_pair_outside_btf_ids_is_an_error() {
+    crate::needs_corpus!();
     let c = corpus();
     let (_, size) = patched_kfuncs(&c, &[]);
     // The set grows past the section and a kfunc sits in its last 4 bytes.
@@ -381,6 +390,7 @@ fn kfunc_pair_outside_btf_ids_is_an_error() {
 
 #[test]
 fn no_section_named_symtab_means_no_table() {
+    crate::needs_corpus!();
     use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
     let c = corpus();
     let mut data = std::fs::read(c.file("fixtures/bin/kfuncs.gcc-O2.o").unwrap()).unwrap();

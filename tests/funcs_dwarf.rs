@@ -6,6 +6,8 @@
 //! leaving out names dropped for the other reasons (ambiguous addresses,
 //! prototype mismatches), which are listed per fixture.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use btfkit::corpus::Corpus;
@@ -185,6 +187,7 @@ fn emitted(dump: &str) -> BTreeSet<String> {
 
 #[test]
 fn unexpected_register_drops_match_the_reference() {
+    crate::needs_corpus!();
     let c = Corpus::open_default();
     assert!(c.exists(), "corpus not found at {}", c.dir.display());
     // Names dropped under consistent_func for another reason than the
@@ -250,6 +253,7 @@ fn unexpected_register_drops_match_the_reference() {
 
 #[test]
 fn unexpected_register_drops_on_the_vmlinux() {
+    crate::needs_corpus!();
     // The reference's vmlinux without (bare) and with (kernel) consistent_func:
     // every name the register rule flags must be among the dropped ones; the
     // rest of the dropped names are ambiguous addresses or mismatches.

@@ -55,6 +55,7 @@ fn btf_read_regressions() {
 /// fixture's own (variables and functions need the real ELF, so they are off).
 #[test]
 fn dwarf_cu_input_encodes_like_its_fixture() {
+    crate::needs_corpus!();
     use btfkit::elf::debug::ElfInfo;
     use btfkit::encode::fuzz_input;
     use btfkit::encode::{Options, encode_elf};

@@ -43,6 +43,7 @@ fn ours(file: &std::path::Path, base: Option<&std::path::Path>) -> Vec<u8> {
 
 #[test]
 fn json_dump_is_bpftools() {
+    crate::needs_corpus!();
     let Some(bpftool) = bpftool() else {
         eprintln!("SKIPPED: bpftool not found (.ci/run installs it)");
         return;

@@ -122,6 +122,7 @@ fn ok(o: &std::process::Output) {
 /// are the reference's files (the manifest's `kernel` profile).
 #[test]
 fn a_build_tree_gives_the_reference_bytes() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-ref");
     let root = dir.join("linux");
     link(
@@ -160,6 +161,7 @@ fn a_build_tree_gives_the_reference_bytes() {
 /// a rerun reuses everything, a touched module is encoded again.
 #[test]
 fn a_debug_tree_equals_pahole_one_by_one_and_a_rerun_reuses() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-tree");
     let root = dir.join("pkg");
     debug_tree(&root, &small_vmlinux(), MODULES);
@@ -223,6 +225,7 @@ fn a_debug_tree_equals_pahole_one_by_one_and_a_rerun_reuses() {
 /// A failing module is reported, the others are written, exit 2; report says 1.
 #[test]
 fn a_failing_module_does_not_stop_the_others() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-fail");
     let root = dir.join("pkg");
     debug_tree(&root, &small_vmlinux(), &MODULES[..2]);
@@ -243,6 +246,7 @@ fn a_failing_module_does_not_stop_the_others() {
 
 #[test]
 fn an_output_that_cannot_be_written_fails_its_module_only() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-unwritable");
     let root = dir.join("pkg");
     debug_tree(&root, &small_vmlinux(), &MODULES[..2]);
@@ -294,6 +298,7 @@ fn outputs(dir: &Path) -> Vec<PathBuf> {
 /// rerun finishes, reusing the inputs the killed run had reported.
 #[test]
 fn a_killed_run_leaves_no_partial_output_and_resumes() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-kill");
     let root = dir.join("pkg");
     let mut mods = MODULES.to_vec();
@@ -393,6 +398,7 @@ fn walkdir_names(d: &Path) -> Vec<String> {
 /// entry in its own directory; the report check sees a missing shard.
 #[test]
 fn shards_partition_a_list_and_report_catches_a_missing_shard() {
+    crate::needs_corpus!();
     let dir = scratch("kernel-shards");
     let mut list = String::from("# kernels\n\n");
     for (i, name) in ["k0", "k1", "k2"].iter().enumerate() {
@@ -499,6 +505,7 @@ fn duplicate_list_names_are_refused() {
 /// the same files give, through the library's run.
 #[test]
 fn inputs_in_memory_equal_inputs_in_files() {
+    crate::needs_corpus!();
     use btfkit::pipeline::kernel::{Input, InputKind, Item, KernelPlan, ReportWriter, open_tree, run_item};
     let dir = scratch("kernel-bytes");
     let root = dir.join("pkg");
@@ -575,6 +582,7 @@ fn files(d: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
 /// aside on disk until the vmlinux has been read). A rerun reuses it all.
 #[test]
 fn a_package_equals_its_unpacked_tree() {
+    crate::needs_corpus!();
     if !have_tool("dpkg-deb", "--version") {
         eprintln!("skipped: dpkg-deb not found");
         return;

@@ -90,6 +90,7 @@ fn version_as_the_kernel_scripts_read_it() {
 /// In-tree modules: `pahole -J $(PAHOLE_FLAGS) --btf_base vmlinux module.ko`.
 #[test]
 fn module_command_line_writes_the_reference_btf() {
+    crate::needs_corpus!();
     let dir = scratch("kb-modules");
     let link = pahole_link(&dir);
     let base = corpus_file(BASE);
@@ -119,6 +120,7 @@ fn module_command_line_writes_the_reference_btf() {
 /// External modules: `MODULE_PAHOLE_FLAGS = --btf_features=distilled_base`.
 #[test]
 fn external_module_command_line_writes_distilled_base() {
+    crate::needs_corpus!();
     let dir = scratch("kb-extmod");
     let link = pahole_link(&dir);
     let base = s(&corpus_file(BASE));
@@ -147,6 +149,7 @@ fn external_module_command_line_writes_distilled_base() {
 /// the corpus vmlinux (340 MB; its Debian `.BTF` is replaced).
 #[test]
 fn vmlinux_command_line_writes_the_reference_btf() {
+    crate::needs_corpus!();
     let dir = scratch("kb-vmlinux");
     let src = corpus_file("kernel/vmlinux-6.12.117+deb12-cloud-amd64");
     let need = std::fs::metadata(&src).unwrap().len() * 2;
@@ -186,6 +189,7 @@ fn free_bytes(dir: &Path) -> u64 {
 /// Batch mode over every corpus module gives the single-module bytes.
 #[test]
 fn batch_over_the_corpus_modules_matches_the_reference() {
+    crate::needs_corpus!();
     let dir = scratch("kb-batch");
     let mods = dir.join("mods");
     std::fs::create_dir_all(&mods).unwrap();
@@ -228,6 +232,7 @@ fn batch_over_the_corpus_modules_matches_the_reference() {
 /// written, and the exit code is 2.
 #[test]
 fn batch_reports_a_bad_module_and_encodes_the_rest() {
+    crate::needs_corpus!();
     let dir = scratch("kb-batch-bad");
     let good = copy_corpus("kernel/modules/crc7.ko", &dir, "crc7.ko");
     let bad = dir.join("broken.ko");
@@ -252,6 +257,7 @@ fn batch_reports_a_bad_module_and_encodes_the_rest() {
 /// for root), the module is untouched and no temporary file is left.
 #[test]
 fn failed_in_place_write_leaves_the_module_untouched() {
+    crate::needs_corpus!();
     let dir = scratch("kb-safe");
     let link = pahole_link(&dir);
     let ko = copy_corpus("kernel/modules/fou.ko", &dir, "fou.ko");
@@ -306,6 +312,7 @@ fn failed_in_place_write_leaves_the_module_untouched() {
 /// `.BTF.base` into each module as the single-module (external module) path.
 #[test]
 fn batch_in_place_writes_the_reference_sections() {
+    crate::needs_corpus!();
     let dir = scratch("kb-batch-inplace");
     let names = ["fou", "zsmalloc"];
     let kos: Vec<String> = names

@@ -36,6 +36,7 @@ fn expected(name: &str) -> Vec<u8> {
 /// threads, silently (the merged unit's parts are decoded in parallel).
 #[test]
 fn lto_executables_give_the_reference_bytes_at_any_jobs() {
+    crate::needs_corpus!();
     for bin in [
         "prog.gcc-O2-flto",
         "prog.gcc-O2-dwarf4-flto",
@@ -79,6 +80,7 @@ fn stats_say_when_units_were_merged() {
 /// them over; the loss is said on stderr, the bytes are the reference's.
 #[test]
 fn lost_type_units_are_reported_and_the_bytes_kept() {
+    crate::needs_corpus!();
     for bin in [
         "structs_unions.gcc-O2-tu.o",
         "structs_unions.gcc-O2-dwarf4-tu.o",
@@ -106,6 +108,7 @@ fn lost_type_units_are_reported_and_the_bytes_kept() {
 /// the exit is 2 and the one line says why.
 #[test]
 fn what_the_reference_cannot_encode_is_refused() {
+    crate::needs_corpus!();
     for (bin, says) in [
         ("prog.gcc-O2-dwarf4-tu.exe", ".debug_types: DWARF 4 type units"),
         ("cxx_basics.clang++-O2-tu.o", "declaration without a name"),
@@ -148,6 +151,7 @@ fn resolve(bin: &str, jobs: &str) -> (Option<i32>, String, Option<Vec<u8>>) {
 /// (the reference's output of the type-unit builds it refuses).
 #[test]
 fn resolved_type_units_give_the_types_of_the_plain_build() {
+    crate::needs_corpus!();
     for (tu, plain, kernel_accepts) in [
         ("structs_unions.gcc-O2-tu.o", "structs_unions.gcc-O2", true),
         ("prog.gcc-O2-tu.exe", "prog.gcc-O2", true),
@@ -181,6 +185,7 @@ fn resolved_type_units_give_the_types_of_the_plain_build() {
 /// DWARF 4 `.debug_types` are not resolved (yet): refused, not guessed.
 #[test]
 fn dwarf4_type_units_are_not_resolved() {
+    crate::needs_corpus!();
     for bin in ["structs_unions.gcc-O2-dwarf4-tu.o", "prog.gcc-O2-dwarf4-tu.exe"] {
         let (code, stderr, out) = resolve(bin, "2");
         assert_eq!(code, Some(2), "{bin}: {stderr}");

@@ -163,6 +163,7 @@ fn full_standard_output_is_an_error_not_a_panic() {
 /// A reader that stops early (`| head`) ends btfkit quietly with 0.
 #[test]
 fn closed_pipe_ends_quietly() {
+    crate::needs_corpus!();
     let big = corpus_file("expected/kernel/vmlinux.kernel.btf");
     for args in [
         vec!["dump", &*s(&big)],
@@ -237,6 +238,7 @@ fn btf_from_pipes_stdin_fifos_and_sysfs() {
 /// A base forgotten, or given to a standalone BTF, is said in those words.
 #[test]
 fn split_without_base_and_standalone_with_base_are_explained() {
+    crate::needs_corpus!();
     let split = corpus_file("expected/modules/crc7.kernel.btf");
     let r = run(&["dump", &s(&split)]);
     assert!(one_error_line(&r, "split").contains("looks like split BTF; pass its base with -B"));
@@ -289,6 +291,7 @@ fn batch_without_base_says_so() {
 /// `pahole`; encode's `-B` and pahole's spellings of its options.
 #[test]
 fn pahole_help_names_and_spellings() {
+    crate::needs_corpus!();
     let r = run(&["pahole", "--help"]);
     assert!(r.status.success());
     assert!(String::from_utf8_lossy(&r.stdout).contains("--btf_encode_detached"));
@@ -335,6 +338,7 @@ fn pahole_help_names_and_spellings() {
 /// object's BTF (DATASECs of size 0) is completed by the loader.
 #[test]
 fn verify_explains_refusals() {
+    crate::needs_corpus!();
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED: verify needs root");
         return;
@@ -401,6 +405,7 @@ fn completions_and_man_page_generate() {
 /// folder that is not the corpus is named as such.
 #[test]
 fn conformance_says_which_corpus() {
+    crate::needs_corpus!();
     let corpus = corpus_dir();
     let r = btfkit()
         .args([
@@ -450,6 +455,7 @@ fn quiet_means_no_summary() {
 /// DIE's own name and declaration, or those of what uses it.
 #[test]
 fn unsupported_dwarf_names_its_source() {
+    crate::needs_corpus!();
     for (bin, says) in [
         (
             "atomic.gcc-O2.o",
@@ -499,6 +505,7 @@ fn symlink_output_is_followed() {
 /// of a unit already given back fails this test instead of seeing zeros.
 #[test]
 fn a_modules_relocated_dwarf_given_back_chunk_by_chunk_gives_the_same_bytes() {
+    crate::needs_corpus!();
     use btfkit::btf::write::to_bytes;
     use btfkit::elf::debug::{ElfInfo, SectionBytes};
     use btfkit::encode::{Options, encode_elf};

@@ -3,6 +3,8 @@
 //! writes back to identical bytes, and `dump` of it equals bpftool's text
 //! dump where the corpus has one.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,6 +42,7 @@ fn load(c: &Corpus, rel: &str, base: Option<Arc<Btf>>) -> (Vec<u8>, Btf) {
 
 #[test]
 fn corpus_round_trip_and_dump() {
+    crate::needs_corpus!();
     let c = Corpus::open_default();
     assert!(
         c.exists(),

@@ -497,6 +497,7 @@ fn btfkit_plain() -> Command {
 
 #[test]
 fn kernel_list_array_matches_one_process_and_resumes() {
+    crate::needs_corpus!();
     let _one = CLUSTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let Some(cluster) = Cluster::start("kernel") else {
         return;

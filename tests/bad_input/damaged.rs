@@ -241,6 +241,7 @@ fn cross_unit_reference_outside_the_section() {
 /// DWARF cannot be told (reading one would silently drop the other).
 #[test]
 fn two_debug_info_sections_are_refused() {
+    crate::needs_corpus!();
     // The type-unit object has 12 `.debug_info` sections, 11 of them in
     // COMDAT groups (passed over, as the reference does); clearing
     // SHF_GROUP on them leaves several outside any group.

@@ -672,6 +672,7 @@ fn accepted_dwarf_cases() -> Vec<(String, Vec<u8>, &'static str)> {
 
 #[test]
 fn damaged_dwarf_the_reference_accepts() {
+    crate::needs_corpus!();
     for (name, bytes, want) in accepted_dwarf_cases() {
         let dir = scratch(&format!("mx-ok-{name}"));
         let input = dir.join(&name);
@@ -704,6 +705,7 @@ fn all_cases(cases: Vec<(String, Vec<u8>, Vec<&'static str>)>) {
 
 #[test]
 fn damaged_dwarf() {
+    crate::needs_corpus!();
     all_cases(dwarf_cases());
 }
 
@@ -992,6 +994,7 @@ fn damaged_btf_through_every_command() {
 /// fixture: the header fields sit elsewhere and read the other way round.
 #[test]
 fn section_header_faults_in_other_classes_and_byte_orders() {
+    crate::needs_corpus!();
     for rel in [
         "fixtures/bin/structs_unions.i686-gcc-O2.o",
         "fixtures/bin/structs_unions.s390x-gcc-O2.o",
@@ -1073,6 +1076,7 @@ fn other_sections_past_the_end() {
 /// split file and both orders, from every command that reads a base.
 #[test]
 fn split_btf_over_a_base_of_the_other_byte_order() {
+    crate::needs_corpus!();
     let base = corpus_file("expected/fixtures/structs_unions.s390x-gcc-O2.kernel.btf");
     let split = corpus_file("expected/modules/fou.default.btf");
     let dir = scratch("mx-endian");

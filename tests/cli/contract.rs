@@ -4,8 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use btfkit::corpus::Corpus;
-
 fn btfkit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
 }
@@ -15,7 +13,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn fixture(rel: &str) -> PathBuf {
-    Corpus::open_default().file(rel).unwrap()
+    crate::common::corpus_file(rel)
 }
 
 /// Asserts exit 2 and a single stderr line that mentions `path` and `what`.
@@ -61,6 +59,7 @@ fn elf_without_btf_section() {
 
 #[test]
 fn elf_with_btf_section_is_read() {
+    crate::needs_corpus!();
     let p = fixture("kernel/modules/crc7.ko");
     let out = btfkit(&[
         "stats",
@@ -114,6 +113,7 @@ fn dump_json_is_json_with_every_type() {
 
 #[test]
 fn stats_warnings_name_what_the_kernel_refuses() {
+    crate::needs_corpus!();
     // kernel-rejects.tsv: this file is refused for `_vptr$Shape ... Invalid name`.
     let p = fixture("expected/fixtures/cxx_basics.clang++-O2.kernel.btf");
     let out = btfkit(&["stats", "--warnings", p.to_str().unwrap()]);
@@ -235,6 +235,7 @@ fn encode_stats_json_reports_phases_counts_and_memory() {
 /// quietly with 0, as for any Unix filter, not with a panic.
 #[test]
 fn closed_pipe_is_not_a_panic() {
+    crate::needs_corpus!();
     use std::io::{BufRead, BufReader};
     use std::os::unix::process::ExitStatusExt;
     let input = fixture("expected/kernel/vmlinux.kernel.btf");

@@ -17,6 +17,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn fixture_and_module_give_reference_bytes() {
+    crate::needs_corpus!();
     let input = common::corpus_file("expected-prededup/fixtures/aliases_weak.gcc-O2.kernel.btf");
     for jobs in [None, Some("-j1"), Some("-j2")] {
         let out = tmp("fixture.btf");
@@ -64,6 +65,7 @@ fn fixture_and_module_give_reference_bytes() {
 
 #[test]
 fn libbpf_error_is_one_line_and_exit_2() {
+    crate::needs_corpus!();
     // "dedup: recursive typedef": libbpf fails with -ELOOP
     let cases: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(common::corpus_dir().join("dedup-cases.json")).unwrap()).unwrap();

@@ -35,6 +35,7 @@ fn encode_writes_pre_dedup_btf_atomically() {
 /// whole pipeline (functions, dedup) and write the reference's `bare` bytes.
 #[test]
 fn encode_and_pahole_write_the_final_btf() {
+    crate::needs_corpus!();
     const BARE_SHA: &str = "b16241de737982111a6fbde2b43dbd74384fb9dfe231603256469a32123f6585";
     let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
     assert!(

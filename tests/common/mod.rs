@@ -25,11 +25,21 @@ pub fn have_corpus() -> bool {
         );
     }
     SAID.call_once(|| {
-        eprintln!(
-            "SKIPPED: the tests that need the conformance corpus (no manifest.tsv at {}); put the corpus at \
+        // Straight to stderr: the test harness keeps what `eprintln!` prints
+        // in a passing test to itself.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED in {}: the tests that need the conformance corpus (no manifest.tsv at {}); put the corpus at \
              ../shared/corpus or point BTFKIT_CORPUS at it to run them",
+            std::env::args()
+                .next()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default(),
             dir.display()
-        )
+        );
     });
     false
 }
@@ -60,9 +70,33 @@ pub fn repo_fixtures() -> Vec<PathBuf> {
 /// A readable path of corpus file `rel` (named without `.zst`). Panics when the
 /// corpus does not have it: a test that needs it must not pass silently.
 pub fn corpus_file(rel: &str) -> PathBuf {
+    if let Some(p) = in_repository(rel) {
+        return p;
+    }
+    if !have_corpus() {
+        panic!(
+            "{rel}: the conformance corpus is not here (see the SKIPPED line above) and the repository has no copy; \
+             a test that needs it starts with needs_corpus!()"
+        );
+    }
     btfkit::corpus::Corpus::open_default()
         .file(rel)
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The repository's copy of corpus file `rel`, if it keeps one: the small
+/// fixtures in `tests/fixtures/` (and `data/`), their expected BTF and
+/// dumps in `tests/fixtures/expected/`. Byte for byte the corpus's files.
+pub fn in_repository(rel: &str) -> Option<PathBuf> {
+    let root = crate_dir();
+    let candidates = if let Some(name) = rel.strip_prefix("fixtures/bin/") {
+        vec![root.join("tests/fixtures").join(name), root.join("data").join(name)]
+    } else if let Some(name) = rel.strip_prefix("expected/fixtures/") {
+        vec![root.join("tests/fixtures/expected").join(name)]
+    } else {
+        vec![]
+    };
+    candidates.into_iter().find(|p| p.is_file())
 }
 
 /// Names (decompressed) of the files in corpus folder `rel` ending in `suffix`.

@@ -129,6 +129,7 @@ fn verify_rows(name: &str, variant: &str, rows: &[Row<'_>], stage: &[&str], modu
 
 #[test]
 fn nofuncs_outputs_pass_the_kernel_verifier() {
+    crate::needs_corpus!();
     let manifest = std::fs::read_to_string(corpus_dir().join("expected-prededup/manifest.tsv")).unwrap();
     let rows: Vec<Row> = manifest
         .lines()
@@ -150,6 +151,7 @@ fn nofuncs_outputs_pass_the_kernel_verifier() {
 /// The final outputs (functions, dedup) of every detached row that has one.
 #[test]
 fn final_outputs_pass_the_kernel_verifier() {
+    crate::needs_corpus!();
     let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
     let rows: Vec<Row> = manifest
         .lines()
@@ -175,6 +177,7 @@ fn final_outputs_pass_the_kernel_verifier() {
 /// kernel-rejects.tsv must be listed too.
 #[test]
 fn vmlinux_and_modules_over_it_pass_the_kernel_verifier() {
+    crate::needs_corpus!();
     let rejects = rejects();
     let manifest = read_manifest(&corpus_dir().join("manifest.tsv"));
     let dir = scratch("verify-kernel");

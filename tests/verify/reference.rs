@@ -26,6 +26,7 @@ fn rejects(c: &Corpus) -> HashMap<String, String> {
 
 #[test]
 fn kernel_judges_corpus_like_the_reference_notes() {
+    crate::needs_corpus!();
     let c = Corpus::open_default();
     let rejects = rejects(&c);
     let mut bases: HashMap<String, String> = HashMap::new();
@@ -89,6 +90,7 @@ fn kernel_judges_corpus_like_the_reference_notes() {
 
 #[test]
 fn corrupted_blob_is_refused_with_the_kernel_log() {
+    crate::needs_corpus!();
     let c = Corpus::open_default();
     let src = c.file("expected/fixtures/structs_unions.gcc-O2.kernel.btf").unwrap();
     let mut bytes = std::fs::read(&src).unwrap();
@@ -135,6 +137,7 @@ fn too_large_blob_cannot_be_asked() {
 
 #[test]
 fn thirty_two_bit_btf_is_explained() {
+    crate::needs_corpus!();
     let c = Corpus::open_default();
     let p = c.file("expected/fixtures/arrays.i686-gcc-O2.kernel.btf").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
