@@ -8,3 +8,4 @@ mod checks;
 mod contract;
 mod dedup;
 mod encode;
+mod first_hour;
