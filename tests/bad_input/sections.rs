@@ -238,6 +238,13 @@ fn every_section_of_every_fixture_damaged_encodes_or_is_refused() {
         let file = f.file_name().unwrap().to_string_lossy().into_owned();
         cases.extend(damaged(&d, None).into_iter().map(|c| (file.clone(), c)));
     }
+    // fuzz/run.sh seeds the ELF fuzz targets with these inputs
+    if let Some(dir) = std::env::var_os("BTFKIT_DAMAGE_SEEDS") {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (k, (_, c)) in cases.iter().enumerate() {
+            std::fs::write(Path::new(&dir).join(format!("section-damage-{k:05}")), &c.bytes).unwrap();
+        }
+    }
     let total = cases.len();
     assert!(total > 1000, "only {total} cases");
     let (errors, failed) = run_all("encode", cases, &["encode", "{in}", "-o", "{out}", "-q"]);
