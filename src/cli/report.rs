@@ -26,6 +26,9 @@ pub struct Args {
     pub json: bool,
 }
 
+/// An input's outcome as a report line gives it, and its error if any.
+type Reported = (Outcome, Option<String>);
+
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut files = Vec::new();
     for d in &a.dirs {
@@ -48,7 +51,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let mut problems: Vec<String> = Vec::new();
     let mut headers: Vec<Header> = Vec::new();
     // (item, input) -> outcomes, each with its error
-    let mut outcomes: BTreeMap<(Option<String>, String), Vec<(Outcome, Option<String>)>> = BTreeMap::new();
+    let mut outcomes: BTreeMap<(Option<String>, String), Vec<Reported>> = BTreeMap::new();
     let mut vmlinux_of: BTreeSet<Option<String>> = BTreeSet::new();
     for f in &files {
         let (lines, bad) = read_report(f)?;

@@ -897,7 +897,7 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
             _ => std::mem::size_of::<H::Rel>(),
         };
         let size: u64 = rsh.sh_size(e).into();
-        if size % entry as u64 != 0 {
+        if !size.is_multiple_of(entry as u64) {
             let name = self.f.elf_section_table().section_name(e, rsh).unwrap_or(b"?");
             return Err(Error::elf(
                 self.path,
