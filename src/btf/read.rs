@@ -57,6 +57,8 @@ pub enum ReadError {
     EndianMismatch { split: Endian, base: Endian },
     #[error("too many types ({0})")]
     TooManyTypes(u64),
+    #[error("the base's and the split BTF's strings together ({0} bytes) pass 4 GiB")]
+    TooManyStrings(u64),
 }
 
 struct Rd<'a> {
@@ -230,7 +232,9 @@ pub fn parse_split(data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf, ReadError
         return Err(ReadError::TooManyTypes(offs.len() as u64));
     }
     let max_id = start_id - 1 + offs.len() as u32;
-    let str_end = start_str + h.str_len;
+    let str_end = start_str
+        .checked_add(h.str_len)
+        .ok_or(ReadError::TooManyStrings(start_str as u64 + h.str_len as u64))?;
     // Pass 2: references and string offsets in range.
     for (i, &o) in offs.iter().enumerate() {
         let e = offs.get(i + 1).map(|&e| e as usize).unwrap_or(nwords);

@@ -205,7 +205,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
                 .filter(|_| self.refs == Refs::Section)
                 .and_then(|t| t.get(sig.0));
             let Some(at) = at else {
-                a.type_unit_refs += 1;
+                a.type_unit_refs = a.type_unit_refs.saturating_add(1);
                 return;
             };
             let bit = match field {
@@ -272,9 +272,16 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
             // (a signature in a form that is not a reference)
-            Field::Signature => a.type_unit_refs += 1,
+            Field::Signature => a.type_unit_refs = a.type_unit_refs.saturating_add(1),
         }
     }
+}
+
+/// An offset that overflowed (a ref8 near 2^64) as one past every unit, so
+/// that the reference is refused as outside its unit, never wrapped into it.
+#[inline]
+fn past_any_unit(off: Option<u64>) -> u64 {
+    off.filter(|&o| o < NOT_UNIT).unwrap_or(NOT_UNIT - 1)
 }
 
 /// A reference field: a unit offset plus `base`, or `NOT_UNIT` for any
@@ -283,8 +290,8 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
 #[inline]
 fn ref_value(v: Value<'_>, refs: Refs, base: u64) -> u64 {
     match v {
-        Value::UnitRef(o) => o + base,
-        Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => o as u64 + base,
+        Value::UnitRef(o) => past_any_unit(o.checked_add(base)),
+        Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => past_any_unit((o as u64).checked_add(base)),
         Value::Other(AttributeValue::DebugInfoRef(gimli::DebugInfoOffset(o))) if refs == Refs::Section => o as u64,
         _ => NOT_UNIT,
     }

@@ -344,6 +344,30 @@ fn a_deb_without_data_or_debian_binary_is_refused() {
     assert!(e.to_string().contains("not debian-binary"), "{e}");
 }
 
+/// An ar header in the GNU or BSD long-name form, with no name table or a
+/// claimed name of gigabytes: refused, never a panic or an allocation of
+/// what the header claims (the `ar` crate panicked on `/5` and allocated
+/// `#1/9999999999`).
+#[test]
+fn ar_long_name_forms_are_refused() {
+    let member = |name: &str, size: &str| {
+        let mut h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644).into_bytes();
+        assert_eq!(h.len(), 60);
+        h.extend(b"2.0\n");
+        h
+    };
+    for (name, size) in [("/5", "4"), ("//", "4"), ("#1/9999999999", "4"), ("/", "4")] {
+        let mut deb = b"!<arch>\n".to_vec();
+        deb.extend(member(name, size));
+        let e = read_all(&deb).unwrap_err();
+        assert!(e.to_string().contains("long-name form"), "{name}: {e}");
+    }
+    let mut deb = b"!<arch>\n".to_vec();
+    deb.extend(member("debian-binary", "4x"));
+    let e = read_all(&deb).unwrap_err();
+    assert!(e.to_string().contains("not a decimal number"), "{e}");
+}
+
 #[test]
 fn stripped_cpio_is_refused_by_name() {
     let mut rpm = rpm_with(Some("xz"));

@@ -249,8 +249,8 @@ impl<'a> Enc<'_, '_, 'a> {
         let f = &self.ctx.features;
         let cu = self.cu;
         let name = self.type_name(s);
-        let size_bits = if s.size == 0 { 32 } else { s.size * 8 };
-        let bytes = size_bits / 8;
+        // tested as bytes: `size * 8` overflows for a damaged DW_AT_byte_size
+        let bytes = if s.size == 0 { 4 } else { s.size };
         if !matches!(bytes, 1 | 2 | 4 | 8) {
             return Err(self.unsupported(
                 s.die,
