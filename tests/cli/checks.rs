@@ -3,22 +3,9 @@
 //! with a section that no longer matches its `.BTF`, and `verify` shows the
 //! kernel's verdict even where btfkit's reader disagrees.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{crate_dir, have_corpus, scratch};
-
-fn btfkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    crate_dir().join("tests/fixtures").join(name)
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
+use crate::common::{crate_dir, have_corpus, repo_fixture as fixture, run as btfkit, s, scratch};
 
 /// Exit 2 and one `btfkit: error:` line holding each of `words`.
 fn assert_refused(out: &Output, words: &[&str]) {

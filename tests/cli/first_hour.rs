@@ -3,22 +3,9 @@
 //! per subcommand and a README that names every flag.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::common::{corpus_file, crate_dir, scratch};
-
-fn btfkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    crate_dir().join("tests/fixtures").join(name)
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
+use crate::common::{corpus_file, crate_dir, repo_fixture as fixture, run as btfkit, s, scratch};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -55,6 +55,11 @@ macro_rules! needs_corpus {
     };
 }
 
+/// The repository's fixture `name` (`tests/fixtures/NAME`).
+pub fn repo_fixture(name: &str) -> PathBuf {
+    crate_dir().join("tests/fixtures").join(name)
+}
+
 /// The small fixtures kept in the repository (`tests/fixtures/*`), sorted.
 pub fn repo_fixtures() -> Vec<PathBuf> {
     let dir = crate_dir().join("tests/fixtures");
