@@ -309,10 +309,7 @@ impl<'a> ElfInfo<'a> {
     /// take that path on a small module.
     #[doc(hidden)]
     pub fn load_input_releasing_from(input: &'a super::Input, from: usize) -> Result<ElfInfo<'a>> {
-        let mapping = input.mapping();
-        let mut elf = Self::load_as(&input.path, input.bytes(), mapping.map(|m| (m, from)))?;
-        elf.mapping = mapping;
-        Ok(elf)
+        Self::load_as(&input.path, input.bytes(), input.mapping().map(|m| (m, from)))
     }
 
     pub fn load(path: &Path, data: &'a [u8]) -> Result<ElfInfo<'a>> {
@@ -502,7 +499,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         grouped_types,
         lto_note,
         symtab_bytes,
-        mapping: None,
+        mapping: release_from.map(|(m, _)| m),
     })
 }
 

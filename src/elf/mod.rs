@@ -155,8 +155,7 @@ impl Input {
     }
 
     pub fn is_btf(&self) -> bool {
-        let b = self.bytes();
-        b.len() >= 2 && matches!([b[0], b[1]], [0x9f, 0xeb] | [0xeb, 0x9f])
+        is_raw_btf(self.bytes())
     }
 
     pub fn object(&self) -> Result<object::File<'_>> {
@@ -219,34 +218,41 @@ pub fn load_btf(path: &Path, base: Option<Arc<Btf>>) -> Result<Btf> {
 /// the `.BTF` section's for an ELF file (`path` only names the file in
 /// errors).
 pub fn raw_btf<'a>(path: &Path, data: &'a [u8]) -> Result<Cow<'a, [u8]>> {
-    if data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]) {
+    if is_raw_btf(data) {
         return Ok(Cow::Borrowed(data));
     }
+    btf_section(path, &btf_elf(path, data)?)
+}
+
+/// Whether `data` starts with the BTF magic, in either byte order.
+fn is_raw_btf(data: &[u8]) -> bool {
+    data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f])
+}
+
+/// The ELF file a BTF reader was given where it is not raw BTF.
+fn btf_elf<'a>(path: &Path, data: &'a [u8]) -> Result<object::File<'a>> {
     if !data.starts_with(b"\x7fELF") {
         return Err(Error::Input {
             path: path.into(),
             msg: "neither raw BTF (magic 0xeb9f) nor an ELF file".into(),
         });
     }
-    let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
-    section_data(path, &obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))
+    object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))
+}
+
+/// The `.BTF` section's bytes of `obj`.
+fn btf_section<'a>(path: &Path, obj: &object::File<'a>) -> Result<Cow<'a, [u8]>> {
+    section_data(path, obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))
 }
 
 /// [`load_btf`] on the bytes of `path` already in memory (`path` only names
 /// the file in errors).
 pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Result<Btf> {
-    let is_btf = data.len() >= 2 && matches!([data[0], data[1]], [0x9f, 0xeb] | [0xeb, 0x9f]);
-    if is_btf {
+    if is_raw_btf(data) {
         return parse_raw(path, data, base);
     }
-    if !data.starts_with(b"\x7fELF") {
-        return Err(Error::Input {
-            path: path.into(),
-            msg: "neither raw BTF (magic 0xeb9f) nor an ELF file".into(),
-        });
-    }
-    let obj = object::File::parse(data).map_err(|e| Error::elf(path, format!("not a readable ELF file: {e}")))?;
-    let data = section_data(path, &obj, ".BTF")?.ok_or_else(|| Error::elf(path, "ELF file has no .BTF section"))?;
+    let obj = btf_elf(path, data)?;
+    let data = btf_section(path, &obj)?;
     let base = match base {
         Some(b) => Some(b),
         None => match section_data(path, &obj, ".BTF.base")? {
