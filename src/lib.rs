@@ -34,6 +34,7 @@
 //! ```
 
 pub mod btf;
+pub mod core;
 pub mod corpus;
 pub mod dedup;
 pub mod diff;

@@ -13,6 +13,7 @@ macro_rules! out {
 
 mod batch;
 mod conformance;
+mod core;
 mod dedup;
 mod diff;
 mod encode;
@@ -60,6 +61,8 @@ enum Cmd {
     Report(report::Args),
     /// Replay the conformance corpus (manifest.tsv) and report byte-identical cases per profile.
     Conformance(conformance::Args),
+    /// CO-RE: check whether BPF objects' relocations resolve on kernels (`btfkit core check`).
+    Core(core::Args),
     /// Compare two BTF files semantically (ids, order and string layout ignored); exit 1 if they differ.
     Diff(diff::Args),
     /// Deduplicate a BTF file exactly as libbpf's btf__dedup does.
@@ -141,6 +144,7 @@ pub fn run() -> i32 {
         Cmd::Verify(a) => inspect::verify(a),
         Cmd::Conformance(a) => conformance::run(a),
         Cmd::Diff(a) => diff::run(a),
+        Cmd::Core(a) => core::run(a),
         Cmd::Encode(a) => encode::run(a),
         Cmd::Pahole(a) => pahole::run(a),
         Cmd::Kernel(a) => kernel::run(a),

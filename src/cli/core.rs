@@ -1,0 +1,122 @@
+//! `btfkit core check`: will these CO-RE objects load on these kernels?
+
+use std::path::PathBuf;
+
+use btfkit::core::matrix::{self, Run};
+use btfkit::core::{BpfObject, kernels};
+
+use super::{EXIT_ERR, EXIT_NO, EXIT_OK};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Sub,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Sub {
+    /// Resolve every CO-RE relocation of BPF objects against kernels' BTF, with libbpf's rules;
+    /// exit 0 if every program loads everywhere, 1 if one does not, 2 on an error.
+    Check(CheckArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// BPF objects (`*.bpf.o`, as clang or `bpftool gen object` write them).
+    #[arg(required = true)]
+    pub objects: Vec<PathBuf>,
+    /// A kernel, or many: a BTF file (raw, or an ELF's .BTF such as a vmlinux), a `btfkit kernel`
+    /// directory (vmlinux.btf + modules/), /sys/kernel/btf, an archive directory of kernel
+    /// directories or BTFHub `.btf.tar.xz` files, or a list file (`.txt`, `.list`, or a
+    /// `btfkit kernel` `.jsonl` report). Repeatable.
+    #[arg(long = "target", short = 't', required = true)]
+    pub targets: Vec<PathBuf>,
+    /// Print every relocation of every program: its path, target and value.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// Print JSON (one document: kernels, objects, programs, relocations with --verbose).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the lines libbpf 1.1 would log while relocating (one object, one kernel).
+    #[arg(long)]
+    pub libbpf_log: bool,
+    /// Kernels checked at once (default: all cores).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Check only shard K of N of the kernels (`K/N`, K from 0); without it, Slurm's array or a
+    /// Kubernetes Indexed Job's index choose, as for `btfkit kernel`.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// With a Kubernetes Indexed Job: the number of shards.
+    #[arg(long)]
+    pub shard_count: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    match a.cmd {
+        Sub::Check(c) => check(c),
+    }
+}
+
+fn check(a: CheckArgs) -> anyhow::Result<i32> {
+    let objects = a
+        .objects
+        .iter()
+        .map(|p| BpfObject::open(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut sources = Vec::new();
+    for t in &a.targets {
+        sources.extend(kernels::sources(t)?);
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (k, n) = btfkit::pipeline::kernel::resolve_shard(a.shard.as_deref(), a.shard_count, &env)?;
+    sources = matrix::shard(sources, k, n);
+    if a.libbpf_log {
+        anyhow::ensure!(
+            objects.len() == 1 && sources.len() == 1,
+            "--libbpf-log takes one object and one kernel ({} objects, {} kernels given)",
+            objects.len(),
+            sources.len()
+        );
+        let target = kernels::load(&sources[0])?;
+        let mut log = btfkit::core::Log::on();
+        let v = btfkit::core::check(&objects[0], &target, &mut log);
+        for l in log.into_lines() {
+            out!("{l}");
+        }
+        return Ok(exit_code(v.verdict));
+    }
+    let progress = !a.quiet && !a.json && sources.len() > 1;
+    let run = Run {
+        verbose: a.verbose || a.json,
+        jobs: a.jobs,
+    };
+    let result = matrix::check_all(&objects, &sources, &run, progress);
+    if a.json {
+        let v = result.to_json(a.verbose);
+        out!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut text = String::new();
+        result.render(&mut text, a.verbose);
+        use std::io::Write as _;
+        std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .map_err(super::StdoutError)?;
+    }
+    Ok(if result.kernel_errors() > 0 {
+        EXIT_ERR
+    } else {
+        exit_code(result.worst())
+    })
+}
+
+fn exit_code(v: btfkit::core::Verdict) -> i32 {
+    match v {
+        btfkit::core::Verdict::Ok => EXIT_OK,
+        btfkit::core::Verdict::Poisoned | btfkit::core::Verdict::Error => EXIT_NO,
+    }
+}
