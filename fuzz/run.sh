@@ -39,6 +39,9 @@ for t in "${targets[@]}"; do
         (cd .. && BTFKIT_DAMAGE_SEEDS="$PWD/fuzz/corpus/$t" cargo test -q --test bad_input \
           sections::every_section_of_every_fixture >/dev/null)
       fi ;;
+    # The libbpf-tools objects, whole.
+    core_object) cp -n ../tests/core/objects/*.bpf.o ../tests/core/objects/bpfeb/*.bpf.o "corpus/$t/" 2>/dev/null || true
+      for f in ../tests/core/objects/bpfeb/*.bpf.o; do cp -n "$f" "corpus/$t/be-$(basename "$f")"; done ;;
     *) cp -n "${fixtures[@]}" "corpus/$t/" ;;
   esac
   echo "== $t for ${secs}s ($(ls "corpus/$t" | wc -l) inputs)"

@@ -96,7 +96,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     };
     let result = matrix::check_all(&objects, &sources, &run, progress);
     if a.json {
-        let v = result.to_json(a.verbose);
+        let v = result.to_json(true);
         out!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text = String::new();
@@ -106,6 +106,13 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
             .lock()
             .write_all(text.as_bytes())
             .map_err(super::StdoutError)?;
+    }
+    // A kernel that could not be read is an error of the run (the others
+    // were still checked): said on stderr, and exit 2.
+    for k in &result.kernels {
+        if let Some(e) = &k.load_error {
+            eprintln!("btfkit: error: {e}");
+        }
     }
     Ok(if result.kernel_errors() > 0 {
         EXIT_ERR

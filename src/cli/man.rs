@@ -21,6 +21,19 @@ pub struct Args {
 /// Examples per page: (command line, what it does).
 const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     (
+        "core",
+        &[
+            (
+                "btfkit core check prog.bpf.o -t /sys/kernel/btf",
+                "will prog.bpf.o load on the running kernel (modules included)?",
+            ),
+            (
+                "btfkit core check *.bpf.o -t btfhub-archive/ --json > result.json",
+                "every object against every kernel of a BTFHub tree, as JSON for CI",
+            ),
+        ],
+    ),
+    (
         "btfkit",
         &[
             (

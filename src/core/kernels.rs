@@ -143,7 +143,15 @@ fn list(path: &Path) -> Result<Vec<Source>> {
 pub fn load(src: &Source) -> Result<Target> {
     match src {
         Source::File(p) => {
-            let btf = crate::elf::load_btf(p, None)?;
+            let btf = crate::elf::load_btf(p, None).map_err(|e| match e {
+                Error::Input { path, msg } if msg.contains(crate::elf::SPLIT_WITHOUT_BASE) => Error::Input {
+                    path,
+                    msg: "split BTF (a module's) cannot be a kernel alone: give its kernel's directory \
+                          (vmlinux.btf and modules/, or /sys/kernel/btf)"
+                        .into(),
+                },
+                e => e,
+            })?;
             Ok(Target::single(src.name(), Arc::new(btf)))
         }
         Source::Dir { root, vmlinux } => {

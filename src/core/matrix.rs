@@ -202,7 +202,13 @@ fn breakage(o: &ObjectResult) -> String {
         .collect();
     paths.sort();
     paths.dedup();
-    format!("poisoned at {}", paths.join(", "))
+    let more = paths.len().saturating_sub(3);
+    paths.truncate(3);
+    if more > 0 {
+        format!("poisoned at {} and {more} more", paths.join(", "))
+    } else {
+        format!("poisoned at {}", paths.join(", "))
+    }
 }
 
 impl CheckResult {
@@ -222,8 +228,8 @@ impl CheckResult {
     /// with `verbose`, every program and relocation per kernel.
     pub fn render(&self, s: &mut String, verbose: bool) {
         for k in &self.kernels {
-            if let Some(e) = &k.load_error {
-                let _ = writeln!(s, "kernel {}: error: {e}", k.kernel);
+            if k.load_error.is_some() {
+                let _ = writeln!(s, "kernel {}: unreadable (see the error)", k.kernel);
             }
         }
         let checked: Vec<&KernelResult> = self.kernels.iter().filter(|k| k.load_error.is_none()).collect();

@@ -278,6 +278,8 @@ pub fn load_btf_bytes(path: &Path, data: &[u8], base: Option<Arc<Btf>>) -> Resul
 }
 
 /// What a split BTF read without its base is told.
-const SPLIT_WITHOUT_BASE: &str = "this looks like split BTF; pass its base with -B BASE (for a module, the vmlinux \
+/// The message for split BTF read without its base (a caller that offers
+/// another remedy than `-B` recognises it by this text).
+pub const SPLIT_WITHOUT_BASE: &str = "this looks like split BTF; pass its base with -B BASE (for a module, the vmlinux \
                                   BTF): its string section does not start with the empty string every standalone \
                                   BTF starts with";

@@ -6,6 +6,7 @@ mod common;
 
 mod checks;
 mod contract;
+mod core;
 mod dedup;
 mod encode;
 mod first_hour;
