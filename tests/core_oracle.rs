@@ -250,3 +250,102 @@ fn big_endian_objects_check_like_their_little_endian_builds() {
     }
     assert!(n >= 5);
 }
+
+/// The hand-made kernels: `struct thing` and friends as the variants
+/// object (tests/core/variants) sees them, then changed one way each.
+fn variant(name: &str) -> btfkit::btf::Btf {
+    use btfkit::btf::{Btf, Endian, Kind};
+    let mut b = Btf::new(Endian::native());
+    let int = b.add_int(b"int", 4, btfkit::btf::INT_SIGNED);
+    let uint = b.add_int(b"unsigned int", 4, 0);
+    let long = b.add_int(b"long", 8, btfkit::btf::INT_SIGNED);
+    let ch = b.add_int(b"char", 1, btfkit::btf::INT_CHAR);
+    let name_len = if name == "name_shorter" { 2 } else { 16 };
+    let arr = b.add_array(ch, int, name_len);
+    let thing = |b: &mut Btf, tname: &[u8], b_off: u32| {
+        b.begin(Kind::Struct, tname, 48, false);
+        b.push_member(b"a", int, 0, 0);
+        match name {
+            "b_renamed" => b.push_member(b"bb", int, b_off, 0),
+            "b_resized" => b.push_member(b"b", long, b_off, 0),
+            "b_bitfield" => b.push_member(b"b", uint, b_off, 7),
+            _ => b.push_member(b"b", int, b_off, 0),
+        }
+        b.push_member(b"flags", uint, 64, 3);
+        b.push_member(b"mode", uint, 67, if name == "mode_wider" { 13 } else { 5 });
+        b.push_member(b"ptr", if name == "ptr_int" { int } else { long }, 128, 0);
+        b.push_member(b"name", arr, 192, 0);
+    };
+    match name {
+        "thing_removed" => {}
+        "flavor" => thing(&mut b, b"thing___v9", 32),
+        "b_moved" => thing(&mut b, b"thing", 320),
+        "ambiguous" => {
+            thing(&mut b, b"thing", 32);
+            thing(&mut b, b"thing___x", 320);
+        }
+        _ => thing(&mut b, b"thing", 32),
+    }
+    if name != "green_removed" {
+        b.begin(Kind::Enum, b"color", 4, false);
+        b.push_enum_value(b"RED", 1);
+        b.push_enum_value(b"GREEN", if name == "green_changed" { 7 } else { 2 });
+    }
+    b.begin(Kind::Struct, b"other", 8, false);
+    b.push_member(b"x", int, 0, 0);
+    if name == "other_with_y" {
+        b.push_member(b"y", int, 32, 0);
+    }
+    b
+}
+
+#[test]
+fn hand_made_variants_agree_with_libbpf() {
+    let dir = common::scratch("core_variants");
+    let harness = harness(&dir);
+    let vdir = common::crate_dir().join("tests/core/variants");
+    let obj = BpfObject::open(&vdir.join("variants.bpf.o")).unwrap();
+    let mut verdicts = Vec::new();
+    for name in [
+        "same",
+        "b_renamed",
+        "b_moved",
+        "b_resized",
+        "b_bitfield",
+        "thing_removed",
+        "green_changed",
+        "green_removed",
+        "flavor",
+        "ambiguous",
+        "other_with_y",
+        "mode_wider",
+        "name_shorter",
+        "ptr_int",
+    ] {
+        let file = dir.join(format!("{name}.btf"));
+        std::fs::write(&file, btfkit::btf::write::to_bytes(&variant(name))).unwrap();
+        let target = kernels::load(&kernels::Source::File(file.clone())).unwrap();
+        let mine = ours(&obj, &target);
+        verdicts.push((name, check(&obj, &target, &mut Log::off()).verdict));
+        let Some(h) = &harness else { continue };
+        let out = Command::new(h)
+            .current_dir(&vdir)
+            .arg("variants.bpf.o")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let theirs = core_lines(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(theirs, mine, "variant {name}");
+    }
+    use btfkit::core::Verdict::*;
+    let v = |n: &str| verdicts.iter().find(|(x, _)| *x == n).unwrap().1;
+    assert_eq!(v("same"), Ok);
+    // guarded by field_exists: the poisoned load of t->b is dead code, but
+    // the unguarded offset and size relocations are reached
+    assert_eq!(v("b_renamed"), Poisoned);
+    assert_eq!(v("b_moved"), Ok);
+    assert_eq!(v("thing_removed"), Poisoned);
+    assert_eq!(v("ambiguous"), Error);
+    assert_eq!(v("flavor"), Ok);
+    assert_eq!(v("green_removed"), Poisoned);
+}
