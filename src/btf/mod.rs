@@ -479,6 +479,31 @@ impl Btf {
         self.deferred = None;
     }
 
+    /// The size of the first INT of 4 or 8 bytes named some spelling of
+    /// `long` (base types first), which is how libbpf and bpftool guess a
+    /// BTF's pointer size.
+    pub fn long_size(&self) -> Option<u32> {
+        const LONGS: [&[u8]; 11] = [
+            b"long",
+            b"long int",
+            b"int long",
+            b"unsigned long",
+            b"long unsigned",
+            b"unsigned long int",
+            b"unsigned int long",
+            b"long unsigned int",
+            b"long int unsigned",
+            b"int unsigned long",
+            b"int long unsigned",
+        ];
+        (1..=self.type_count()).map(|id| self.ty(TypeId(id))).find_map(|t| {
+            let long = t.kind() == Kind::Int
+                && (t.size() == 4 || t.size() == 8)
+                && self.str_at(t.name_off()).is_some_and(|n| LONGS.contains(&n));
+            long.then(|| t.size())
+        })
+    }
+
     /// Byte length of the type section as written.
     pub fn type_section_len(&self) -> usize {
         self.words.len() * 4

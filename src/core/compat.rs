@@ -102,19 +102,23 @@ fn types_are_compat_at(
                 lid = skip_mods(lb, lt.type_id()).map_or(lt.type_id(), |x| x.0);
                 tid = skip_mods(tb, tt.type_id()).map_or(tt.type_id(), |x| x.0);
             }
-            _ => {
-                log.line(|| {
-                    format!(
-                        "unexpected kind {} relocated, local [{}], target [{}]",
-                        types::kind_str(&lt),
-                        lid.0,
-                        tid.0
-                    )
-                });
-                return Ok(false);
-            }
+            _ => return Ok(unexpected_kind(&lt, lid, tid, log)),
         }
     }
+}
+
+/// libbpf's warning for a kind neither rule knows (FLOAT among them): no
+/// match.
+fn unexpected_kind(lt: &crate::btf::Type<'_>, lid: TypeId, tid: TypeId, log: &mut Log) -> bool {
+    log.line(|| {
+        format!(
+            "unexpected kind {} relocated, local [{}], target [{}]",
+            types::kind_str(lt),
+            lid.0,
+            tid.0
+        )
+    });
+    false
 }
 
 /// TYPE_MATCHES (`bpf_core_types_match`).
@@ -248,17 +252,7 @@ fn types_match_at(
                 }
                 (lid, tid) = (lt.type_id(), tt.type_id());
             }
-            _ => {
-                log.line(|| {
-                    format!(
-                        "unexpected kind {} relocated, local [{}], target [{}]",
-                        types::kind_str(&lt),
-                        lid.0,
-                        tid.0
-                    )
-                });
-                return Ok(false);
-            }
+            _ => return Ok(unexpected_kind(&lt, lid, tid, log)),
         }
     }
 }

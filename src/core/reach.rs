@@ -82,7 +82,7 @@ pub fn walk(obj: &BpfObject, f: usize, insns: &[Insn], calls: &HashMap<(SecIdx, 
             if steps > BUDGET {
                 return Reach {
                     poisons: (0..n).filter(|&i| is_poison(&insns[i])).map(|i| i as u32).collect(),
-                    callees: all_callees(obj, f, insns, &callee_of),
+                    callees: all_callees(insns, &callee_of),
                     exact: false,
                 };
             }
@@ -184,13 +184,8 @@ pub fn walk(obj: &BpfObject, f: usize, insns: &[Insn], calls: &HashMap<(SecIdx, 
     }
 }
 
-fn all_callees(
-    obj: &BpfObject,
-    _f: usize,
-    insns: &[Insn],
-    callee_of: &dyn Fn(usize, &Insn) -> Option<usize>,
-) -> Vec<usize> {
-    let _ = obj;
+/// Every function a call instruction of `insns` names, reached or not.
+fn all_callees(insns: &[Insn], callee_of: &dyn Fn(usize, &Insn) -> Option<usize>) -> Vec<usize> {
     let mut v: Vec<usize> = insns
         .iter()
         .enumerate()

@@ -174,7 +174,7 @@ pub fn relocate(obj: &BpfObject, target: &Target, log: &mut Log) -> Relocated {
                 Ok(res) => {
                     r.path = res.path.clone();
                     r.target = res.target.map(|c| (target.btf(c.btf).name.clone(), c.id));
-                    match patch(&mut insns[p], idx as usize, rec, i, pname, &res, log) {
+                    match patch(&mut insns[p], idx as usize, i, pname, &res, log) {
                         Ok(o) => r.outcome = o,
                         Err((errno, reason)) => {
                             log.line(|| format!("prog '{pname}': relo #{i}: failed to patch insn #{idx}: -{errno}"));
@@ -419,7 +419,7 @@ fn calc(local: &Spec<'_>, targ: Option<&Spec<'_>>, rec: &CoreRelo, pname: &str, 
         ..Res::default()
     };
     let kind = local.kind;
-    let r = if kind.is_field_based() {
+    if kind.is_field_based() {
         // libbpf uses its host's byte order; the object's is the one it
         // will be loaded with, and the same on a host of either order.
         let big = local.btf.endian() == crate::btf::Endian::Big;
@@ -450,7 +450,6 @@ fn calc(local: &Spec<'_>, targ: Option<&Spec<'_>>, rec: &CoreRelo, pname: &str, 
             };
             res.fail_memsz = !ok;
         }
-        Ok(())
     } else if kind.is_type_based() {
         res.orig = type_value(local, kind)?;
         match targ {
@@ -462,7 +461,6 @@ fn calc(local: &Spec<'_>, targ: Option<&Spec<'_>>, rec: &CoreRelo, pname: &str, 
         if kind == ReloKind::TypeIdTarget {
             res.validate = false;
         }
-        Ok(())
     } else {
         res.orig = enumval(local, kind).expect("the local spec is present");
         match targ {
@@ -470,9 +468,8 @@ fn calc(local: &Spec<'_>, targ: Option<&Spec<'_>>, rec: &CoreRelo, pname: &str, 
             None if kind == ReloKind::EnumvalExists => res.new = 0,
             None => res.poison = true,
         }
-        Ok(())
-    };
-    r.map(|()| res)
+    }
+    Ok(res)
 }
 
 struct FieldVal {
@@ -659,16 +656,7 @@ fn poison(insns: &mut [Insn], idx: usize, i: usize, pname: &str, log: &mut Log) 
 }
 
 /// Applies `res` to instruction `idx` (`bpf_core_patch_insn`).
-fn patch(
-    insns: &mut [Insn],
-    idx: usize,
-    rec: &CoreRelo,
-    i: usize,
-    pname: &str,
-    res: &Res,
-    log: &mut Log,
-) -> Result<Outcome, Fault> {
-    let _ = rec;
+fn patch(insns: &mut [Insn], idx: usize, i: usize, pname: &str, res: &Res, log: &mut Log) -> Result<Outcome, Fault> {
     if res.poison {
         poison(insns, idx, i, pname, log);
         return Ok(Outcome::Poisoned(PoisonCause::NoMatch));

@@ -192,35 +192,10 @@ pub fn essential(name: &[u8]) -> &[u8] {
     &name[..essential_len(name)]
 }
 
-/// libbpf's `determine_ptr_size` for a standalone BTF: the size of the first
-/// `long`-like INT, else the host's.
+/// libbpf's `determine_ptr_size`: the size of the first `long`-like INT
+/// (a split BTF's base is searched first), else the host's.
 pub fn ptr_size(btf: &Btf) -> u32 {
-    const LONGS: [&[u8]; 11] = [
-        b"long",
-        b"long int",
-        b"int long",
-        b"unsigned long",
-        b"long unsigned",
-        b"unsigned long int",
-        b"unsigned int long",
-        b"long unsigned int",
-        b"long int unsigned",
-        b"int unsigned long",
-        b"int long unsigned",
-    ];
-    if let Some(base) = btf.base() {
-        return ptr_size(base);
-    }
-    for id in 1..=btf.type_count() {
-        let Some(t) = btf.get(TypeId(id)) else { break };
-        if t.kind() != Kind::Int {
-            continue;
-        }
-        if (t.size() == 4 || t.size() == 8) && LONGS.contains(&name(btf, &t)) {
-            return t.size();
-        }
-    }
-    std::mem::size_of::<usize>() as u32
+    btf.long_size().unwrap_or(std::mem::size_of::<usize>() as u32)
 }
 
 #[cfg(test)]

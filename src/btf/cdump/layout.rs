@@ -13,31 +13,7 @@ pub(super) fn roundup(x: i64, to: i64) -> i64 {
 /// Pointer size in bytes: the size of the first integer called some
 /// spelling of `long`, else 8.
 pub fn pointer_size(btf: &Btf) -> u32 {
-    const LONGS: [&[u8]; 11] = [
-        b"long",
-        b"long int",
-        b"int long",
-        b"unsigned long",
-        b"long unsigned",
-        b"unsigned long int",
-        b"unsigned int long",
-        b"long unsigned int",
-        b"long int unsigned",
-        b"int unsigned long",
-        b"int long unsigned",
-    ];
-    for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
-        if t.kind() != Kind::Int || (t.size() != 4 && t.size() != 8) {
-            continue;
-        }
-        if let Some(n) = btf.str_at(t.name_off())
-            && LONGS.contains(&n)
-        {
-            return t.size();
-        }
-    }
-    8
+    btf.long_size().unwrap_or(8)
 }
 
 /// Byte size of type `id`, following typedefs, modifiers and arrays (at most
