@@ -251,40 +251,46 @@ fn big_endian_objects_check_like_their_little_endian_builds() {
     assert!(n >= 5);
 }
 
-/// The hand-made kernels: `struct thing` and friends as the variants
-/// object (tests/core/variants) sees them, then changed one way each.
-fn variant(name: &str) -> btfkit::btf::Btf {
-    use btfkit::btf::{Btf, Endian, Kind};
-    let mut b = Btf::new(Endian::native());
+/// `struct thing` as the variants object (tests/core/variants) sees it,
+/// named `tname`, changed the way variant `name` says, with the scalars
+/// it needs added first.
+fn add_thing(b: &mut btfkit::btf::Btf, tname: &[u8], name: &str) {
+    use btfkit::btf::Kind;
     let int = b.add_int(b"int", 4, btfkit::btf::INT_SIGNED);
     let uint = b.add_int(b"unsigned int", 4, 0);
     let long = b.add_int(b"long", 8, btfkit::btf::INT_SIGNED);
     let ch = b.add_int(b"char", 1, btfkit::btf::INT_CHAR);
     let name_len = if name == "name_shorter" { 2 } else { 16 };
     let arr = b.add_array(ch, int, name_len);
-    let thing = |b: &mut Btf, tname: &[u8], b_off: u32| {
-        b.begin(Kind::Struct, tname, 48, false);
-        b.push_member(b"a", int, 0, 0);
-        match name {
-            "b_renamed" => b.push_member(b"bb", int, b_off, 0),
-            "b_resized" => b.push_member(b"b", long, b_off, 0),
-            "b_bitfield" => b.push_member(b"b", uint, b_off, 7),
-            _ => b.push_member(b"b", int, b_off, 0),
-        }
-        b.push_member(b"flags", uint, 64, 3);
-        b.push_member(b"mode", uint, 67, if name == "mode_wider" { 13 } else { 5 });
-        b.push_member(b"ptr", if name == "ptr_int" { int } else { long }, 128, 0);
-        b.push_member(b"name", arr, 192, 0);
-    };
+    let b_off = if name == "b_moved" { 320 } else { 32 };
+    b.begin(Kind::Struct, tname, 48, false);
+    b.push_member(b"a", int, 0, 0);
+    match name {
+        "b_renamed" => b.push_member(b"bb", int, b_off, 0),
+        "b_resized" => b.push_member(b"b", long, b_off, 0),
+        "b_bitfield" => b.push_member(b"b", uint, b_off, 7),
+        _ => b.push_member(b"b", int, b_off, 0),
+    }
+    b.push_member(b"flags", uint, 64, 3);
+    b.push_member(b"mode", uint, 67, if name == "mode_wider" { 13 } else { 5 });
+    b.push_member(b"ptr", if name == "ptr_int" { int } else { long }, 128, 0);
+    b.push_member(b"name", arr, 192, 0);
+}
+
+/// The hand-made kernels: `struct thing` and friends as the variants
+/// object sees them, then changed one way each.
+fn variant(name: &str) -> btfkit::btf::Btf {
+    use btfkit::btf::{Btf, Endian, Kind};
+    let mut b = Btf::new(Endian::native());
+    let int = b.add_int(b"int", 4, btfkit::btf::INT_SIGNED);
     match name {
         "thing_removed" => {}
-        "flavor" => thing(&mut b, b"thing___v9", 32),
-        "b_moved" => thing(&mut b, b"thing", 320),
+        "flavor" => add_thing(&mut b, b"thing___v9", name),
         "ambiguous" => {
-            thing(&mut b, b"thing", 32);
-            thing(&mut b, b"thing___x", 320);
+            add_thing(&mut b, b"thing", "same");
+            add_thing(&mut b, b"thing___x", "b_moved");
         }
-        _ => thing(&mut b, b"thing", 32),
+        _ => add_thing(&mut b, b"thing", name),
     }
     if name != "green_removed" {
         b.begin(Kind::Enum, b"color", 4, false);
@@ -348,4 +354,46 @@ fn hand_made_variants_agree_with_libbpf() {
     assert_eq!(v("ambiguous"), Error);
     assert_eq!(v("flavor"), Ok);
     assert_eq!(v("green_removed"), Poisoned);
+}
+
+/// Module BTF is searched only when the vmlinux has no candidate, as in
+/// libbpf. libbpf reads module BTF only from the running kernel (never with
+/// a custom target), so it cannot be the oracle here: this checks the rule
+/// on a kernel directory whose module holds what its vmlinux lacks.
+#[test]
+fn modules_are_searched_only_when_vmlinux_has_no_candidate() {
+    use std::sync::Arc;
+    let dir = common::scratch("core_modules");
+    let obj = BpfObject::open(&common::crate_dir().join("tests/core/variants/variants.bpf.o")).unwrap();
+    let targets_of = |vmlinux: &str| -> (btfkit::core::Verdict, Vec<String>) {
+        let kdir = dir.join(vmlinux);
+        std::fs::create_dir_all(kdir.join("modules/drivers/misc")).unwrap();
+        let base = variant(vmlinux);
+        std::fs::write(kdir.join("vmlinux.btf"), btfkit::btf::write::to_bytes(&base)).unwrap();
+        let mut module = btfkit::btf::Btf::new_split(Arc::new(base));
+        add_thing(&mut module, b"thing", "b_moved");
+        let file = kdir.join("modules/drivers/misc/thing-mod.btf");
+        std::fs::write(file, btfkit::btf::write::to_bytes(&module)).unwrap();
+        let src = kernels::sources(&kdir).unwrap();
+        assert_eq!(src.len(), 1);
+        let target = kernels::load(&src[0]).unwrap();
+        let r = btfkit::core::matrix::check_one(&obj, &target, true);
+        let mut found: Vec<String> = r
+            .relocations
+            .iter()
+            .filter(|l| l.path.contains("thing"))
+            .filter_map(|l| l.target.as_ref().map(|t| t.0.clone()))
+            .collect();
+        found.sort();
+        found.dedup();
+        (r.verdict, found)
+    };
+    // No `struct thing` in the vmlinux: the module's (with b moved) is used.
+    let (v, found) = targets_of("thing_removed");
+    assert_eq!(v, btfkit::core::Verdict::Ok);
+    assert_eq!(found, ["thing_mod"]);
+    // The vmlinux has one: the module is not looked at.
+    let (v, found) = targets_of("same");
+    assert_eq!(v, btfkit::core::Verdict::Ok);
+    assert_eq!(found, ["vmlinux"]);
 }

@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
+
 use btfkit::core::matrix::{self, Run};
+use btfkit::core::shards;
 use btfkit::core::{BpfObject, kernels};
 
 use super::{EXIT_ERR, EXIT_NO, EXIT_OK};
@@ -50,6 +53,10 @@ pub struct CheckArgs {
     /// With a Kubernetes Indexed Job: the number of shards.
     #[arg(long)]
     pub shard_count: Option<usize>,
+    /// Also write this run's JSON report (every relocation) to DIR/core-check-K-of-N.json,
+    /// for `btfkit report DIR` to merge the shards.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -73,6 +80,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let (k, n) = btfkit::pipeline::kernel::resolve_shard(a.shard.as_deref(), a.shard_count, &env)?;
+    let targets: Vec<String> = sources.iter().map(|s| s.name()).collect();
     sources = matrix::shard(sources, k, n);
     if a.libbpf_log {
         anyhow::ensure!(
@@ -91,10 +99,20 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     }
     let progress = !a.quiet && !a.json && sources.len() > 1;
     let run = Run {
-        verbose: a.verbose || a.json,
+        verbose: a.verbose || a.json || a.out_dir.is_some(),
         jobs: a.jobs,
     };
-    let result = matrix::check_all(&objects, &sources, &run, progress);
+    let mut result = matrix::check_all(&objects, &sources, &run, progress);
+    result.shard = Some(matrix::Shard {
+        index: k,
+        count: n,
+        targets,
+    });
+    if let Some(dir) = &a.out_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+        let json = serde_json::to_string_pretty(&result.to_json(true))?;
+        btfkit::output::write_atomic(&dir.join(shards::file_name(k, n)), json.as_bytes())?;
+    }
     if a.json {
         let v = result.to_json(true);
         out!("{}", serde_json::to_string_pretty(&v)?);

@@ -31,6 +31,10 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "btfkit core check *.bpf.o -t btfhub-archive/ --json > result.json",
                 "every object against every kernel of a BTFHub tree, as JSON for CI",
             ),
+            (
+                "btfkit core check *.bpf.o -t archive.list --shard 3/16 --out-dir out/ && btfkit report out/",
+                "one shard of sixteen written to out/core-check-3-of-16.json; report merges all shards into one matrix",
+            ),
         ],
     ),
     (
@@ -96,7 +100,13 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "report",
-        &[("btfkit report out/", "merge and check the shards' reports")],
+        &[
+            ("btfkit report out/", "merge and check the shards' reports"),
+            (
+                "btfkit report core-out/ --json",
+                "the shards of a `core check --out-dir` run as one CO-RE matrix, in JSON",
+            ),
+        ],
     ),
     (
         "dump",

@@ -31,6 +31,13 @@ impl Verdict {
             Verdict::Error => "error",
         }
     }
+
+    /// The verdict [`Verdict::as_str`] names.
+    pub fn from_name(name: &str) -> Option<Verdict> {
+        [Verdict::Ok, Verdict::Poisoned, Verdict::Error]
+            .into_iter()
+            .find(|v| v.as_str() == name)
+    }
 }
 
 /// A poisoned instruction the verifier can reach.

@@ -26,6 +26,17 @@ pub struct Run {
     pub jobs: Option<usize>,
 }
 
+/// Every [`ReloLine::outcome`] a report can hold.
+pub const RELO_OUTCOMES: [&str; 7] = [
+    "patched",
+    "poisoned",
+    "poisoned (load width)",
+    "skipped",
+    "skipped (not loaded)",
+    "skipped (no program)",
+    "failed",
+];
+
 /// One relocation's result, for reports.
 #[derive(Clone, Debug)]
 pub struct ReloLine {
@@ -66,7 +77,21 @@ pub struct KernelResult {
 #[derive(Clone, Debug)]
 pub struct CheckResult {
     pub objects: Vec<String>,
+    /// Each object's SHA-256 (hex), in the objects' order.
+    pub object_sha256: Vec<String>,
     pub kernels: Vec<KernelResult>,
+    /// Which part of the kernels this run checked, when it is one shard of
+    /// many (see [`super::shards`]).
+    pub shard: Option<Shard>,
+}
+
+/// Shard `index` of `count`, and every kernel of the whole run, in order:
+/// what `btfkit report` needs to merge shards and find missing ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+    pub targets: Vec<String>,
 }
 
 /// Shard `k` of `n` (0-based): the kernels whose index i has i % n == k.
@@ -182,7 +207,9 @@ pub fn check_all(objects: &[BpfObject], sources: &[Source], run: &Run, progress:
     }
     CheckResult {
         objects: objects.iter().map(|o| o.path.display().to_string()).collect(),
+        object_sha256: objects.iter().map(|o| o.sha256.clone()).collect(),
         kernels,
+        shard: None,
     }
 }
 
@@ -334,12 +361,18 @@ impl CheckResult {
             }
             summary.push(json!({"object": name, "kernels": counts}));
         }
-        json!({
+        let mut v = json!({
             "schema": "btfkit-core-check/1",
             "worst": self.worst().as_str(),
+            "objects": self.objects.iter().zip(&self.object_sha256)
+                .map(|(o, h)| json!({"path": o, "sha256": h})).collect::<Vec<_>>(),
             "summary": summary,
             "kernels": kernels,
-        })
+        });
+        if let Some(sh) = &self.shard {
+            v["shard"] = json!({"index": sh.index, "count": sh.count, "targets": sh.targets});
+        }
+        v
     }
 }
 

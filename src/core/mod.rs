@@ -40,6 +40,7 @@ pub mod matrix;
 pub mod object;
 pub mod reach;
 pub mod relocate;
+pub mod shards;
 pub mod spec;
 pub mod target;
 pub mod types;
@@ -87,6 +88,11 @@ impl ReloKind {
             12 => TypeMatches,
             _ => return None,
         })
+    }
+
+    /// The kind a [`ReloKind::log_name`] names.
+    pub fn from_log_name(name: &str) -> Option<ReloKind> {
+        (0..=12).filter_map(ReloKind::from_raw).find(|k| k.log_name() == name)
     }
 
     /// The short name libbpf's log uses.

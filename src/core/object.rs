@@ -8,6 +8,7 @@ use std::sync::Arc;
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use sha2::Digest as _;
 use thiserror::Error;
 
 use super::ext::{self, BtfExt, ExtError};
@@ -143,6 +144,9 @@ pub struct BpfObject {
     /// Calls and function references (`BPF_PSEUDO_CALL`, `BPF_PSEUDO_FUNC`)
     /// that go through an ELF relocation to another function.
     pub calls: Vec<CallSite>,
+    /// The file's SHA-256, in hex: shards of one check must have checked
+    /// the same build of an object.
+    pub sha256: String,
 }
 
 impl BpfObject {
@@ -293,6 +297,7 @@ impl BpfObject {
             sections,
             programs,
             calls,
+            sha256: sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect(),
         })
     }
 

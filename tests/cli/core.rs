@@ -146,3 +146,164 @@ fn memchr_all(hay: &[u8], needle: &[u8]) -> usize {
         .position(|w| w == needle)
         .expect("needle present")
 }
+
+/// Decompresses a committed kernel BTF (tests/core/kernels/NAME.btf.xz).
+fn kernel_btf(name: &str) -> Vec<u8> {
+    let xz = crate_dir().join(format!("tests/core/kernels/{name}.btf.xz"));
+    let mut out = Vec::new();
+    let mut r = liblzma::read::XzDecoder::new(std::fs::File::open(xz).unwrap());
+    std::io::Read::read_to_end(&mut r, &mut out).unwrap();
+    out
+}
+
+/// `bytes` as BTFHub ships a kernel's BTF: `<name>.btf` in a tar, xz.
+fn btfhub_file(path: &std::path::Path, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let xz = liblzma::write::XzEncoder::new(std::fs::File::create(path).unwrap(), 1);
+    let mut tar = tar::Builder::new(xz);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(bytes.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    tar.append_data(&mut h, format!("{name}.btf"), bytes).unwrap();
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+fn json_of(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+/// The kernels of a report, without the timings (which differ run to run).
+fn kernels_without_times(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut ks = v["kernels"].as_array().unwrap().clone();
+    for k in &mut ks {
+        let k = k.as_object_mut().unwrap();
+        k.remove("load_seconds");
+        k.remove("check_seconds");
+    }
+    ks
+}
+
+/// An archive (kernel directories and a BTFHub tree) and a list file in one
+/// command; then the same run in three shards, merged by `btfkit report`.
+#[test]
+fn archive_btfhub_list_and_shards_merged_by_report() {
+    let dir = scratch("core_archive");
+    let k61 = kernel_btf("debian-6.1.0-57-amd64");
+    let arm = kernel_btf("debian-6.12.118-cloud-arm64");
+    for (d, b) in [("archive/6.1-amd64", &k61), ("archive/6.12-cloud-arm64", &arm)] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+        std::fs::write(dir.join(d).join("vmlinux.btf"), b).unwrap();
+    }
+    btfhub_file(
+        &dir.join("btfhub/debian/12/x86_64/6.1.0-57-amd64.btf.tar.xz"),
+        "6.1.0-57-amd64",
+        &k61,
+    );
+    btfhub_file(
+        &dir.join("btfhub/debian/12/arm64/6.12.118-cloud-arm64.btf.tar.xz"),
+        "6.12.118-cloud-arm64",
+        &arm,
+    );
+    let objs: Vec<String> = ["vfsstat.bpf.o", "tcpconnect.bpf.o", "execsnoop.bpf.o"]
+        .iter()
+        .map(|o| s(&object(o)))
+        .collect();
+    let (archive, btfhub) = (s(&dir.join("archive")), s(&dir.join("btfhub")));
+    let mut args: Vec<&str> = vec!["core", "check"];
+    args.extend(objs.iter().map(String::as_str));
+    args.extend(["-t", &archive, "-t", &btfhub, "-q"]);
+
+    // tcpconnect reads x86's pt_regs.ax: poisoned on both arm64 copies.
+    let o = btfkit(&args);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("vfsstat.bpf.o: 4 kernels ok, 0 poisoned, 0 error"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tcpconnect.bpf.o: 2 kernels ok, 2 poisoned, 0 error"),
+        "{text}"
+    );
+    assert!(text.contains("  2 kernels poisoned at struct pt_regs."), "{text}");
+    assert!(text.contains("3 objects x 4 kernels: 10 ok, 2 not"), "{text}");
+
+    let mut json_args = args.clone();
+    json_args.push("--json");
+    let whole = json_of(&btfkit(&json_args));
+    let names: Vec<&str> = whole["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names[0].ends_with("archive/6.1-amd64"), "{names:?}");
+    assert!(
+        names[3].ends_with("btfhub/debian/12/x86_64/6.1.0-57-amd64"),
+        "{names:?}"
+    );
+    assert_eq!(whole["worst"], "poisoned");
+
+    // A list file: paths relative to it, comments skipped.
+    let list = dir.join("kernels.txt");
+    std::fs::write(
+        &list,
+        "# two of them\narchive/6.12-cloud-arm64\nbtfhub/debian/12/x86_64/6.1.0-57-amd64.btf.tar.xz\n",
+    )
+    .unwrap();
+    let o = btfkit(&["core", "check", &objs[1], "-t", &s(&list), "--json"]);
+    let v = json_of(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(v["summary"][0]["kernels"]["ok"], 1);
+    assert_eq!(v["summary"][0]["kernels"]["poisoned"], 1);
+
+    // Three shards into one directory; report merges them into the run's
+    // result, kernel for kernel.
+    let out = s(&dir.join("shards"));
+    for k in 0..3 {
+        let shard = format!("{k}/3");
+        let mut a = args.clone();
+        a.extend(["--shard", &shard, "--out-dir", &out]);
+        let o = btfkit(&a);
+        assert!(
+            o.status.code().is_some_and(|c| c < 2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = btfkit(&["report", &out]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "poisoned kernels: {text}");
+    assert!(text.contains("3 objects x 4 kernels: 10 ok, 2 not"), "{text}");
+    assert!(
+        text.contains("3 core check reports, 0 shards missing, 0 kernels missing: complete"),
+        "{text}"
+    );
+    let merged = json_of(&btfkit(&["report", &out, "--json"]));
+    assert_eq!(merged["complete"], true);
+    assert_eq!(kernels_without_times(&merged), kernels_without_times(&whole));
+    assert_eq!(merged["summary"], whole["summary"]);
+
+    // A lost shard is named, with its kernels.
+    std::fs::remove_file(dir.join("shards/core-check-1-of-3.json")).unwrap();
+    let o = btfkit(&["report", &out, "--json"]);
+    let v = json_of(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(v["missing_shards"], serde_json::json!(["1/3"]));
+    assert_eq!(v["missing_kernels"].as_array().unwrap().len(), 1);
+    assert_eq!(v["complete"], false);
+    // A damaged report is refused in one line naming it.
+    std::fs::write(dir.join("shards/core-check-2-of-3.json"), "{\"schema\": 1}").unwrap();
+    one_error_line(
+        &btfkit(&["report", &out]),
+        &["core-check-2-of-3.json", "not a `btfkit core check` JSON report"],
+    );
+}

@@ -133,7 +133,10 @@ fn report_of_a_directory_without_reports_is_an_error() {
     assert_eq!(r.status.code(), Some(2), "{err}");
     assert!(r.stdout.is_empty());
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("btfkit: error: no report*.jsonl in "), "{err}");
+    assert!(
+        err.starts_with("btfkit: error: no report*.jsonl or core-check-*.json in "),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
