@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Rebuilds variants.bpf.o (committed) from variants.bpf.c with Debian's clang 14.
+# Rebuilds the committed objects beside this file: variants.bpf.o with
+# Debian's clang 14, matches.bpf.o with clang 16 (apt install clang-16; clang
+# 15 is the first to emit TYPE_MATCHES relocations).
 set -euo pipefail
 cd "$(dirname "$0")"
 clang -g -O2 -target bpf -c variants.bpf.c -o variants.bpf.o
 llvm-strip -g variants.bpf.o
+clang-16 -g -O2 -target bpf -c matches.bpf.c -o matches.bpf.o
+llvm-strip -g matches.bpf.o

@@ -1,5 +1,5 @@
 /* Hand-made CO-RE relocations of every kind clang 14 emits, on types the
- * test (tests/core_variants.rs) then changes in target BTF built with
+ * test (tests/core_oracle.rs) then changes in target BTF built with
  * btfkit's builder. Build: see build.sh beside this file. */
 #define SEC(n) __attribute__((section(n), used))
 
