@@ -411,3 +411,198 @@ fn modules_are_searched_only_when_vmlinux_has_no_candidate() {
     assert_eq!(v, btfkit::core::Verdict::Ok);
     assert_eq!(found, ["vmlinux"]);
 }
+
+/// bpftool, when it can run here (`None` after a note).
+fn bpftool() -> Option<PathBuf> {
+    for p in ["/usr/sbin/bpftool", "/usr/bin/bpftool"] {
+        if Path::new(p).is_file() {
+            return Some(PathBuf::from(p));
+        }
+    }
+    assert!(
+        !require_libbpf(),
+        "BTFKIT_REQUIRE_LIBBPF is set but bpftool is not installed"
+    );
+    eprintln!("SKIPPED the bpftool comparison: no bpftool (apt install bpftool)");
+    None
+}
+
+/// A minimal BTF's bytes, or why it was refused.
+type MinBytes = Result<Vec<u8>, String>;
+
+/// A relocation's access path, outcome and values.
+type ReloValue = (String, &'static str, Option<(u64, u64)>);
+
+/// Our minimal BTF of `objs` on `target`, as bytes (or the error's text).
+fn our_min(target: &Target, objs: &[&BpfObject]) -> MinBytes {
+    let owned: Vec<BpfObject> = objs.iter().map(|o| BpfObject::open(&o.path).unwrap()).collect();
+    btfkit::core::min::minimize(target, &owned)
+        .map(|(_, m)| btfkit::btf::write::to_bytes(&m.btf))
+        .map_err(|e| e.to_string())
+}
+
+/// `btfkit core min` against `bpftool gen min_core_btf` (Debian's bpftool
+/// 7.1.0, which embeds libbpf 1.1): the same bytes for every object alone
+/// and for all of them together, on every kernel of the CO-RE oracle.
+#[test]
+fn minimal_btf_is_bpftools_byte_for_byte() {
+    let dir = common::scratch("core_min_bpftool");
+    let Some(bpftool) = bpftool() else { return };
+    let mut paths: Vec<PathBuf> = objects().iter().map(|n| objects_dir().join(n)).collect();
+    for extra in ["matches.bpf.o", "modules.bpf.o"] {
+        paths.push(common::crate_dir().join("tests/core/variants").join(extra));
+    }
+    let objs: Vec<BpfObject> = paths.iter().map(|p| BpfObject::open(p).unwrap()).collect();
+    // Each object alone, then all together.
+    let mut sets: Vec<Vec<&BpfObject>> = objs.iter().map(|o| vec![o]).collect();
+    sets.push(objs.iter().collect());
+    let mut compared = 0;
+    let mut bad = Vec::new();
+    for (kname, file) in kernel_files(&dir) {
+        let target = kernels::load(&kernels::Source::File(file.clone())).unwrap();
+        let results: Vec<(String, MinBytes, MinBytes)> = std::thread::scope(|s| {
+            let chunks: Vec<&[Vec<&BpfObject>]> = sets.chunks(sets.len().div_ceil(2)).collect();
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .enumerate()
+                .map(|(t, chunk)| {
+                    let (bpftool, dir, file) = (&bpftool, &dir, &file);
+                    s.spawn(move || {
+                        chunk
+                            .iter()
+                            .enumerate()
+                            .map(|(i, set)| {
+                                let out = dir.join(format!("bpftool-{t}-{i}.btf"));
+                                let _ = std::fs::remove_file(&out);
+                                let o = Command::new(bpftool)
+                                    .args(["gen", "min_core_btf"])
+                                    .arg(file)
+                                    .arg(&out)
+                                    .args(set.iter().map(|o| &o.path))
+                                    .output()
+                                    .unwrap();
+                                let theirs = if o.status.success() {
+                                    Ok(std::fs::read(&out).unwrap())
+                                } else {
+                                    Err(String::from_utf8_lossy(&o.stderr).into_owned())
+                                };
+                                let label = if set.len() == 1 {
+                                    set[0].path.file_name().unwrap().to_string_lossy().into_owned()
+                                } else {
+                                    format!("all {} objects", set.len())
+                                };
+                                (label, theirs)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let theirs: Vec<(String, MinBytes)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+            theirs
+                .into_iter()
+                .zip(&sets)
+                .map(|((label, theirs), set)| (label, theirs, our_min(&target, set)))
+                .collect()
+        });
+        for (label, theirs, ours) in results {
+            compared += 1;
+            match (&theirs, &ours) {
+                (Ok(a), Ok(b)) if a == b => {}
+                (Err(_), Err(_)) => {}
+                (Ok(a), Ok(b)) => {
+                    let at = a
+                        .iter()
+                        .zip(b)
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(a.len().min(b.len()));
+                    bad.push(format!(
+                        "{label} on {kname}: {} vs {} bytes, first difference at byte {at}",
+                        a.len(),
+                        b.len()
+                    ));
+                }
+                (Ok(_), Err(e)) => bad.push(format!("{label} on {kname}: bpftool wrote it, btfkit refused: {e}")),
+                (Err(e), Ok(_)) => bad.push(format!("{label} on {kname}: bpftool refused ({e}), btfkit wrote it")),
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {compared} differ:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    assert!(compared >= 4 * 61, "{compared} compared");
+    eprintln!("{compared} minimal BTFs equal to bpftool's");
+}
+
+/// With module BTF, the minimal BTF keeps the module types the relocations
+/// resolve to, in one standalone BTF: every relocation resolves against it
+/// to the same value as against the vmlinux and its modules, for btfkit's
+/// check and for libbpf given it as `btf_custom_path`.
+#[test]
+fn minimal_btf_with_modules_resolves_as_the_full_kernel() {
+    if !common::have_corpus() {
+        eprintln!("SKIPPED: no corpus");
+        return;
+    }
+    let dir = common::scratch("core_min_modules");
+    let kdir = dir.join("kernel");
+    std::fs::create_dir_all(kdir.join("modules")).unwrap();
+    std::fs::copy(
+        common::corpus_file("expected/kernel/vmlinux.kernel.btf"),
+        kdir.join("vmlinux.btf"),
+    )
+    .unwrap();
+    for m in ["nf_conntrack", "kvm-amd", "btrfs"] {
+        std::fs::copy(
+            common::corpus_file(&format!("expected/modules/{m}.kernel.btf")),
+            kdir.join(format!("modules/{m}.btf")),
+        )
+        .unwrap();
+    }
+    let src = kernels::sources(&kdir).unwrap();
+    let full = kernels::load(&src[0]).unwrap();
+    let mut paths: Vec<PathBuf> = vec![common::crate_dir().join("tests/core/variants/modules.bpf.o")];
+    paths.extend(objects().iter().map(|n| objects_dir().join(n)));
+    let objs: Vec<BpfObject> = paths.iter().map(|p| BpfObject::open(p).unwrap()).collect();
+    let (_, min) = btfkit::core::min::minimize(&full, &objs).unwrap();
+    let modules: Vec<&str> = min.from_modules.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(modules, ["btrfs", "kvm_amd", "nf_conntrack"]);
+    let file = dir.join("min.btf");
+    std::fs::write(&file, btfkit::btf::write::to_bytes(&min.btf)).unwrap();
+    let small = kernels::load(&kernels::Source::File(file.clone())).unwrap();
+    let values = |o: &BpfObject, t: &Target| -> Vec<ReloValue> {
+        let r = btfkit::core::matrix::check_one(o, t, true);
+        r.relocations
+            .into_iter()
+            .filter(|l| l.kind != "target_type_id")
+            .map(|l| (l.path, l.outcome, l.value))
+            .collect()
+    };
+    let harness = harness(&dir);
+    for o in &objs {
+        let want = values(o, &full);
+        assert_eq!(values(o, &small), want, "{}", o.path.display());
+        if let Some(h) = &harness {
+            let out = Command::new(h).arg(&o.path).arg(&file).output().unwrap();
+            let theirs = core_lines(&String::from_utf8_lossy(&out.stdout));
+            assert_eq!(
+                theirs,
+                ours(o, &small),
+                "libbpf on the minimal BTF: {}",
+                o.path.display()
+            );
+        }
+    }
+    // modules.bpf.o reaches all three modules and the vmlinux.
+    let m = btfkit::core::matrix::check_one(&objs[0], &full, true);
+    let mut btfs: Vec<String> = m
+        .relocations
+        .iter()
+        .filter_map(|l| l.target.as_ref().map(|t| t.0.clone()))
+        .collect();
+    btfs.sort();
+    btfs.dedup();
+    assert_eq!(btfs, ["btrfs", "kvm_amd", "nf_conntrack", "vmlinux"]);
+}

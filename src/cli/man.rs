@@ -35,6 +35,10 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "btfkit core check *.bpf.o -t archive.list --shard 3/16 --out-dir out/ && btfkit report out/",
                 "one shard of sixteen written to out/core-check-3-of-16.json; report merges all shards into one matrix",
             ),
+            (
+                "btfkit core min --archive btfhub-archive/ --out-dir min/ --bundle min.tar.xz *.bpf.o",
+                "minimal BTF for the objects on every kernel of a BTFHub tree, with a report and one bundle",
+            ),
         ],
     ),
     (

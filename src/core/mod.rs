@@ -37,6 +37,8 @@ pub mod ext;
 pub mod kernels;
 pub mod log;
 pub mod matrix;
+pub mod min;
+pub mod min_archive;
 pub mod object;
 pub mod reach;
 pub mod relocate;

@@ -96,7 +96,10 @@ impl Relocated {
 pub fn relocate(obj: &BpfObject, target: &Target, log: &mut Log) -> Relocated {
     let mut insns: Vec<Vec<Insn>> = obj.programs.iter().map(|p| p.insns.clone()).collect();
     let mut out = Vec::new();
-    let mut cache: HashMap<TypeId, Vec<Cand>> = HashMap::new();
+    let mut cands = Cands {
+        cache: HashMap::new(),
+        search: Search::Loader,
+    };
     let local = &*obj.btf;
     'blocks: for (b, block) in obj.ext.blocks.iter().enumerate() {
         let sec_name = local.str_at(block.sec_name).unwrap_or(b"");
@@ -164,7 +167,7 @@ pub fn relocate(obj: &BpfObject, target: &Target, log: &mut Log) -> Relocated {
             let idx = sec_insn - program.sec_insn_off;
             r.insn = idx;
             let pname = program.name.as_str();
-            match resolve(obj, target, rec, i, pname, &mut cache, log) {
+            match resolve(obj, target, rec, i, pname, &mut cands, log) {
                 Err((errno, reason)) => {
                     log.line(|| format!("prog '{pname}': relo #{i}: failed to relocate: -{errno}"));
                     fail(&mut r, errno, reason);
@@ -194,6 +197,60 @@ pub fn relocate(obj: &BpfObject, target: &Target, log: &mut Log) -> Relocated {
     }
 }
 
+/// What one relocation found in the target, as BTFGen needs it.
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub section: String,
+    pub relo: usize,
+    pub kind: ReloKind,
+    /// The access path, e.g. `struct task_struct.__state`.
+    pub path: String,
+    /// The first matching candidate and its spec's raw accessors; `None`
+    /// when nothing matched (or for a local type id, which needs no target).
+    pub target: Option<(Cand, Vec<i32>)>,
+}
+
+/// A relocation BTFGen cannot resolve (the whole run fails on it).
+#[derive(Clone, Debug)]
+pub struct ResolveFailure {
+    pub section: String,
+    pub relo: usize,
+    pub failure: Failure,
+}
+
+/// Resolves every relocation record of `obj`, as `bpftool gen
+/// min_core_btf` does: all of them, whether or not a loaded program holds
+/// them, with one candidate cache for the object, pruned as the loader's.
+pub fn resolve_all(obj: &BpfObject, target: &Target) -> Result<Vec<Found>, ResolveFailure> {
+    let mut cands = Cands {
+        cache: HashMap::new(),
+        search: Search::Btfgen,
+    };
+    let mut out = Vec::new();
+    let mut log = Log::off();
+    for block in &obj.ext.blocks {
+        let section = String::from_utf8_lossy(obj.btf.str_at(block.sec_name).unwrap_or(b"")).into_owned();
+        for (i, rec) in block.relos.iter().enumerate() {
+            let res = resolve(obj, target, rec, i, &section, &mut cands, &mut log).map_err(|(errno, reason)| {
+                ResolveFailure {
+                    section: section.clone(),
+                    relo: i,
+                    failure: Failure { errno, reason },
+                }
+            })?;
+            let kind = ReloKind::from_raw(rec.kind).expect("resolve refuses an unknown kind");
+            out.push(Found {
+                section: section.clone(),
+                relo: i,
+                kind,
+                path: res.path,
+                target: res.target.map(|c| (c, res.target_raw)),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The values to patch with (libbpf's `bpf_core_relo_res`).
 #[derive(Clone, Debug, Default)]
 struct Res {
@@ -208,9 +265,27 @@ struct Res {
     new_type: TypeId,
     path: String,
     target: Option<Cand>,
+    /// The matching target spec's raw accessors (`bpf_core_spec.raw_spec`).
+    target_raw: Vec<i32>,
 }
 
 type Fault = (i32, String);
+
+/// The object's candidate cache (pruned as relocations match), and how a
+/// local type without a name is searched.
+struct Cands {
+    cache: HashMap<TypeId, Vec<Cand>>,
+    search: Search,
+}
+
+/// How the candidates of a local type without a name are searched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Search {
+    /// libbpf's loader refuses the relocation.
+    Loader,
+    /// bpftool's BTFGen searches anyway, and no named type matches.
+    Btfgen,
+}
 
 fn resolve(
     obj: &BpfObject,
@@ -218,9 +293,10 @@ fn resolve(
     rec: &CoreRelo,
     i: usize,
     pname: &str,
-    cache: &mut HashMap<TypeId, Vec<Cand>>,
+    cands: &mut Cands,
     log: &mut Log,
 ) -> Result<Res, Fault> {
+    let (cache, search) = (&mut cands.cache, cands.search);
     let local = &*obj.btf;
     let lt = local
         .get(rec.type_id)
@@ -228,7 +304,7 @@ fn resolve(
     let lname = types::name(local, &lt);
     let kind = ReloKind::from_raw(rec.kind);
     if kind != Some(ReloKind::TypeIdLocal) && !cache.contains_key(&rec.type_id) {
-        if lname.is_empty() {
+        if lname.is_empty() && search == Search::Loader {
             log.line(|| {
                 format!(
                     "prog '{pname}': relo #{i}: target candidate search failed for [{}] {} {}: -{}",
@@ -243,7 +319,11 @@ fn resolve(
                 format!("relocation on anonymous {} [{}]", types::kind_str(&lt), rec.type_id.0),
             ));
         }
-        let cands = target.candidates(lt.kind(), lname);
+        let cands = if lname.is_empty() {
+            Vec::new()
+        } else {
+            target.candidates(lt.kind(), lname)
+        };
         for c in &cands {
             log.line(|| {
                 let tb = target.btf(c.btf);
@@ -360,7 +440,10 @@ fn resolve(
         let mut res = calc(&lspec, Some(&cspec), rec, pname, log)?;
         res.target = Some(c);
         match &kept {
-            None => kept = Some((res, cspec.bit_offset)),
+            None => {
+                res.target_raw = cspec.raw().to_vec();
+                kept = Some((res, cspec.bit_offset));
+            }
             Some((k, bits)) => {
                 if cspec.bit_offset != *bits {
                     log.line(|| {

@@ -307,3 +307,146 @@ fn archive_btfhub_list_and_shards_merged_by_report() {
         &["core-check-2-of-3.json", "not a `btfkit core check` JSON report"],
     );
 }
+
+/// `core min`: one kernel, then an archive (kernel directories and a
+/// BTFHub tree) with its report, resume, shards and bundle.
+#[test]
+fn core_min_one_kernel_and_an_archive() {
+    let dir = scratch("core_min");
+    let k61 = kernel_btf("debian-6.1.0-57-amd64");
+    let arm = kernel_btf("debian-6.12.118-cloud-arm64");
+    let root = dir.join("kernels");
+    for (d, b) in [("archive/6.1-amd64", &k61), ("archive/6.12-cloud-arm64", &arm)] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::write(root.join(d).join("vmlinux.btf"), b).unwrap();
+    }
+    btfhub_file(
+        &root.join("btfhub/debian/12/x86_64/6.1.0-57-amd64.btf.tar.xz"),
+        "6.1.0-57-amd64",
+        &k61,
+    );
+    btfhub_file(
+        &root.join("btfhub/debian/12/arm64/6.12.118-cloud-arm64.btf.tar.xz"),
+        "6.12.118-cloud-arm64",
+        &arm,
+    );
+    let objs: Vec<String> = ["biosnoop.bpf.o", "tcpconnect.bpf.o", "execsnoop.bpf.o"]
+        .iter()
+        .map(|o| s(&object(o)))
+        .collect();
+
+    // One kernel: the output stands in for the kernel's BTF.
+    let one = dir.join("one.btf");
+    let k61_file = root.join("archive/6.1-amd64/vmlinux.btf");
+    let mut args = vec!["core", "min", "--btf", &s(&k61_file), "-o", &s(&one)]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    args.extend(objs.iter().cloned());
+    let o = btfkit(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("relocations resolved"), "{err}");
+    let size = std::fs::metadata(&one).unwrap().len();
+    assert!((1000..20_000).contains(&size), "{size} bytes");
+    let o = btfkit(&["core", "check", &objs[1], "-t", &s(&one)]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    // --btf takes one kernel only.
+    one_error_line(
+        &btfkit(&["core", "min", "--btf", &s(&root), "-o", &s(&one), &objs[0]]),
+        &["takes one kernel", "--archive"],
+    );
+
+    // The archive, with a bundle.
+    let out = dir.join("out");
+    let bundle = dir.join("min.tar.xz");
+    let run = |extra: &[&str]| {
+        let mut a = vec!["core", "min", "--archive", &s(&root), "--out-dir", &s(&out), "-q"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a.extend(objs.iter().cloned());
+        btfkit(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let o = run(&["--bundle", &s(&bundle)]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let outputs = [
+        "archive/6.1-amd64.btf",
+        "archive/6.12-cloud-arm64.btf",
+        "btfhub/debian/12/arm64/6.12.118-cloud-arm64.btf",
+        "btfhub/debian/12/x86_64/6.1.0-57-amd64.btf",
+    ];
+    for f in outputs {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    // The same kernel from a directory and from BTFHub: the same bytes.
+    assert_eq!(
+        std::fs::read(out.join(outputs[0])).unwrap(),
+        std::fs::read(&one).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(out.join(outputs[0])).unwrap(),
+        std::fs::read(out.join(outputs[3])).unwrap()
+    );
+    let report = std::fs::read_to_string(out.join("core-min-0-of-1.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = report.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 6, "{report}");
+    assert_eq!(lines[0]["schema"], "btfkit-core-min/1");
+    let kernels: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("kernel").is_some()).collect();
+    assert!(kernels.iter().all(|l| l["outcome"] == "ok"), "{report}");
+    // tcpconnect's x86 registers are not in arm64's pt_regs: left out, named.
+    let arm_line = kernels.iter().find(|l| l["out"] == outputs[1]).unwrap();
+    assert!(
+        arm_line["left_out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_str().unwrap().contains("pt_regs")),
+        "{arm_line}"
+    );
+    assert_eq!(lines[5]["summary"]["bundle"]["outputs"], 4);
+    assert_eq!(lines[5]["summary"]["bundle"]["distinct"], 2);
+    // The bundle: every path, identical outputs once.
+    let mut tar = tar::Archive::new(liblzma::read::XzDecoder::new(std::fs::File::open(&bundle).unwrap()));
+    let mut entries: Vec<(String, bool)> = tar
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.path().unwrap().display().to_string(),
+                e.header().entry_type() == tar::EntryType::Link,
+            )
+        })
+        .collect();
+    entries.sort();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(entries.iter().filter(|(_, link)| *link).count(), 2, "{entries:?}");
+
+    // A rerun reuses all; a lost output is made again.
+    std::fs::remove_file(out.join(outputs[2])).unwrap();
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(0));
+    let report = std::fs::read_to_string(out.join("core-min-0-of-1.jsonl")).unwrap();
+    let last: Vec<serde_json::Value> = report
+        .lines()
+        .rev()
+        .take(5)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(last[0]["summary"]["reused"], 3, "{report}");
+    assert_eq!(last[0]["summary"]["ok"], 1, "{report}");
+    assert!(out.join(outputs[2]).is_file());
+
+    // A kernel that cannot be read is reported; the others go on.
+    std::fs::create_dir_all(root.join("archive/broken")).unwrap();
+    std::fs::write(root.join("archive/broken/vmlinux.btf"), b"not BTF").unwrap();
+    let o = run(&["--shard", "0/2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("archive/broken"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let report = std::fs::read_to_string(out.join("core-min-0-of-2.jsonl")).unwrap();
+    assert!(report.contains("\"outcome\":\"failed\""), "{report}");
+}
