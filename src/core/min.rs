@@ -78,6 +78,12 @@ struct Ref {
 pub struct Marks<'t> {
     target: &'t Target,
     types: HashSet<Ref>,
+    /// Types already walked, with the walk's flag (follow pointers, or
+    /// behind a pointer): a second walk adds nothing, and a damaged BTF's
+    /// reference cycle ends.
+    walked: HashSet<(Ref, bool)>,
+    /// The same for type-match walks (which keep members too).
+    matched: HashSet<(Ref, bool)>,
     /// Kept members, by their struct or union and index.
     members: HashSet<(Ref, u32)>,
     /// Relocations seen, and those that matched a target type.
@@ -100,6 +106,8 @@ impl<'t> Marks<'t> {
         Marks {
             target,
             types: HashSet::new(),
+            walked: HashSet::new(),
+            matched: HashSet::new(),
             members: HashSet::new(),
             relocations: 0,
             resolved: 0,
@@ -190,6 +198,9 @@ impl<'t> Marks<'t> {
         let mut next = Some(r);
         while let Some(r) = next {
             self.types.insert(r);
+            if !self.walked.insert((r, follow_pointers)) {
+                break;
+            }
             let t = self.ty(r);
             next = match t.kind() {
                 Kind::Unkn | Kind::Int | Kind::Float | Kind::Enum | Kind::Enum64 | Kind::Struct | Kind::Union => None,
@@ -267,6 +278,9 @@ impl<'t> Marks<'t> {
     /// except behind a pointer.
     fn type_match(&mut self, r: Ref, behind_ptr: bool) -> Result<(), MinError> {
         self.types.insert(r);
+        if !self.matched.insert((r, behind_ptr)) {
+            return Ok(());
+        }
         let t = self.ty(r);
         match t.kind() {
             Kind::Unkn | Kind::Int | Kind::Float | Kind::Enum | Kind::Enum64 => {}
@@ -439,4 +453,32 @@ pub fn summary(marks: &Marks<'_>, min: &Minimal, bytes: usize) -> String {
         marks.relocations,
         marks.unresolved.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::btf::Kind;
+
+    /// A damaged kernel BTF whose pointers point at each other: marking
+    /// ends, keeping both.
+    #[test]
+    fn a_pointer_cycle_ends() {
+        let mut b = Btf::new(Endian::native());
+        let n = b.add_str(b"");
+        b.push_raw(n, (Kind::Ptr as u32) << 24, 2, &[]);
+        b.push_raw(n, (Kind::Ptr as u32) << 24, 1, &[]);
+        let target = Target::single("cycle", Arc::new(b));
+        let mut m = Marks::new(&target);
+        let one = Ref {
+            btf: BtfIdx(0),
+            id: TypeId(1),
+        };
+        m.mark(one, true).unwrap();
+        m.type_match(one, false).unwrap();
+        assert_eq!(m.types.len(), 2);
+        assert_eq!(m.build().unwrap().btf.type_count(), 2);
+    }
 }
