@@ -29,6 +29,8 @@ pub enum ElfWriteError {
     BadShstrtabType { idx: usize, sh_type: u64 },
     #[error("section {idx}: name offset {off} lies outside the {len}-byte section name table")]
     BadSectionName { idx: usize, off: u64, len: usize },
+    #[error("section name table (section {idx}) does not end with a NUL byte, so its last name is unterminated")]
+    UnterminatedShstrtab { idx: usize },
 }
 
 #[derive(Clone, Copy)]
@@ -179,6 +181,12 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
         });
     }
     let mut shstrtab = data[so as usize..(so + ss) as usize].to_vec();
+    // ELF readers take no name from an unterminated string; an added name
+    // would terminate it, and an unterminated ".BTF" would be replaced here
+    // yet stay unreadable.
+    if shstrtab.last().is_some_and(|&c| c != 0) {
+        return Err(ElfWriteError::UnterminatedShstrtab { idx: stri });
+    }
     // Names this adds go after the table's end: a section whose name points
     // there (or into an empty table) would take such a name too, so that
     // file is refused rather than written with two sections named `.BTF`.
@@ -378,6 +386,15 @@ mod tests {
                 off: 17,
                 len: 17
             })
+        );
+        // ".text" cut to an unterminated ".BTF" at the table's end: readers
+        // see no name there (found by the elf_open fuzz target).
+        let mut bad = f.clone();
+        bad[64 + 11..64 + 15].copy_from_slice(b".BTF");
+        bad[shoff + 64 + 32] = 15;
+        assert_eq!(
+            set_sections(&bad, &[(".BTF", b"x")]),
+            Err(ElfWriteError::UnterminatedShstrtab { idx: 1 })
         );
         for n in 0..f.len() {
             let _ = set_sections(&f[..n], &[(".BTF", b"x")]);
