@@ -29,6 +29,8 @@ pub enum ElfWriteError {
     BadShstrtabType { idx: usize, sh_type: u64 },
     #[error("section {idx}: name offset {off} lies outside the {len}-byte section name table")]
     BadSectionName { idx: usize, off: u64, len: usize },
+    #[error("section {idx} is named {name} but has type {sh_type}, not PROGBITS: its contents are not replaced")]
+    NotProgbits { idx: usize, name: String, sh_type: u64 },
     #[error("section name table (section {idx}) does not end with a NUL byte, so its last name is unterminated")]
     UnterminatedShstrtab { idx: usize },
 }
@@ -208,6 +210,17 @@ pub fn set_sections(data: &[u8], sections: &[(&str, &[u8])]) -> Result<Vec<u8>, 
     let mut names_added = false;
     for (name, contents) in sections {
         let idx = (0..shnum).find(|&i| name_of(&shstrtab, l.get(&shdrs[i], "name")) == name.as_bytes());
+        // A symbol or string table (or any section the format gives a
+        // meaning) holding BTF would be a file no reader accepts.
+        if let Some(i) = idx
+            && !matches!(l.get(&shdrs[i], "type"), SHT_PROGBITS | SHT_NOBITS)
+        {
+            return Err(ElfWriteError::NotProgbits {
+                idx: i,
+                name: (*name).to_string(),
+                sh_type: l.get(&shdrs[i], "type"),
+            });
+        }
         let at = align(out.len(), 8);
         out.resize(at, 0);
         out.extend_from_slice(contents);
@@ -350,6 +363,11 @@ mod tests {
         }
     }
 
+    fn l_set(f: &mut [u8], at: usize, field: &str, v: u64) {
+        let l = Layout { is64: true, big: false };
+        l.set(&mut f[at..at + 64], field, v);
+    }
+
     #[test]
     fn damaged_headers_are_errors() {
         let f = tiny_elf(true, false);
@@ -395,6 +413,17 @@ mod tests {
         assert_eq!(
             set_sections(&bad, &[(".BTF", b"x")]),
             Err(ElfWriteError::UnterminatedShstrtab { idx: 1 })
+        );
+        // A symbol table named ".BTF" (found by the elf_open fuzz target).
+        let mut bad = f.clone();
+        l_set(&mut bad, shoff + 2 * 64, "type", 2);
+        assert_eq!(
+            set_sections(&bad, &[(".text", b"x")]),
+            Err(ElfWriteError::NotProgbits {
+                idx: 2,
+                name: ".text".into(),
+                sh_type: 2
+            })
         );
         for n in 0..f.len() {
             let _ = set_sections(&f[..n], &[(".BTF", b"x")]);
