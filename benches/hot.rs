@@ -61,6 +61,8 @@ fn dwarf_decode(c: &mut Criterion) {
         },
         endian,
         type_units: None,
+        space: Default::default(),
+        imports: None,
     };
     let keep = |_: u16, _: &[u8]| true;
     let mut g = c.benchmark_group("dwarf_decode");

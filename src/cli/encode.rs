@@ -84,6 +84,14 @@ pub struct Args {
     /// giving the types the same source has without type units (DWARF 5).
     #[arg(long, value_enum, default_value = "reference")]
     pub type_units: TypeUnitsArg,
+    /// The supplementary file of a dwz-compressed input (`dwz -m`), instead of looking for
+    /// the one its .gnu_debugaltlink or .debug_sup names.
+    #[arg(long, value_name = "PATH")]
+    pub alt_file: Option<PathBuf>,
+    /// Stands in for /usr/lib/debug when looking for a supplementary file (.dwz/, .build-id/):
+    /// the usr/lib/debug of an unpacked debug package.
+    #[arg(long, value_name = "DIR")]
+    pub debug_root: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -243,6 +251,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         verbose: a.verbose,
         global_pool: true,
         collapse: a.collapse,
+        alt: btfkit::elf::alt::AltLookup {
+            file: a.alt_file.clone(),
+            debug_root: a.debug_root.clone(),
+        },
     };
     let batch = a.inputs.len() > 1 || a.out_dir.is_some() || a.in_place || a.inputs.iter().any(|p| p.is_dir());
     if batch {

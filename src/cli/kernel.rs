@@ -65,6 +65,14 @@ pub struct Args {
     /// No summary line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The supplementary file of dwz-compressed inputs (`dwz -m`), instead of looking for
+    /// the one each file names.
+    #[arg(long, value_name = "PATH")]
+    pub alt_file: Option<PathBuf>,
+    /// Stands in for /usr/lib/debug when looking for a supplementary file (.dwz/, .build-id/);
+    /// default for an unpacked package: its own usr/lib/debug.
+    #[arg(long, value_name = "DIR")]
+    pub debug_root: Option<PathBuf>,
 }
 
 fn options(a: &Args) -> anyhow::Result<Options> {
@@ -92,6 +100,14 @@ fn options(a: &Args) -> anyhow::Result<Options> {
         verbose: false,
         global_pool: true,
         collapse: false,
+        alt: btfkit::elf::alt::AltLookup {
+            file: a.alt_file.clone(),
+            // an unpacked package carries its own .dwz/ and .build-id/
+            debug_root: a
+                .debug_root
+                .clone()
+                .or_else(|| a.root.as_ref().map(|r| r.join("usr/lib/debug")).filter(|d| d.is_dir())),
+        },
     })
 }
 

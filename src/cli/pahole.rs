@@ -171,6 +171,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 verbose,
                 global_pool: true,
                 collapse: false,
+                alt: Default::default(),
             },
         },
         Report::NONE,

@@ -4,7 +4,7 @@
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian, Section, UnitOffset};
 
 use super::dies::{self, Dies, Field, ReadError, Value};
-use super::{DecodeError, DecodeErrorKind, Decoder, R, Refs};
+use super::{DecodeError, DecodeErrorKind, Decoder, InfoSpace, R, Refs};
 
 /// Attributes of one DIE, the ones any handler needs, in compact form (this
 /// is reset for every DIE read, so it is kept small).
@@ -38,6 +38,8 @@ pub(super) struct Attrs<'a> {
     pub(super) resolved: u8,
     /// The skeleton's type (DW_AT_signature), resolved.
     pub(super) signature: Option<u64>,
+    /// DW_AT_import (a DW_TAG_imported_unit's unit), as `ty` is kept.
+    pub(super) import: u64,
 }
 
 pub(super) const ABSENT: u64 = u64::MAX;
@@ -67,6 +69,7 @@ impl Default for Attrs<'_> {
             type_unit_refs: 0,
             resolved: 0,
             signature: None,
+            import: ABSENT,
         }
     }
 }
@@ -174,6 +177,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::Type => self.a.ty = off,
             Field::Origin => self.a.origin = off,
             Field::Spec => self.a.spec = off,
+            Field::Import => self.a.import = off,
             _ => self.value(field, Value::UnitRef(off)),
         }
     }
@@ -195,6 +199,16 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
 
     #[inline(never)]
     fn value(&mut self, field: Field, v: Value<'a>) {
+        if let Value::Other(AttributeValue::DebugInfoRefSup(_)) = v
+            && self.dec.space.sup.is_none()
+        {
+            self.bad(
+                "a reference into a supplementary file (DW_FORM_GNU_ref_alt or DW_FORM_ref_sup)",
+                "no supplementary file was read for it (dwz's .gnu_debugaltlink or DWARF 5's .debug_sup names one)"
+                    .into(),
+            );
+            return;
+        }
         let (a, debug_str, unit, base) = (&mut *self.a, self.debug_str, self.unit, self.base);
         if let Value::Other(AttributeValue::DebugTypesRef(sig)) = v
             && matches!(field, Field::Type | Field::Origin | Field::Spec | Field::Signature)
@@ -229,8 +243,8 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             a.resolved |= 1 << bit;
             return;
         }
-        let refs = self.refs;
-        let ref_value = |v| ref_value(v, refs, base);
+        let (refs, space) = (self.refs, self.dec.space);
+        let ref_value = |v| ref_value(v, refs, base, space);
         match field {
             Field::Name => {
                 let name = match v {
@@ -271,6 +285,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::ConstValue => a.const_value = Some(v.raw()),
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
+            Field::Import => a.import = ref_value(v),
             // (a signature in a form that is not a reference)
             Field::Signature => a.type_unit_refs = a.type_unit_refs.saturating_add(1),
         }
@@ -286,13 +301,19 @@ fn past_any_unit(off: Option<u64>) -> u64 {
 
 /// A reference field: a unit offset plus `base`, or `NOT_UNIT` for any
 /// other form. A `.debug_info` reference (DW_FORM_ref_addr) reaches here
-/// only in the merged-unit mode, where offsets are the section's.
+/// only in the merged-unit mode, where offsets are the section's (placed
+/// in `space`, as are those into a supplementary file).
 #[inline]
-fn ref_value(v: Value<'_>, refs: Refs, base: u64) -> u64 {
+fn ref_value(v: Value<'_>, refs: Refs, base: u64, space: InfoSpace) -> u64 {
     match v {
         Value::UnitRef(o) => past_any_unit(o.checked_add(base)),
         Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => past_any_unit((o as u64).checked_add(base)),
-        Value::Other(AttributeValue::DebugInfoRef(gimli::DebugInfoOffset(o))) if refs == Refs::Section => o as u64,
+        Value::Other(AttributeValue::DebugInfoRef(gimli::DebugInfoOffset(o))) if refs == Refs::Section => {
+            past_any_unit((o as u64).checked_add(space.own))
+        }
+        Value::Other(AttributeValue::DebugInfoRefSup(gimli::DebugInfoOffset(o))) if refs == Refs::Section => {
+            past_any_unit(space.sup.and_then(|s| s.checked_add(o as u64)))
+        }
         _ => NOT_UNIT,
     }
 }

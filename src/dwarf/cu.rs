@@ -164,6 +164,14 @@ pub struct Cu<'a> {
     /// Skeleton types (offset) standing for a type-unit type (its offset),
     /// made references by [`Cu::finish_parts`].
     pub aliases: Vec<(UnitOff, UnitOff)>,
+    /// Where the unit's DW_TAG_imported_units point (dwz's partial units),
+    /// as references are kept, until they are read as parts of it.
+    pub imports: Vec<u64>,
+    /// References leaving the unit, where they are tracked (dwz: each must
+    /// land in a unit read with it).
+    pub far_refs: Vec<u64>,
+    /// Its root is a DW_TAG_partial_unit.
+    pub partial: bool,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -204,6 +212,9 @@ impl<'a> Cu<'a> {
             type_unit_refs: 0,
             type_unit_pulls: Vec::new(),
             aliases: Vec::new(),
+            imports: Vec::new(),
+            far_refs: Vec::new(),
+            partial: false,
         }
     }
 
@@ -263,6 +274,7 @@ impl<'a> Cu<'a> {
         self.type_unit_refs += next.type_unit_refs;
         self.type_unit_pulls.extend(next.type_unit_pulls);
         self.aliases.extend(next.aliases);
+        self.imports.extend(next.imports);
     }
 
     /// Makes the appended parts one unit for look-ups: the reference index
@@ -271,6 +283,13 @@ impl<'a> Cu<'a> {
     /// type that placed nothing stays void), the buckets built.
     pub fn finish_parts(&mut self) {
         self.index.sort_unstable_by_key(|e| e.0);
+        // Variables are found by offset (a definition's declaration): parts
+        // appended out of file order (dwz's partial units lie before the
+        // units that import them) leave them unsorted. Their order is also
+        // the order VARs are emitted in, which file order keeps.
+        if !self.vars.is_sorted_by_key(|v| v.uoff) {
+            self.vars.sort_by_key(|v| v.uoff);
+        }
         self.build_buckets();
         if self.aliases.is_empty() {
             return;

@@ -17,12 +17,14 @@ mod attrs;
 mod cu;
 mod dies;
 pub mod ids;
+mod imports;
 pub mod loc;
 mod units;
 mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
 pub use ids::{BitsId, CoreId, IdxRange, UnitOff, local_id};
+pub use imports::{Imports, declares_imported_units};
 pub use units::{HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers, unit_headers_passing};
 
 use attrs::Attrs;
@@ -91,6 +93,25 @@ pub struct Decoder<'a, 'd> {
     /// in the merged-part decode only); `None`: left unresolved, as the
     /// reference leaves them.
     pub type_units: Option<&'d TypeUnits>,
+    /// Where this file's `.debug_info` and its supplementary file's sit
+    /// among the offsets references are kept as.
+    pub space: InfoSpace,
+    /// The units DW_TAG_imported_unit may name (dwz), when the file has
+    /// any ([`Decoder::decode_importing`]).
+    pub imports: Option<&'d Imports<'a, 'd>>,
+}
+
+/// Where `.debug_info` offsets of a decoder's file and of its supplementary
+/// file (dwz's `.gnu_debugaltlink`, DWARF 5's `.debug_sup`) sit in the one
+/// space of offsets that references are kept in: a file refers into both.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InfoSpace {
+    /// Added to the file's own offsets.
+    pub own: u64,
+    /// Added to offsets into the supplementary file, when one was read.
+    pub sup: Option<u64>,
+    /// One past the last offset of either (0: the file's own end).
+    pub end: u64,
 }
 
 /// Where the type of each type unit is: signature → `.debug_info` offset
@@ -211,7 +232,7 @@ impl<'a, 'd> Decoder<'a, 'd> {
         keep: &dyn Fn(u16, &[u8]) -> bool,
         refs: Refs,
     ) -> Result<Option<Cu<'a>>, DecodeError> {
-        Walker::new(self, header, refs)?.run(keep)
+        Walker::new(self, header, refs, refs == Refs::Section, false)?.run(keep)
     }
 
     /// Address operand of a location whose first operation is DW_OP_addr or DW_OP_addrx.

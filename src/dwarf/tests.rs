@@ -61,6 +61,8 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
         },
         endian: RunTimeEndian::Little,
         type_units: None,
+        space: Default::default(),
+        imports: None,
     };
     dec.decode(headers[0], &|_, _| true)
 }

@@ -90,6 +90,14 @@ pub(super) struct Walker<'w, 'a, 'd> {
     base: u64,
     /// Where references must end.
     ref_end: u64,
+    /// Whether a partial unit's DIEs are read (as a part of a merged unit,
+    /// or as a unit another one imports), or the unit is passed over.
+    partial: bool,
+    /// With section-wide references, where the unit itself lies; the
+    /// references that leave it are kept in `far` (dwz: each must land in
+    /// a unit it is read with).
+    own: std::ops::Range<u64>,
+    far: Option<std::cell::RefCell<Vec<u64>>>,
 }
 
 impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
@@ -98,6 +106,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         dec: &'w Decoder<'a, 'd>,
         header: gimli::UnitHeader<R<'a>>,
         refs: Refs,
+        partial: bool,
+        track_far: bool,
     ) -> Result<Self, DecodeError> {
         let cu_off = header.offset().0 as u64;
         let abbrevs = header.debug_abbrev_offset().0;
@@ -120,7 +130,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             Refs::InUnit => (0, unit_end),
             Refs::Section => {
                 entries.read_cross_unit_refs();
-                (cu_off, dec.dwarf.debug_info.reader().len() as u64)
+                let end = (dec.dwarf.debug_info.reader().len() as u64 + dec.space.own).max(dec.space.end);
+                (cu_off + dec.space.own, end)
             }
         };
         // DIE offsets are kept in 32 bits (`UnitOff`), u32::MAX excluded.
@@ -146,6 +157,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             refs,
             base,
             ref_end,
+            partial,
+            own: base..base + unit_end,
+            far: track_far.then(|| std::cell::RefCell::new(Vec::new())),
         })
     }
 
@@ -189,6 +203,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             self.finish(f);
         }
         self.cu.index.sort_unstable_by_key(|e| e.0);
+        if let Some(far) = self.far.take() {
+            self.cu.far_refs = far.into_inner();
+        }
         if self.refs == Refs::InUnit {
             // (a merged unit's, once its parts are appended)
             self.cu.build_buckets();
@@ -200,10 +217,11 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         self.read(at)?;
         self.cu.language = self.attrs.language.unwrap_or(0);
         self.cu.name = nm(self.attrs.name);
+        self.cu.partial = at.abbrev.tag == dw::DW_TAG_partial_unit;
         match at.abbrev.tag {
             dw::DW_TAG_compile_unit | dw::DW_TAG_type_unit => {}
             // The merged unit takes every unit's children.
-            dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit if self.refs == Refs::Section => {}
+            dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit if self.partial => {}
             dw::DW_TAG_partial_unit | dw::DW_TAG_skeleton_unit => return Ok(Root::Ignored),
             tag => {
                 return Err(self.dec.err(
@@ -227,6 +245,22 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let ctx = match classify(parent, at.abbrev.tag) {
             Role::Skip => {
                 self.skip(at)?;
+                Ctx::Skip
+            }
+            // dwz: the imported unit's DIEs become a part of this unit
+            // (`Decoder::pull_imports`), found by the section-wide offset.
+            Role::ImportedUnit if self.refs == Refs::Section => {
+                self.read(at)?;
+                match self.attrs.import {
+                    ABSENT | NOT_UNIT => {
+                        return Err(self.dec.err(
+                            self.cu.offset,
+                            Some(at.die(self.cu.offset)),
+                            "DW_TAG_imported_unit without a DW_AT_import reference to a unit",
+                        ));
+                    }
+                    o => self.cu.imports.push(o),
+                }
                 Ctx::Skip
             }
             Role::ImportedUnit => {
@@ -350,7 +384,14 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 Some(at.die(self.cu.offset)),
                 format!("reference to unit offset {o:#x} outside its unit"),
             )),
-            o => Ok(UnitOff::new(o as u32)),
+            o => {
+                if let Some(far) = &self.far
+                    && !self.own.contains(&o)
+                {
+                    far.borrow_mut().push(o);
+                }
+                Ok(UnitOff::new(o as u32))
+            }
         }
     }
 

@@ -205,6 +205,9 @@ pub struct ElfInfo<'a> {
     /// first one's descriptor, non-zero or not. Where there is one, it alone
     /// decides whether the reference merges all units into one.
     pub lto_note: Option<bool>,
+    /// The supplementary file its DWARF refers into (dwz -m), as
+    /// `.gnu_debugaltlink` or `.debug_sup` names it.
+    pub alt_link: Option<super::alt::AltLink<'a>>,
     /// The raw `.symtab` (empty without one): once `funcs` and `objects`
     /// are built from it, only their names (in `.strtab`) are read again,
     /// so a mapped file's pages of it can go ([`ElfInfo::mapping`]).
@@ -485,6 +488,7 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         check_terminated(path, name, sec)?;
     }
     let symtab_bytes = f.section_by_name(".symtab").and_then(|s| s.data().ok()).unwrap_or(&[]);
+    let alt_link = alt_link(path, f)?;
     Ok(ElfInfo {
         endian,
         is_64,
@@ -498,9 +502,32 @@ fn load_elf<'a, H: FileHeader<Endian = object::Endianness>>(
         grouped_info,
         grouped_types,
         lto_note,
+        alt_link,
         symtab_bytes,
         mapping: release_from.map(|(m, _)| m),
     })
+}
+
+/// The supplementary file the DWARF names: `.gnu_debugaltlink`, else
+/// `.debug_sup` (a supplementary file's own names none).
+fn alt_link<'a, H: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    f: &ElfFile<'a, H, &'a [u8]>,
+) -> Result<Option<super::alt::AltLink<'a>>> {
+    use super::alt;
+    let data = |name| {
+        f.section_by_name(name)
+            .map(|s| {
+                s.data()
+                    .map_err(|e| Error::elf(path, format!("section {name}: cannot read contents: {e}")))
+            })
+            .transpose()
+    };
+    let link = match data(".gnu_debugaltlink")? {
+        Some(d) => Some(alt::parse_gnu_debugaltlink(d)),
+        None => data(".debug_sup")?.and_then(|d| alt::parse_debug_sup(d, !f.is_little_endian()).transpose()),
+    };
+    link.transpose().map_err(|e| Error::elf(path, e.to_string()))
 }
 
 /// [`check_terminated`] for the symbol table's string table.

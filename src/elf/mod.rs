@@ -2,6 +2,7 @@
 //!
 //! This module owns the mapping; later phases borrow section bytes from it.
 
+pub mod alt;
 pub mod debug;
 pub mod functab;
 

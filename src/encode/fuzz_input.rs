@@ -113,6 +113,7 @@ impl<'a> FuzzInput<'a> {
             objects,
             debug,
             lto_note: None,
+            alt_link: None,
             grouped_info: Vec::new(),
             grouped_types: false,
             symtab_bytes: &[],

@@ -124,6 +124,20 @@ pub enum EncodeError {
     Merge { path: PathBuf, source: MergeError },
     #[error(transparent)]
     Elf(#[from] crate::Error),
+    /// The supplementary file (dwz -m) cannot be found, or is not the one
+    /// the file names.
+    #[error("{path}: {source}")]
+    Alt {
+        path: PathBuf,
+        source: Box<crate::elf::alt::AltError>,
+    },
+    /// A damaged unit of the supplementary file.
+    #[error("{path}: supplementary file {alt}: {source}")]
+    AltDamaged {
+        path: PathBuf,
+        alt: PathBuf,
+        source: dwarf::HeaderError,
+    },
 }
 
 /// Why there is nothing to encode.
@@ -182,6 +196,9 @@ pub struct Options {
     /// (`collapse.rs`). Only for BTF that dedup follows, which then gives
     /// the same bytes: the pre-dedup BTF is not the reference's.
     pub collapse: bool,
+    /// Where to find the supplementary file of a dwz-compressed input
+    /// (`--alt-file`, `--debug-root`).
+    pub alt: crate::elf::alt::AltLookup,
 }
 
 /// What to do with DWARF type units (`-fdebug-types-section`).
@@ -258,6 +275,7 @@ impl Default for Options {
             verbose: false,
             global_pool: false,
             collapse: false,
+            alt: Default::default(),
         }
     }
 }
@@ -450,8 +468,36 @@ pub fn encode_elf_with(
         btf::Endian::Big => RunTimeEndian::Big,
     };
     let resolve = opts.type_units == TypeUnitMode::Resolve;
+    // dwz -m: the supplementary file, loaded here so that its bytes live
+    // as long as the file's (its names end up in the decoded units).
+    let alt_input = match &elf.alt_link {
+        Some(link) => Some(crate::elf::alt::open(path, link, &opts.alt).map_err(|e| match e {
+            crate::elf::alt::AltOpenError::Alt(source) => EncodeError::Alt {
+                path: path.to_path_buf(),
+                source: Box::new(source),
+            },
+            crate::elf::alt::AltOpenError::Open(e) => EncodeError::Elf(e),
+        })?),
+        None => None,
+    };
+    let alt_elf = alt_input.as_ref().map(ElfInfo::load_input).transpose()?;
+    if let (Some(a), Some(i)) = (&alt_elf, &alt_input)
+        && a.endian != elf.endian
+    {
+        return Err(EncodeError::Elf(crate::Error::Input {
+            path: i.path.clone(),
+            msg: format!(
+                "the supplementary file of {} is of the other byte order",
+                path.display()
+            ),
+        }));
+    }
     let joined_sections = joined_type_units(elf, resolve);
-    let dw = dwarf::dwarf(joined_sections.as_ref().unwrap_or(&elf.debug), endian);
+    let mut dw = dwarf::dwarf(joined_sections.as_ref().unwrap_or(&elf.debug), endian);
+    let alt_dw = alt_elf.as_ref().map(|a| dwarf::dwarf(&a.debug, endian));
+    if let Some(a) = &alt_elf {
+        dw.sup = Some(Arc::new(dwarf::dwarf(&a.debug, endian)));
+    }
     // Reading a header touches a page per unit, and the kernel maps the
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
@@ -469,22 +515,62 @@ pub fn encode_elf_with(
         source,
     })?;
     let type_units = resolve.then(|| dwarf::TypeUnits::index(&headers));
+    let decode_opts = dwarf::DecodeOpts {
+        type_tag: opts.features.type_tag,
+        decl_tag: opts.features.decl_tag,
+        regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
+    };
+    let alt_headers = match (&alt_dw, &alt_input) {
+        (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| EncodeError::AltDamaged {
+            path: path.to_path_buf(),
+            alt: i.path.clone(),
+            source,
+        })?,
+        _ => Vec::new(),
+    };
+    // References into the supplementary file are kept past the file's own
+    // `.debug_info`.
+    let own_len = gimli::Section::reader(&dw.debug_info).len() as u64;
+    let sup_len = alt_dw
+        .as_ref()
+        .map_or(0, |a| gimli::Section::reader(&a.debug_info).len() as u64);
+    let space = dwarf::InfoSpace {
+        own: 0,
+        sup: alt_dw.as_ref().map(|_| own_len),
+        end: own_len + sup_len,
+    };
+    let sup_decoder = alt_dw.as_ref().map(|a| Decoder {
+        dwarf: a,
+        opts: decode_opts,
+        endian,
+        type_units: None,
+        space: dwarf::InfoSpace {
+            own: own_len,
+            sup: None,
+            end: own_len + sup_len,
+        },
+        imports: None,
+    });
+    // dwz: units import partial units (of the file, or of the
+    // supplementary file); each unit is read with what it imports. The
+    // reference (v1.31) stops at the first import; btfkit reads them.
+    let dwz = alt_dw.is_some() || dwarf::declares_imported_units(&dw, &headers);
+    let imports = dwz.then(|| dwarf::Imports::new(&headers, 0, sup_decoder.as_ref().map(|d| (d, &alt_headers[..]))));
     let decoder = Decoder {
         dwarf: &dw,
-        opts: dwarf::DecodeOpts {
-            type_tag: opts.features.type_tag,
-            decl_tag: opts.features.decl_tag,
-            regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
-        },
+        opts: decode_opts,
         endian,
         type_units: type_units.as_ref(),
+        space,
+        imports: imports.as_ref(),
     };
     // The reference reads an LTO file as one unit: the kernel's LTO note
     // decides where there is one, else any abbreviation in
-    // DW_FORM_ref_addr (units referring into each other).
+    // DW_FORM_ref_addr (units referring into each other), which in a dwz
+    // file are its references into partial units instead.
     let merged = match elf.lto_note {
         Some(lto) => lto,
-        None => dwarf::declares_cross_unit_refs(&dw, &headers),
+        None => !dwz && dwarf::declares_cross_unit_refs(&dw, &headers),
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
     if let Some(m) = info_mapping {
@@ -518,6 +604,7 @@ pub fn encode_elf_with(
         opts,
         resolve,
         merged,
+        dwz,
         n: &counters,
     };
     let pool = if opts.global_pool {
@@ -684,6 +771,8 @@ struct CuWork<'w, 'a> {
     opts: &'w Options,
     resolve: bool,
     merged: bool,
+    /// Units are read with the partial units they import.
+    dwz: bool,
     n: &'w LoopCounters,
 }
 
@@ -712,7 +801,9 @@ impl<'a> CuWork<'_, 'a> {
         self.headers[r]
             .par_iter()
             .map(|h| {
-                let cu = if self.resolve {
+                let cu = if self.dwz {
+                    cpu_into(timed, &self.n.decode_ns, || self.decoder.decode_importing(*h, &keep))
+                } else if self.resolve {
                     cpu_into(timed, &self.n.decode_ns, || {
                         with_type_units(self.decoder, self.headers, h, &keep)
                     })
@@ -786,6 +877,10 @@ impl<'a> CuWork<'_, 'a> {
         cu.offset = self.headers.get(r.start).map_or(0, |h| h.offset().0 as u64);
         cu.name = b"";
         cu.language = first_language.load(Ordering::Relaxed) as u16;
+        // (the file's own partial units are parts already)
+        self.decoder
+            .pull_imports(&mut cu, true)
+            .map_err(|e| self.decode_err(e))?;
         cu.finish_parts();
         cpu_into(timed, &self.n.cu_encode_ns, || local::encode_cu(self.lctx, &cu)).map(Some)
     }
@@ -807,7 +902,9 @@ impl<'a> CuWork<'_, 'a> {
         // Outside --type-units=resolve a unit reads only its own bytes of
         // .debug_info (references across units are the merged mode, one
         // chunk), so a chunk's bytes are not read again once it is merged.
-        let release_info = elf.info_is_file_mapped() || !self.resolve;
+        // (a unit may import a partial unit of an earlier chunk: a
+        // relocated copy is then kept whole)
+        let release_info = elf.info_is_file_mapped() || (!self.resolve && !self.dwz);
         let per_cu = per_cu_sections(elf);
         let unit_range = |r: &Range<usize>| -> (usize, usize) {
             let first = &self.headers[r.start];

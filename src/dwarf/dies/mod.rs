@@ -19,7 +19,7 @@ use gimli::{
 
 mod plan;
 
-pub(super) use plan::{Abbrev, Field, root_sets_bases, table_declares_form};
+pub(super) use plan::{Abbrev, Field, root_sets_bases, table_declares_form, table_declares_tag};
 use plan::{Op, Spec, fixed_size, section_offset_allowed};
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;

@@ -32,6 +32,8 @@ pub(in crate::dwarf) enum Field {
     /// DW_AT_signature: a type unit's type, which only counts (see
     /// `Cu::type_unit_refs`).
     Signature,
+    /// DW_AT_import: the unit a DW_TAG_imported_unit brings in.
+    Import,
 }
 
 impl Field {
@@ -57,6 +59,7 @@ impl Field {
             dw::DW_AT_const_value => Field::ConstValue,
             dw::DW_AT_location => Field::Location,
             dw::DW_AT_language => Field::Language,
+            dw::DW_AT_import => Field::Import,
             _ => return None,
         })
     }
@@ -182,6 +185,23 @@ pub(in crate::dwarf) fn table_declares_form(debug_abbrev: R<'_>, at: usize, form
     let mut specs = Vec::new();
     while let Ok(Some(_)) = read_abbrev(&mut r, &mut specs) {
         if specs.iter().any(|s| s.1 == form) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether the abbreviation table at `at` in `debug_abbrev` has an
+/// abbreviation of `tag`; a table that cannot be read counts as not having
+/// one.
+pub(in crate::dwarf) fn table_declares_tag(debug_abbrev: R<'_>, at: usize, tag: DwTag) -> bool {
+    let mut r = debug_abbrev;
+    if gimli::Reader::skip(&mut r, at).is_err() {
+        return false;
+    }
+    let mut specs = Vec::new();
+    while let Ok(Some((_, t, _))) = read_abbrev(&mut r, &mut specs) {
+        if t == tag {
             return true;
         }
     }
@@ -332,7 +352,7 @@ impl Dies<'_> {
 pub(super) fn wants_number(f: Field) -> bool {
     !matches!(
         f,
-        Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec
+        Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec | Field::Import
     )
 }
 

@@ -39,6 +39,7 @@ fn elf(endian: btf::Endian) -> ElfInfo<'static> {
         objects: vec![],
         debug: DebugSections::default(),
         lto_note: None,
+        alt_link: None,
         grouped_info: Vec::new(),
         grouped_types: false,
         symtab_bytes: &[],
