@@ -35,6 +35,11 @@ for t in "${targets[@]}"; do
       [ -n "$(ls -A "corpus/$t")" ] || (cd .. && cargo run -q --profile test --example fuzz_seed -- "fuzz/corpus/$t" "${fixtures[@]#../}") ;;
     elf_open|elf_encode)
       cp -n "${fixtures[@]}" "corpus/$t/"
+      # A program dwz compressed: partial units and their imports.
+      prog="$corpus/fixtures/bin/prog.gcc-O2.exe"
+      if command -v dwz >/dev/null && [ -f "$prog" ] && [ ! -e "corpus/$t/dwz-prog.exe" ]; then
+        cp "$prog" "corpus/$t/dwz-prog.exe" && dwz "corpus/$t/dwz-prog.exe" || rm -f "corpus/$t/dwz-prog.exe"
+      fi
       if ! ls "corpus/$t" | grep -q '^section-damage-'; then
         (cd .. && BTFKIT_DAMAGE_SEEDS="$PWD/fuzz/corpus/$t" cargo test -q --test bad_input \
           sections::every_section_of_every_fixture >/dev/null)

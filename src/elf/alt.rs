@@ -271,7 +271,9 @@ pub fn open(input: &Path, link: &AltLink<'_>, lookup: &AltLookup) -> Result<supe
     let tried = candidates(input, link, lookup);
     let mut mismatched: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
     for p in &tried {
-        if !p.is_file() {
+        // (a pseudo-file of /proc or /sys is a "regular file" that refuses
+        // to be mapped and would be read whole: /proc/kcore)
+        if !p.is_file() || p.starts_with("/proc") || p.starts_with("/sys") {
             continue;
         }
         let f = super::Input::open(p).map_err(AltOpenError::Open)?;
