@@ -122,7 +122,7 @@ pub enum UnitKind {
 }
 
 /// One decoded CU.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Cu<'a> {
     pub offset: u64,
     pub language: u16,
@@ -224,10 +224,17 @@ impl<'a> Cu<'a> {
     /// decoded. [`Cu::finish_parts`] makes the whole ready for look-ups once
     /// the last part is in.
     pub fn append(&mut self, next: Cu<'a>) {
+        self.append_copy(&next);
+    }
+
+    /// [`Cu::append`] from a borrowed part (dwz's partial units are decoded
+    /// once and copied into every unit that imports them).
+    pub fn append_copy(&mut self, next: &Cu<'a>) {
         let cores = self.slots.len();
         let (members, enumerators, params) = (self.members.len(), self.enumerators.len(), self.params.len());
         let (annots, fparams, bits) = (self.annots.len(), self.fparams.len(), self.member_bits.len());
-        self.slots.extend(next.slots.into_iter().map(|mut s| {
+        self.slots.extend(next.slots.iter().map(|s| {
+            let mut s = s.clone();
             match s.tag {
                 dw::DW_TAG_structure_type
                 | dw::DW_TAG_class_type
@@ -244,37 +251,40 @@ impl<'a> Cu<'a> {
             }
             s
         }));
-        self.members.extend(next.members.into_iter().map(|mut m| {
+        self.members.extend(next.members.iter().map(|m| {
+            let mut m = m.clone();
             m.bits = m.bits.map(|b| b.shifted(bits));
             m
         }));
-        self.member_bits.extend(next.member_bits);
-        self.enumerators.extend(next.enumerators);
-        self.params.extend(next.params);
-        self.annots.extend(next.annots);
-        self.funcs.extend(next.funcs.into_iter().map(|mut f| {
+        self.member_bits.extend_from_slice(&next.member_bits);
+        self.enumerators.extend_from_slice(&next.enumerators);
+        self.params.extend_from_slice(&next.params);
+        self.annots.extend_from_slice(&next.annots);
+        self.funcs.extend(next.funcs.iter().map(|f| {
+            let mut f = f.clone();
             f.params = f.params.shifted(fparams);
             f.annots = f.annots.shifted(annots);
             f
         }));
-        self.fparams.extend(next.fparams);
-        self.vars.extend(next.vars.into_iter().map(|mut v| {
+        self.fparams.extend_from_slice(&next.fparams);
+        self.vars.extend(next.vars.iter().map(|v| {
+            let mut v = v.clone();
             v.annots = v.annots.shifted(annots);
             v
         }));
         self.index.extend(
             next.index
-                .into_iter()
-                .map(|(off, core)| (off, CoreId::at(core.index() + cores))),
+                .iter()
+                .map(|&(off, core)| (off, CoreId::at(core.index() + cores))),
         );
         self.buckets.clear();
         self.has_nested_unspecified |= next.has_nested_unspecified;
         self.dies += next.dies;
         self.dies_read += next.dies_read;
         self.type_unit_refs += next.type_unit_refs;
-        self.type_unit_pulls.extend(next.type_unit_pulls);
-        self.aliases.extend(next.aliases);
-        self.imports.extend(next.imports);
+        self.type_unit_pulls.extend_from_slice(&next.type_unit_pulls);
+        self.aliases.extend_from_slice(&next.aliases);
+        self.imports.extend_from_slice(&next.imports);
     }
 
     /// Makes the appended parts one unit for look-ups: the reference index
@@ -345,13 +355,19 @@ impl<'a> Cu<'a> {
         Some(self.index[i].1)
     }
 
-    /// Fills `buckets` from the sorted `index`.
+    /// Fills `buckets` from the sorted `index`, unless its offsets are
+    /// sparse (a unit with dwz's partial units spans the section, up to
+    /// its supplementary file: buckets for all of it, per unit, were a
+    /// fifth of a dwz'd vmlinux's CPU); look-ups then search.
     pub fn build_buckets(&mut self) {
         let n = self
             .index
             .last()
             .map_or(0, |e| (e.0.get() >> BUCKET_SHIFT) as usize + 1);
         self.buckets.clear();
+        if n > 4 * self.index.len() + 1024 {
+            return;
+        }
         self.buckets.reserve_exact(n);
         let mut i = 0;
         for b in 0..n {
