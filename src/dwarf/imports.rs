@@ -200,3 +200,25 @@ pub fn declares_imported_units(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>
         .into_iter()
         .any(|at| dies::table_declares_tag(section, at, dw::DW_TAG_imported_unit))
 }
+
+/// Whether a compile unit is one of GCC's LTO units (named `<artificial>`):
+/// without the kernel's LTO note, the reference tells an LTO file by its
+/// DW_FORM_ref_addr, which dwz also uses for its own references, so a dwz
+/// file is read as one merged unit when GCC marked it. Reads each root DIE
+/// until one is found; a unit that cannot be read counts as not one.
+pub fn has_gcc_lto_unit(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>]) -> bool {
+    headers.iter().any(|h| {
+        let Ok(abbrevs) = d.abbreviations(h) else { return false };
+        let mut entries = h.entries(&abbrevs);
+        let Ok(Some(root)) = entries.next_dfs().map(|e| e.cloned()) else {
+            return false;
+        };
+        if root.tag() != dw::DW_TAG_compile_unit {
+            return false;
+        }
+        let Ok(unit) = super::unit(d, *h) else { return false };
+        root.attr_value(dw::DW_AT_name)
+            .and_then(|v| d.attr_string(&unit, v).ok())
+            .is_some_and(|n| n.slice() == b"<artificial>")
+    })
+}

@@ -24,7 +24,7 @@ mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
 pub use ids::{BitsId, CoreId, IdxRange, UnitOff, local_id};
-pub use imports::{Imports, declares_imported_units};
+pub use imports::{Imports, declares_imported_units, has_gcc_lto_unit};
 pub use units::{HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers, unit_headers_passing};
 
 use attrs::Attrs;
@@ -232,7 +232,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
         keep: &dyn Fn(u16, &[u8]) -> bool,
         refs: Refs,
     ) -> Result<Option<Cu<'a>>, DecodeError> {
-        Walker::new(self, header, refs, refs == Refs::Section, false)?.run(keep)
+        // (a merged part of a dwz file keeps its references out, to pull
+        // the supplementary file's partial units they land in)
+        let track_far = refs == Refs::Section && self.imports.is_some();
+        Walker::new(self, header, refs, refs == Refs::Section, track_far)?.run(keep)
     }
 
     /// Address operand of a location whose first operation is DW_OP_addr or DW_OP_addrx.

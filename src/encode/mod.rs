@@ -567,10 +567,12 @@ pub fn encode_elf_with(
     // The reference reads an LTO file as one unit: the kernel's LTO note
     // decides where there is one, else any abbreviation in
     // DW_FORM_ref_addr (units referring into each other), which in a dwz
-    // file are its references into partial units instead.
+    // file are its references into partial units instead: there GCC's
+    // LTO units say it.
     let merged = match elf.lto_note {
         Some(lto) => lto,
-        None => !dwz && dwarf::declares_cross_unit_refs(&dw, &headers),
+        None if dwz => dwarf::has_gcc_lto_unit(&dw, &headers),
+        None => dwarf::declares_cross_unit_refs(&dw, &headers),
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
     if let Some(m) = info_mapping {
