@@ -60,6 +60,14 @@ fn encode(dir: &Path, input: &str, out: &str, flags: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A manifest row's pahole arguments as `btfkit encode` flags: the input,
+/// `-J` and the detached-output option are the command line's own.
+fn encode_flags(args: &str) -> Vec<&str> {
+    args.split(' ')
+        .filter(|a| *a != "{input}" && !a.starts_with("--btf_encode_detached") && *a != "-J")
+        .collect()
+}
+
 fn assert_equivalent(what: &str, a: &Path, b: &Path) {
     let o = run(&["diff", &s(a), &s(b)]);
     let text = String::from_utf8_lossy(&o.stdout);
@@ -179,12 +187,7 @@ fn corpus_programs_compressed_match_the_reference() {
     let mut checked = 0;
     for row in rows.iter().filter(|r| r["input"] == "fixtures/bin/prog.gcc-O2.exe") {
         let profile = &row["profile"];
-        let flags: Vec<String> = row["args"]
-            .split(' ')
-            .filter(|a| *a != "{input}" && !a.starts_with("--btf_encode_detached") && *a != "-J")
-            .map(str::to_string)
-            .collect();
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let flags = encode_flags(&row["args"]);
         let expected = corpus_file(&row["expected"]);
         let plain = format!("plain.{profile}.btf");
         let compressed = format!("dwz.{profile}.btf");
@@ -215,10 +218,7 @@ fn corpus_programs_compressed_match_the_reference() {
             .iter()
             .find(|r| r["input"] == input && r["profile"] == "kernel")
             .expect("a kernel-profile row");
-        let flags: Vec<&str> = row["args"]
-            .split(' ')
-            .filter(|a| *a != "{input}" && !a.starts_with("--btf_encode_detached") && *a != "-J")
-            .collect();
+        let flags = encode_flags(&row["args"]);
         let out = format!("{lto}.btf");
         ok(lto, &encode(&dir, lto, &out, &flags));
         assert_equivalent(lto, &corpus_file(&row["expected"]), &dir.join(&out));
@@ -429,10 +429,7 @@ fn corpus_vmlinux_compressed_matches_the_reference() {
         .filter(|r| ["vmlinux/kernel", "vmlinux/all"].contains(&r["case_id"].as_str()))
     {
         let profile = &row["profile"];
-        let flags: Vec<&str> = row["args"]
-            .split(' ')
-            .filter(|a| *a != "{input}" && !a.starts_with("--btf_encode_detached") && *a != "-J")
-            .collect();
+        let flags = encode_flags(&row["args"]);
         let out = format!("vmlinux.{profile}.btf");
         ok(profile, &encode(&dir, "vmlinux", &out, &flags));
         assert_equivalent(profile, &corpus_file(&row["expected"]), &dir.join(&out));

@@ -18,7 +18,7 @@ use gimli::constants as dw;
 use hashbrown::HashSet;
 
 use super::walk::Walker;
-use super::{Cu, DecodeError, Decoder, Dwarf, R, Refs, UnitKind, dies};
+use super::{Cu, DecodeError, Decoder, Dwarf, R, Refs, UnitKind};
 
 /// The units an import may name: those of the file and of its
 /// supplementary file, by where they sit in the decoders' offset space.
@@ -32,11 +32,10 @@ pub struct Imports<'a, 'd> {
 }
 
 impl<'a, 'd> Imports<'a, 'd> {
-    /// `own`: the file's unit headers, its offsets placed at `own_base`;
-    /// `sup`: the supplementary file's decoder and headers.
+    /// `own`: the file's unit headers (its offsets are the space's own,
+    /// from 0); `sup`: the supplementary file's decoder and headers.
     pub fn new(
         own: &[gimli::UnitHeader<R<'a>>],
-        own_base: u64,
         sup: Option<(&'d Decoder<'a, 'd>, &[gimli::UnitHeader<R<'a>>])>,
     ) -> Self {
         let span = |base: u64, h: &gimli::UnitHeader<R<'a>>| {
@@ -46,7 +45,7 @@ impl<'a, 'd> Imports<'a, 'd> {
         let mut units: Vec<_> = own
             .iter()
             .map(|h| {
-                let (s, e) = span(own_base, h);
+                let (s, e) = span(0, h);
                 (s, e, false, *h)
             })
             .collect();
@@ -192,13 +191,7 @@ impl<'a> Decoder<'a, '_> {
 /// (whether or not a DIE uses it): a file dwz compressed. A table that
 /// cannot be read counts as declaring none; decoding reports the damage.
 pub fn declares_imported_units(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>]) -> bool {
-    let mut tables: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
-    tables.sort_unstable();
-    tables.dedup();
-    let section = *gimli::Section::reader(&d.debug_abbrev);
-    tables
-        .into_iter()
-        .any(|at| dies::table_declares_tag(section, at, dw::DW_TAG_imported_unit))
+    super::units::any_table_declares(d, headers, &|tag, _| tag == dw::DW_TAG_imported_unit)
 }
 
 /// Whether a compile unit is one of GCC's LTO units (named `<artificial>`):

@@ -157,13 +157,23 @@ pub const PASSED_STEP: usize = 16 << 20;
 /// the abbreviation). A table that cannot be read counts as having none;
 /// decoding reports the damage.
 pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>]) -> bool {
+    any_table_declares(d, headers, &|_, specs| {
+        specs.iter().any(|s| s.1 == dw::DW_FORM_ref_addr)
+    })
+}
+
+/// Whether an abbreviation of any unit's table passes `test` (each table
+/// read once, however many units share it).
+pub(super) fn any_table_declares(
+    d: &Dwarf<'_>,
+    headers: &[gimli::UnitHeader<R<'_>>],
+    test: &dyn Fn(gimli::DwTag, &[dies::Spec]) -> bool,
+) -> bool {
     let mut tables: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
     tables.sort_unstable();
     tables.dedup();
     let section = *d.debug_abbrev.reader();
-    tables
-        .into_iter()
-        .any(|at| dies::table_declares_form(section, at, dw::DW_FORM_ref_addr))
+    tables.into_iter().any(|at| dies::table_declares(section, at, test))
 }
 
 /// Where DIE `die` (a `.debug_info` offset) comes from in the source, for

@@ -494,10 +494,9 @@ pub fn encode_elf_with(
     }
     let joined_sections = joined_type_units(elf, resolve);
     let mut dw = dwarf::dwarf(joined_sections.as_ref().unwrap_or(&elf.debug), endian);
-    let alt_dw = alt_elf.as_ref().map(|a| dwarf::dwarf(&a.debug, endian));
-    if let Some(a) = &alt_elf {
-        dw.sup = Some(Arc::new(dwarf::dwarf(&a.debug, endian)));
-    }
+    // (gimli reads DW_FORM_strp_sup names through `sup`)
+    let alt_dw = alt_elf.as_ref().map(|a| Arc::new(dwarf::dwarf(&a.debug, endian)));
+    dw.sup = alt_dw.clone();
     // Reading a header touches a page per unit, and the kernel maps the
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
@@ -539,7 +538,7 @@ pub fn encode_elf_with(
         sup: alt_dw.as_ref().map(|_| own_len),
         end: own_len + sup_len,
     };
-    let sup_decoder = alt_dw.as_ref().map(|a| Decoder {
+    let sup_decoder = alt_dw.as_deref().map(|a| Decoder {
         dwarf: a,
         opts: decode_opts,
         endian,
@@ -555,7 +554,7 @@ pub fn encode_elf_with(
     // supplementary file); each unit is read with what it imports. The
     // reference (v1.31) stops at the first import; btfkit reads them.
     let dwz = alt_dw.is_some() || dwarf::declares_imported_units(&dw, &headers);
-    let imports = dwz.then(|| dwarf::Imports::new(&headers, 0, sup_decoder.as_ref().map(|d| (d, &alt_headers[..]))));
+    let imports = dwz.then(|| dwarf::Imports::new(&headers, sup_decoder.as_ref().map(|d| (d, &alt_headers[..]))));
     let decoder = Decoder {
         dwarf: &dw,
         opts: decode_opts,

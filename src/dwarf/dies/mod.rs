@@ -19,8 +19,8 @@ use gimli::{
 
 mod plan;
 
-pub(super) use plan::{Abbrev, Field, root_sets_bases, table_declares_form, table_declares_tag};
-use plan::{Op, Spec, fixed_size, section_offset_allowed};
+pub(super) use plan::{Abbrev, Field, Spec, root_sets_bases, table_declares};
+use plan::{Op, fixed_size, section_offset_allowed};
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 

@@ -130,7 +130,7 @@ impl Abbrev {
 
 /// One attribute specification of an abbreviation: name, form, and the
 /// value of a `DW_FORM_implicit_const` (else 0).
-pub(super) type Spec = (DwAt, DwForm, i64);
+pub(in crate::dwarf) type Spec = (DwAt, DwForm, i64);
 
 /// Reads the abbreviation at `r` (code, tag, whether it has children), its
 /// attribute specifications into `specs`, with the checks gimli's parser
@@ -174,34 +174,17 @@ pub(super) fn read_abbrev(r: &mut R<'_>, specs: &mut Vec<Spec>) -> Res<Option<(u
     Ok(Some((code, tag, has_children)))
 }
 
-/// Whether the abbreviation table at `at` in `debug_abbrev` declares an
-/// attribute in `form` (whether or not a DIE uses it); a table that cannot
-/// be read counts as not declaring it.
-pub(in crate::dwarf) fn table_declares_form(debug_abbrev: R<'_>, at: usize, form: DwForm) -> bool {
+/// Whether an abbreviation of the table at `at` in `debug_abbrev` passes
+/// `test(tag, attribute specifications)`, whether or not a DIE uses it; a
+/// table that cannot be read counts as having none that does.
+pub(in crate::dwarf) fn table_declares(debug_abbrev: R<'_>, at: usize, test: &dyn Fn(DwTag, &[Spec]) -> bool) -> bool {
     let mut r = debug_abbrev;
     if gimli::Reader::skip(&mut r, at).is_err() {
         return false;
     }
     let mut specs = Vec::new();
-    while let Ok(Some(_)) = read_abbrev(&mut r, &mut specs) {
-        if specs.iter().any(|s| s.1 == form) {
-            return true;
-        }
-    }
-    false
-}
-
-/// Whether the abbreviation table at `at` in `debug_abbrev` has an
-/// abbreviation of `tag`; a table that cannot be read counts as not having
-/// one.
-pub(in crate::dwarf) fn table_declares_tag(debug_abbrev: R<'_>, at: usize, tag: DwTag) -> bool {
-    let mut r = debug_abbrev;
-    if gimli::Reader::skip(&mut r, at).is_err() {
-        return false;
-    }
-    let mut specs = Vec::new();
-    while let Ok(Some((_, t, _))) = read_abbrev(&mut r, &mut specs) {
-        if t == tag {
+    while let Ok(Some((_, tag, _))) = read_abbrev(&mut r, &mut specs) {
+        if test(tag, &specs) {
             return true;
         }
     }
