@@ -58,6 +58,7 @@ fn dwarf_decode(c: &mut Criterion) {
             type_tag: true,
             decl_tag: true,
             regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine),
+            addrx_plus_offset: false,
         },
         endian,
         type_units: None,

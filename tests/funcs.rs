@@ -216,6 +216,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
         decl_tag: true,
         decl_tag_kfuncs: true,
         attributes: false,
+        protos: Default::default(),
     };
     let profiles = [
         ("kernel", base_opts),
@@ -227,6 +228,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                 decl_tag: true,
                 decl_tag_kfuncs: false,
                 attributes: false,
+                protos: Default::default(),
             },
         ),
         (

@@ -65,15 +65,15 @@ impl Btf {
     fn bump_vlen(&mut self) -> usize {
         let s = self.last_type_start();
         let info = &mut self.words[s + 1];
-        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
+        *info = (*info & !super::VLEN_LIMIT) | ((*info + 1) & super::VLEN_LIMIT);
         s
     }
 
-    /// Number of entries of the last type (untruncated by the 16-bit field is
-    /// not tracked: callers check the 65535 limit themselves).
+    /// Number of entries of the last type (callers check the format's
+    /// limit themselves: [`Format::vlen_limit`](super::Format::vlen_limit)).
     pub fn last_vlen(&self) -> u32 {
         let s = self.last_type_start();
-        self.words[s + 1] & 0xffff
+        self.words[s + 1] & super::VLEN_LIMIT
     }
 
     fn last_type_start(&self) -> usize {

@@ -33,6 +33,15 @@ pub enum Kind {
 
 pub const KIND_MAX: u8 = 19;
 
+/// The largest kind number the info word can hold (7 bits since BTF 2026;
+/// kinds past [`KIND_MAX`] are ones this crate does not know).
+pub const KIND_LIMIT: u32 = 0x7f;
+
+/// The largest vlen the info word can hold (24 bits since BTF 2026; the
+/// original format had 16 and kept bits 16-23 zero, so reading 24 bits
+/// reads either).
+pub const VLEN_LIMIT: u32 = 0x00ff_ffff;
+
 impl Kind {
     #[inline]
     pub fn from_u8(k: u8) -> Option<Kind> {
@@ -138,17 +147,18 @@ pub const TYPE_TAG: u32 = Kind::TypeTag as u32;
 pub const ENUM64: u32 = Kind::Enum64 as u32;
 
 /// Trailing words of a record: `FIXED[kind] + PER_ENTRY[kind] * vlen`
-/// (indexed by the info word's five kind bits; unknown kinds have none).
-const FIXED: [u8; 32] = {
-    let mut t = [0u8; 32];
+/// (indexed by the info word's seven kind bits; unknown kinds have none
+/// here: a record of one is sized by the blob's layout section).
+const FIXED: [u8; 128] = {
+    let mut t = [0u8; 128];
     t[INT as usize] = 1;
     t[VAR as usize] = 1;
     t[DECL_TAG as usize] = 1;
     t[ARRAY as usize] = 3;
     t
 };
-const PER_ENTRY: [u8; 32] = {
-    let mut t = [0u8; 32];
+const PER_ENTRY: [u8; 128] = {
+    let mut t = [0u8; 128];
     t[STRUCT as usize] = 3;
     t[UNION as usize] = 3;
     t[DATASEC as usize] = 3;
@@ -158,8 +168,9 @@ const PER_ENTRY: [u8; 32] = {
     t
 };
 
-/// A record's info word: kind flag (bit 31), kind (bits 24-28), vlen
-/// (bits 0-15).
+/// A record's info word: kind flag (bit 31), kind (bits 24-30), vlen
+/// (bits 0-23), as BTF 2026 lays it out; a blob of the original format has
+/// zeros in bits 16-23 and 29-30, so it reads the same.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Info(pub u32);
 
@@ -167,23 +178,24 @@ pub struct Info(pub u32);
 impl Info {
     #[inline(always)]
     pub const fn new(kind: Kind, kflag: bool, vlen: u32) -> Info {
-        Info(((kflag as u32) << 31) | ((kind as u32) << 24) | (vlen & 0xffff))
+        Info(((kflag as u32) << 31) | ((kind as u32) << 24) | (vlen & VLEN_LIMIT))
     }
     /// The raw kind number (compare with [`INT`] ... [`ENUM64`]).
     #[inline(always)]
     pub const fn kind(self) -> u32 {
-        (self.0 >> 24) & 0x1f
+        (self.0 >> 24) & KIND_LIMIT
     }
     #[inline(always)]
     pub const fn vlen(self) -> usize {
-        (self.0 & 0xffff) as usize
+        (self.0 & VLEN_LIMIT) as usize
     }
     #[inline(always)]
     pub const fn kflag(self) -> bool {
         self.0 >> 31 != 0
     }
     /// The length in words of a record with this info word, common part
-    /// included.
+    /// included (for a kind this crate knows; see [`Layout`](super::Layout)
+    /// for the others).
     #[inline(always)]
     pub const fn len(self) -> usize {
         let k = self.kind() as usize;

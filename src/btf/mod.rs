@@ -14,6 +14,7 @@ mod deferred;
 pub mod distill;
 pub mod dump;
 pub mod kind;
+mod layout;
 pub mod lint;
 pub mod read;
 mod refs;
@@ -24,7 +25,8 @@ use std::sync::Arc;
 
 use deferred::Deferred;
 
-pub use kind::{Info, KIND_MAX, Kind, RawRecord, make_info};
+pub use kind::{Info, KIND_LIMIT, KIND_MAX, Kind, RawRecord, VLEN_LIMIT, make_info};
+pub use layout::{Format, HDR_LEN_2026, KindLayout, Layout};
 pub use refs::needed_by;
 pub use strtab::StrTab;
 
@@ -45,7 +47,8 @@ impl StrOff {
 }
 
 pub const BTF_MAGIC: u16 = 0xEB9F;
-pub const HDR_LEN: u32 = 24;
+/// The shortest header (the original format's); see [`Format`].
+pub const HDR_LEN: u32 = layout::HDR_LEN_ORIGINAL;
 /// The kernel's `BPF_BTF_LOAD` size limit.
 pub const KERNEL_MAX_BTF_SIZE: usize = 16 * 1024 * 1024;
 
@@ -160,6 +163,9 @@ pub struct Btf {
     strs: StrTab,
     endian: Endian,
     base: Option<Arc<Btf>>,
+    /// Header length and layout section, kept from a read blob or chosen
+    /// by the encoder; the records do not depend on it.
+    format: Format,
 }
 
 /// Makes room for `extra` more elements. Past 1 MiB a vector grows by a
@@ -211,6 +217,7 @@ impl Btf {
             strs: StrTab::new_base(),
             endian,
             base: None,
+            format: Format::default(),
         }
     }
 
@@ -225,6 +232,7 @@ impl Btf {
             strs: StrTab::new_split(start, base.clone()),
             endian,
             base: Some(base),
+            format: Format::default(),
         }
     }
 
@@ -242,6 +250,7 @@ impl Btf {
             strs,
             endian,
             base,
+            format: Format::default(),
         }
     }
 
@@ -292,6 +301,21 @@ impl Btf {
     }
     pub fn base(&self) -> Option<&Arc<Btf>> {
         self.base.as_ref()
+    }
+    pub fn format(&self) -> &Format {
+        &self.format
+    }
+    pub fn set_format(&mut self, f: Format) {
+        self.format = f;
+    }
+
+    /// Own types of a kind this crate does not know (a newer format's,
+    /// stepped over by the blob's layout section): their ids and kinds.
+    pub fn unknown_kinds(&self) -> impl Iterator<Item = (TypeId, u32)> + '_ {
+        self.own_ids().filter_map(|id| {
+            let k = self.ty(id).words.kind();
+            (k > KIND_MAX as u32).then_some((id, k))
+        })
     }
 
     /// First id of this BTF's own types (1 for standalone BTF).

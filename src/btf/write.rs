@@ -1,26 +1,62 @@
 //! Writing the model as raw BTF in its byte order: header, type words,
-//! strings, in one buffer of exactly the final size.
+//! the layout section when the format has one (BTF 2026), strings, in one
+//! buffer of exactly the final size.
 
-use super::{Btf, Endian, HDR_LEN};
+use super::{Btf, Endian};
+
+/// The header and layout section of `btf` as written before/after its type
+/// words: `(header, layout)`.
+fn frame(btf: &Btf) -> (Vec<u8>, Vec<u8>) {
+    let big = btf.endian() == Endian::Big;
+    let fmt = btf.format();
+    let type_len = btf.type_section_len() as u32;
+    let strs_len = btf.raw_strings().len() as u32;
+    let mut layout = Vec::new();
+    if let Some(l) = fmt.layout() {
+        for e in l.entries() {
+            layout.push(e.info_sz);
+            layout.push(e.elem_sz);
+            layout.extend_from_slice(&if big {
+                e.flags.to_be_bytes()
+            } else {
+                e.flags.to_le_bytes()
+            });
+        }
+    }
+    let layout_len = layout.len() as u32;
+    let mut hdr = Vec::with_capacity(fmt.hdr_len() as usize);
+    let put32 = |o: &mut Vec<u8>, v: u32| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
+    hdr.extend_from_slice(&if big {
+        super::BTF_MAGIC.to_be_bytes()
+    } else {
+        super::BTF_MAGIC.to_le_bytes()
+    });
+    hdr.push(1);
+    hdr.push(0);
+    put32(&mut hdr, fmt.hdr_len());
+    put32(&mut hdr, 0);
+    put32(&mut hdr, type_len);
+    put32(&mut hdr, type_len + layout_len);
+    put32(&mut hdr, strs_len);
+    if fmt.has_layout_fields() {
+        // libbpf leaves `layout_off` 0 when there is no section.
+        put32(&mut hdr, if layout_len == 0 { 0 } else { type_len });
+        put32(&mut hdr, layout_len);
+    }
+    // A longer header read from a newer blob: its extra bytes were zeros.
+    hdr.resize(fmt.hdr_len() as usize, 0);
+    (hdr, layout)
+}
 
 /// The raw bytes of `btf` (its own types and strings; split BTF is written
 /// without its base, as libbpf does).
 pub fn to_bytes(btf: &Btf) -> Vec<u8> {
-    let type_len = btf.type_section_len() as u32;
+    let (hdr, layout) = frame(btf);
     let strs = btf.raw_strings();
-    let total = HDR_LEN as usize + type_len as usize + strs.len();
+    let total = raw_len(btf);
     let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&hdr);
     let big = btf.endian() == Endian::Big;
-    let put16 = |o: &mut Vec<u8>, v: u16| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
-    let put32 = |o: &mut Vec<u8>, v: u32| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
-    put16(&mut out, super::BTF_MAGIC);
-    out.push(1);
-    out.push(0);
-    put32(&mut out, HDR_LEN);
-    put32(&mut out, 0);
-    put32(&mut out, type_len);
-    put32(&mut out, type_len);
-    put32(&mut out, strs.len() as u32);
     let words = btf.raw_words();
     let at = out.len();
     out.resize(at + words.len() * 4, 0);
@@ -29,6 +65,7 @@ pub fn to_bytes(btf: &Btf) -> Vec<u8> {
         let w = if swap { w.swap_bytes() } else { *w };
         dst.copy_from_slice(&w.to_ne_bytes());
     }
+    out.extend_from_slice(&layout);
     out.extend_from_slice(strs);
     debug_assert_eq!(out.len(), total);
     out
@@ -61,34 +98,22 @@ pub fn merged_bytes(split: &Btf) -> Vec<u8> {
         split.endian(),
         None,
     );
+    let mut merged = merged;
+    merged.set_format(split.format().clone());
     to_bytes(&merged)
 }
 
 /// Size in bytes of what `to_bytes` / `write_to` produce.
 pub fn raw_len(btf: &Btf) -> usize {
-    HDR_LEN as usize + btf.type_section_len() + btf.raw_strings().len()
+    let layout = btf.format().layout().map_or(0, |l| l.byte_len());
+    btf.format().hdr_len() as usize + btf.type_section_len() + layout + btf.raw_strings().len()
 }
 
 /// Writes the same bytes as `to_bytes` to `w` without building them in
 /// memory first (a pre-dedup vmlinux is 170 MB).
 pub fn write_to(btf: &Btf, w: &mut impl std::io::Write) -> std::io::Result<()> {
     let big = btf.endian() == Endian::Big;
-    let strs = btf.raw_strings();
-    let type_len = btf.type_section_len() as u32;
-    let mut hdr = Vec::with_capacity(HDR_LEN as usize);
-    let put32 = |o: &mut Vec<u8>, v: u32| o.extend_from_slice(&if big { v.to_be_bytes() } else { v.to_le_bytes() });
-    hdr.extend_from_slice(&if big {
-        super::BTF_MAGIC.to_be_bytes()
-    } else {
-        super::BTF_MAGIC.to_le_bytes()
-    });
-    hdr.push(1);
-    hdr.push(0);
-    put32(&mut hdr, HDR_LEN);
-    put32(&mut hdr, 0);
-    put32(&mut hdr, type_len);
-    put32(&mut hdr, type_len);
-    put32(&mut hdr, strs.len() as u32);
+    let (hdr, layout) = frame(btf);
     w.write_all(&hdr)?;
     let swap = big != cfg!(target_endian = "big");
     let mut buf = Vec::with_capacity(64 * 1024);
@@ -99,7 +124,8 @@ pub fn write_to(btf: &Btf, w: &mut impl std::io::Write) -> std::io::Result<()> {
         }
         w.write_all(&buf)?;
     }
-    w.write_all(strs)
+    w.write_all(&layout)?;
+    w.write_all(btf.raw_strings())
 }
 
 #[cfg(test)]

@@ -61,6 +61,11 @@ pub struct Args {
     /// pahole --supported_btf_features` lists them.
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
+    /// Which pahole to reproduce: v1.31 (the default) or next (dwarves 1436daf with
+    /// libbpf v1.8.0: BTF 2026's 32-byte header; the features layout and
+    /// true_signature). Naming layout or true_signature implies next.
+    #[arg(long, value_enum)]
+    pub reference: Option<ReferenceArg>,
     /// Skip CUs of these languages (pahole names, comma separated).
     #[arg(long = "lang-exclude", alias = "lang_exclude")]
     pub lang_exclude: Option<String>,
@@ -119,6 +124,30 @@ pub fn jobs_arg(jobs: Option<usize>) -> anyhow::Result<usize> {
     }
 }
 
+/// `--reference`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ReferenceArg {
+    #[value(name = "v1.31")]
+    V131,
+    Next,
+}
+
+/// The reference a run follows: the one named, else `next` when a feature
+/// only it has is asked for (as a build script written for the newer
+/// pahole asks), else v1.31.
+pub fn reference_arg(named: Option<ReferenceArg>, features: &Features) -> anyhow::Result<encode::Reference> {
+    match named {
+        Some(ReferenceArg::Next) => Ok(encode::Reference::Next),
+        Some(ReferenceArg::V131) if features.names_next_only() => bail!(
+            "the features layout and true_signature are the next reference's (pahole after v1.31): \
+             drop them or use --reference next"
+        ),
+        Some(ReferenceArg::V131) => Ok(encode::Reference::V1_31),
+        None if features.names_next_only() => Ok(encode::Reference::Next),
+        None => Ok(encode::Reference::V1_31),
+    }
+}
+
 /// The features of `--btf-features` lists, applied in order over the bare set.
 pub fn features_arg<'s>(lists: impl IntoIterator<Item = &'s str>) -> anyhow::Result<Features> {
     let mut features = Features::default();
@@ -130,7 +159,7 @@ pub fn features_arg<'s>(lists: impl IntoIterator<Item = &'s str>) -> anyhow::Res
             bail!(
                 "unknown BTF feature(s): {} (known: default, {})",
                 unknown.join(", "),
-                encode::features::FEATURE_NAMES.join(", ")
+                encode::features::FEATURE_NAMES_NEXT.join(", ")
             );
         }
     }
@@ -235,8 +264,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         Some(l) => LangFilter::Exclude(encode::lang::parse_list(l).map_err(anyhow::Error::msg)?),
         None => LangFilter::All,
     };
+    let reference = reference_arg(a.reference, &features)?;
     let opts = Options {
         features,
+        reference,
         lang,
         cu_exclude: None,
         jobs: jobs_arg(a.jobs)?,

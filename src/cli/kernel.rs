@@ -46,6 +46,9 @@ pub struct Args {
     /// or newer also ask for `attributes`, kernels before --btf_features for other flags.
     #[arg(long = "btf-features", alias = "btf_features")]
     pub btf_features: Vec<String>,
+    /// Which pahole to reproduce: v1.31 (the default) or next (see `btfkit encode --help`).
+    #[arg(long, value_enum)]
+    pub reference: Option<super::encode::ReferenceArg>,
     /// Skip CUs of these languages (pahole names, comma separated; default: rust, as the
     /// kernel's build; an empty value keeps every language).
     #[arg(long = "lang-exclude", alias = "lang_exclude")]
@@ -83,8 +86,10 @@ fn options(a: &Args) -> anyhow::Result<Options> {
     };
     let lang = a.lang_exclude.as_deref().unwrap_or(KERNEL_LANG_EXCLUDE);
     let lang = encode::lang::parse_list(lang).map_err(anyhow::Error::msg)?;
+    let reference = super::encode::reference_arg(a.reference, &features)?;
     Ok(Options {
         features,
+        reference,
         lang: if lang.is_empty() {
             LangFilter::All
         } else {

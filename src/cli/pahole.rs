@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use btfkit::encode::{self, Features, LangFilter, Options};
+use btfkit::encode::{self, Features, LangFilter, Options, Reference};
 use btfkit::pipeline::Plan;
 
 use super::encode::{Report, default_jobs, execute};
@@ -33,7 +33,31 @@ const WITH_VALUE: &[&str] = &[
     "--kabi_prefix",
 ];
 
+/// `BTFKIT_PAHOLE_REFERENCE=next` makes `btfkit pahole` the next reference
+/// for every run (its feature list too); `v1.31`, or unset, is v1.31 unless
+/// the command line names a feature only the next one has.
+const REFERENCE_ENV: &str = "BTFKIT_PAHOLE_REFERENCE";
+
+fn pinned_reference() -> anyhow::Result<Option<Reference>> {
+    match std::env::var(REFERENCE_ENV).ok().as_deref() {
+        None | Some("") => Ok(None),
+        Some("next") => Ok(Some(Reference::Next)),
+        Some("v1.31" | "1.31") => Ok(Some(Reference::V1_31)),
+        Some(v) => bail!("{REFERENCE_ENV}={v}: expected next or v1.31"),
+    }
+}
+
+/// The pinned reference, else next when a feature only it has is named.
+fn reference_of(pinned: Option<Reference>, f: &Features) -> Reference {
+    pinned.unwrap_or(if f.names_next_only() {
+        Reference::Next
+    } else {
+        Reference::V1_31
+    })
+}
+
 pub fn run(a: Args) -> anyhow::Result<i32> {
+    let pinned = pinned_reference()?;
     let mut features = Features::default();
     let mut jobs = 1usize;
     let mut verbose = false;
@@ -77,9 +101,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
             "--btf_features_strict" => {
                 let v = value()?;
-                let unknown = features.apply_list(&v);
+                let mut unknown = features.apply_list(&v);
+                if pinned == Some(Reference::V1_31) {
+                    let next_only = ["true_signature", "layout"];
+                    unknown.extend(v.split(',').filter(|x| next_only.contains(x)).map(str::to_string));
+                }
                 if !unknown.is_empty() {
-                    eprintln!("{}", encode::features::FEATURE_NAMES.join(","));
+                    eprintln!("{}", reference_of(pinned, &features).feature_names().join(","));
                     bail!(
                         "unknown BTF feature(s) with --btf_features_strict: {}",
                         unknown.join(", ")
@@ -87,7 +115,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 }
             }
             "--supported_btf_features" => {
-                out!("{}", encode::features::FEATURE_NAMES.join(","));
+                out!("{}", pinned.unwrap_or_default().feature_names().join(","));
                 return Ok(EXIT_OK);
             }
             "--version" => {
@@ -149,6 +177,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         _ => bail!("several input files are not supported (the reference's multi-file mode is not implemented)"),
     };
     let lang = lang_filter(lang_only, lang_exclude)?;
+    let reference = reference_of(pinned, &features);
+    if reference == Reference::V1_31 {
+        // v1.31 does not know them: ignored, as any unknown name.
+        features.true_signature = false;
+        features.layout = false;
+    }
     execute(
         Plan {
             input,
@@ -160,6 +194,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             early_dedup: None,
             opts: Options {
                 features,
+                reference,
                 lang,
                 cu_exclude,
                 jobs,

@@ -24,7 +24,7 @@ pub fn type_of(btf: &Btf, id: TypeId) -> Option<Type<'_>> {
 
 /// The raw kind number of a record (unknown numbers included).
 pub fn kind_raw(t: &Type<'_>) -> u32 {
-    (t.info() >> 24) & 0x1f
+    crate::btf::Info(t.info()).kind()
 }
 
 pub fn kind_of(t: &Type<'_>) -> Kind {

@@ -6,22 +6,25 @@
 use crate::btf::kind::{RawRecord, STRUCT, UNION};
 use crate::btf::{Btf, TypeId};
 
-/// An unused bit of the info word (bits 16–23 are unused in BTF), set on a
-/// STRUCT or UNION record cut down to a stub (vlen 0): such a record must
+/// A stub's info word: its kind, vlen 0 and the kind flag, which the
+/// encoder never sets on a struct or union without members (the flag says
+/// how members encode bitfields; every bit of the info word has a meaning
+/// since BTF 2026, so no spare bit is left to mark one). Such a record must
 /// never be compared.
-const STUB_INFO: u32 = 1 << 23;
+const KFLAG: u32 = 1 << 31;
+const STUB_MASK: u32 = KFLAG | crate::btf::VLEN_LIMIT;
 
 /// Whether the record starting at `w` (at least its first two words) is a
 /// stub.
 #[inline(always)]
 pub(super) fn is_stub(w: &[u32]) -> bool {
-    w[1] & STUB_INFO != 0
+    w[1] & STUB_MASK == KFLAG
 }
 
-/// Whether either of two records is a stub (one test on the walk's path).
+/// Whether either of two records is a stub.
 #[inline(always)]
 pub(super) fn either_is_stub(a: &[u32], b: &[u32]) -> bool {
-    (a[1] | b[1]) & STUB_INFO != 0
+    is_stub(a) || is_stub(b)
 }
 
 /// Cuts the structs and unions of the deferred types from id `first` on
@@ -43,7 +46,7 @@ pub(super) fn stub_deferred(
         |id, rec| {
             let k = rec.kind();
             if (k == STRUCT || k == UNION) && stub(id) {
-                rec[1] = (rec[1] & !0xffff) | STUB_INFO;
+                rec[1] = (rec[1] & !crate::btf::VLEN_LIMIT) | KFLAG;
                 3
             } else {
                 rec.len()

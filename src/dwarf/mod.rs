@@ -83,6 +83,10 @@ pub struct DecodeOpts {
     pub decl_tag: bool,
     /// The ABI's register parameters (location analysis of parameters).
     pub regs: loc::RegParams,
+    /// A variable at `DW_OP_addrx i; DW_OP_plus_uconst n` (LLVM's global
+    /// merging) is at address i + n, as the next reference reads it; v1.31
+    /// reads the first operation only.
+    pub addrx_plus_offset: bool,
 }
 
 pub struct Decoder<'a, 'd> {
@@ -238,7 +242,10 @@ impl<'a, 'd> Decoder<'a, 'd> {
         Walker::new(self, header, refs, refs == Refs::Section, track_far)?.run(keep)
     }
 
-    /// Address operand of a location whose first operation is DW_OP_addr or DW_OP_addrx.
+    /// Address operand of a location whose first operation is DW_OP_addr or
+    /// DW_OP_addrx (with [`DecodeOpts::addrx_plus_offset`], plus the
+    /// operand of a DW_OP_plus_uconst that is the second and last operation
+    /// after DW_OP_addrx).
     fn first_addr(&self, unit: &gimli::Unit<R<'a>>, expr: &[u8]) -> Option<u64> {
         let op = *expr.first()?;
         let mut r = EndianSlice::new(&expr[1..], self.endian);
@@ -247,7 +254,15 @@ impl<'a, 'd> Decoder<'a, 'd> {
             0x03 => r.read_address(unit.encoding().address_size).ok(),
             0xa1 => {
                 let idx = r.read_uleb128().ok()?;
-                self.dwarf.address(unit, gimli::DebugAddrIndex(idx as usize)).ok()
+                let addr = self.dwarf.address(unit, gimli::DebugAddrIndex(idx as usize)).ok()?;
+                if self.opts.addrx_plus_offset
+                    && r.read_u8() == Ok(gimli::constants::DW_OP_plus_uconst.0)
+                    && let Ok(n) = r.read_uleb128()
+                    && r.is_empty()
+                {
+                    return Some(addr.wrapping_add(n));
+                }
+                Some(addr)
             }
             _ => None,
         }

@@ -58,6 +58,7 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
             type_tag: true,
             decl_tag: true,
             regs: loc::RegParams::for_machine(0),
+            addrx_plus_offset: false,
         },
         endian: RunTimeEndian::Little,
         type_units: None,

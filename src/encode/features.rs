@@ -19,6 +19,58 @@ pub const FEATURE_NAMES: &[&str] = &[
     "attributes",
 ];
 
+/// The names of the `next` reference (dwarves 1436daf): v1.31's and two more.
+pub const FEATURE_NAMES_NEXT: &[&str] = &[
+    "encode_force",
+    "var",
+    "float",
+    "decl_tag",
+    "type_tag",
+    "enum64",
+    "optimized_func",
+    "consistent_func",
+    "decl_tag_kfuncs",
+    "reproducible_build",
+    "distilled_base",
+    "global_var",
+    "attributes",
+    "true_signature",
+    "layout",
+];
+
+/// Which pahole's output btfkit reproduces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reference {
+    /// pahole v1.31 with libbpf 374f7807: the corpus's reference, byte for
+    /// byte, and the default.
+    #[default]
+    V1_31,
+    /// dwarves master at 1436daf (July 2026) with libbpf v1.8.0, recorded
+    /// as hashes in `tests/next/manifest.tsv`: every blob has the 32-byte
+    /// header of BTF 2026, and `layout`/`true_signature` exist.
+    Next,
+}
+
+impl Reference {
+    /// The feature names its `--supported_btf_features` lists.
+    pub fn feature_names(self) -> &'static [&'static str] {
+        match self {
+            Reference::V1_31 => FEATURE_NAMES,
+            Reference::Next => FEATURE_NAMES_NEXT,
+        }
+    }
+
+    /// The on-disk format of an output: libbpf v1.8.0 writes the 32-byte
+    /// header always, and the layout section only for standalone BTF
+    /// (split BTF relies on its base's).
+    pub fn format(self, f: &Features, split: bool) -> crate::btf::Format {
+        match self {
+            Reference::V1_31 => crate::btf::Format::original(),
+            Reference::Next => crate::btf::Format::btf_2026(f.layout && !split),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Features {
     pub encode_force: bool,
@@ -34,6 +86,11 @@ pub struct Features {
     pub distilled_base: bool,
     pub global_var: bool,
     pub attributes: bool,
+    /// `next` only: functions whose compiled signature differs from the
+    /// source's are encoded with the compiled one.
+    pub true_signature: bool,
+    /// `next` only: standalone output carries BTF 2026's layout section.
+    pub layout: bool,
     /// Whether a `--btf_features` option already reset the switches.
     reset_done: bool,
 }
@@ -55,6 +112,8 @@ impl Default for Features {
             distilled_base: false,
             global_var: false,
             attributes: false,
+            true_signature: false,
+            layout: false,
             reset_done: false,
         }
     }
@@ -77,6 +136,8 @@ impl Features {
                 distilled_base: false,
                 global_var: false,
                 attributes: false,
+                true_signature: false,
+                layout: false,
                 reset_done: true,
             };
         }
@@ -94,7 +155,12 @@ impl Features {
         self.decl_tag_kfuncs = true;
     }
 
-    /// The names of the features switched on, in [`FEATURE_NAMES`] order
+    /// Whether a feature only the `next` reference has is on.
+    pub fn names_next_only(&self) -> bool {
+        self.true_signature || self.layout
+    }
+
+    /// The names of the features switched on, in [`FEATURE_NAMES_NEXT`] order
     /// (a canonical spelling of the set: `apply_list` of their join gives it back).
     pub fn enabled_names(&self) -> Vec<&'static str> {
         let on = [
@@ -111,8 +177,10 @@ impl Features {
             self.distilled_base,
             self.global_var,
             self.attributes,
+            self.true_signature,
+            self.layout,
         ];
-        FEATURE_NAMES
+        FEATURE_NAMES_NEXT
             .iter()
             .zip(on)
             .filter(|(_, on)| *on)
@@ -137,6 +205,8 @@ impl Features {
             "distilled_base" => self.distilled_base = true,
             "global_var" => self.global_var = true,
             "attributes" => self.attributes = true,
+            "true_signature" => self.true_signature = true,
+            "layout" => self.layout = true,
             _ => return false,
         }
         true

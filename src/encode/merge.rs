@@ -394,6 +394,7 @@ impl Merger {
         elf: &ElfInfo<'_>,
         data: &[u8],
         f: &Features,
+        reference: crate::encode::Reference,
         verbose: bool,
     ) -> Result<(), crate::funcs::FuncsError> {
         let marks = if f.decl_tag_kfuncs {
@@ -406,6 +407,10 @@ impl Merger {
             decl_tag: f.decl_tag,
             decl_tag_kfuncs: f.decl_tag_kfuncs,
             attributes: f.attributes,
+            protos: match reference {
+                crate::encode::Reference::V1_31 => crate::funcs::ProtoMatch::ReturnOnly,
+                crate::encode::Reference::Next => crate::funcs::ProtoMatch::Params,
+            },
         };
         let log = verbose.then_some(&mut self.summary.func_skips);
         crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;

@@ -36,7 +36,7 @@ use crate::elf::debug::{DebugSections, ElfInfo};
 pub use merge::MergeError;
 use merge::Merger;
 
-pub use features::Features;
+pub use features::{Features, Reference};
 pub use lang::LangFilter;
 pub use local::CuOut;
 
@@ -168,6 +168,8 @@ impl std::fmt::Display for VarProblem {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub features: Features,
+    /// Which pahole's output to reproduce.
+    pub reference: Reference,
     pub lang: LangFilter,
     /// `-X` / `--cu_exclude`: skip CUs whose name starts with this prefix.
     pub cu_exclude: Option<Vec<u8>>,
@@ -264,6 +266,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             features: Features::default(),
+            reference: Reference::default(),
             lang: LangFilter::All,
             cu_exclude: None,
             jobs: 1,
@@ -518,6 +521,7 @@ pub fn encode_elf_with(
         type_tag: opts.features.type_tag,
         decl_tag: opts.features.decl_tag,
         regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
+        addrx_plus_offset: opts.reference == Reference::Next,
     };
     let alt_headers = match (&alt_dw, &alt_input) {
         (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| EncodeError::AltDamaged {
@@ -1000,7 +1004,7 @@ fn functions_phase(
         });
     }
     if !opts.no_funcs {
-        m.emit_funcs(elf, data, &opts.features, opts.verbose)
+        m.emit_funcs(elf, data, &opts.features, opts.reference, opts.verbose)
             .map_err(|source| EncodeError::Funcs {
                 path: path.to_path_buf(),
                 source,

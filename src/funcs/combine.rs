@@ -15,7 +15,7 @@ use crate::elf::functab::FuncTable;
 use super::kfuncs::KfuncMarks;
 use super::{FuncStates, FuncsError, StateId, flags};
 use compare::funcs_mismatch;
-pub use compare::types_match;
+pub use compare::{ProtoMatch, types_match};
 use emit::emit_one;
 
 /// The features the function phase looks at.
@@ -29,6 +29,8 @@ pub struct EmitOptions {
     pub decl_tag_kfuncs: bool,
     /// Arena type tags for kfuncs.
     pub attributes: bool,
+    /// How function pointers' prototypes are compared.
+    pub protos: ProtoMatch,
 }
 
 /// What the phase did, for summaries and tests.
@@ -132,7 +134,7 @@ pub fn emit_funcs_logged(
         for &b in rest {
             fl |= states.flags(b);
             if fl & (flags::UNEXPECTED_REG | flags::INCONSISTENT) == 0
-                && let Some(why) = funcs_mismatch(btf, states, a, b)
+                && let Some(why) = funcs_mismatch(btf, states, a, b, opts.protos)
             {
                 skip(&why);
                 fl |= flags::INCONSISTENT;
@@ -284,7 +286,7 @@ mod tests {
     #[test]
     fn types_match_rules() {
         let t = types();
-        let m = |x: TypeId, y: TypeId| types_match(&t.btf, x, y);
+        let m = |x: TypeId, y: TypeId| types_match(&t.btf, x, y, ProtoMatch::ReturnOnly);
         assert!(m(TypeId(0), TypeId(0)));
         assert!(!m(TypeId(0), t.int));
         assert!(!m(t.int, TypeId(0)));
@@ -321,12 +323,18 @@ mod tests {
     #[test]
     fn func_proto_compares_only_vlen_and_return() {
         let t = types();
-        // (int, int) → int vs (long, long) → int: the v1.31 quirk says equal.
-        assert!(types_match(&t.btf, t.proto_ii, t.proto_il));
-        // Different return type.
-        assert!(!types_match(&t.btf, t.proto_ii, t.proto_li));
-        // Different vlen.
-        assert!(!types_match(&t.btf, t.proto_ii, t.proto_i));
+        let m = |x, y, p| types_match(&t.btf, x, y, p);
+        // (int, int) → int vs (long, long) → int: the v1.31 quirk says
+        // equal, the next reference compares the parameters.
+        assert!(m(t.proto_ii, t.proto_il, ProtoMatch::ReturnOnly));
+        assert!(!m(t.proto_ii, t.proto_il, ProtoMatch::Params));
+        assert!(m(t.proto_ii, t.proto_ii, ProtoMatch::Params));
+        for p in [ProtoMatch::ReturnOnly, ProtoMatch::Params] {
+            // Different return type.
+            assert!(!m(t.proto_ii, t.proto_li, p));
+            // Different vlen.
+            assert!(!m(t.proto_ii, t.proto_i, p));
+        }
     }
 
     /// A table with the given (key, address) symbols.
@@ -340,6 +348,7 @@ mod tests {
             decl_tag: true,
             decl_tag_kfuncs: true,
             attributes: false,
+            protos: ProtoMatch::ReturnOnly,
         }
     }
 
@@ -815,8 +824,8 @@ mod tests {
         let mut split = Btf::new_split(base.clone());
         let c = split.add_ref(Kind::Const, t.foo);
         let pc = split.add_ref(Kind::Ptr, c);
-        assert!(types_match(&split, pc, t.pfoo));
-        assert!(!types_match(&split, pc, t.pint));
+        assert!(types_match(&split, pc, t.pfoo, ProtoMatch::ReturnOnly));
+        assert!(!types_match(&split, pc, t.pint, ProtoMatch::ReturnOnly));
         let _ = (t.int2, t.long);
     }
 }

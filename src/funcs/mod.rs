@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use crate::btf::{StrOff, TypeId};
 
-pub use combine::{EmitOptions, EmitSummary, emit_funcs, emit_funcs_logged, types_match};
+pub use combine::{EmitOptions, EmitSummary, ProtoMatch, emit_funcs, emit_funcs_logged, types_match};
 pub use kfuncs::KfuncMarks;
 
 /// Failures of the function phase. The reference fails the whole run on each

@@ -60,7 +60,7 @@ impl<'a> Enc<'_, '_, 'a> {
             return false;
         }
         let info = &mut o.o.words[rec_start + 1];
-        *info = (*info & !0xffff) | (n as u32 & 0xffff) | if kflag { 1 << 31 } else { 0 };
+        *info = (*info & !btf::VLEN_LIMIT) | keep as u32 | if kflag { 1 << 31 } else { 0 };
         true
     }
 

@@ -55,7 +55,7 @@ impl<'a> Out<'a> {
     pub(super) fn bump_vlen(&mut self) {
         let s = *self.o.offs.last().unwrap() as usize;
         let info = &mut self.o.words[s + 1];
-        *info = (*info & !0xffff) | (((*info & 0xffff) + 1) & 0xffff);
+        *info = (*info & !crate::btf::VLEN_LIMIT) | ((*info + 1) & crate::btf::VLEN_LIMIT);
     }
     pub(super) fn set_kflag(&mut self) {
         let s = *self.o.offs.last().unwrap() as usize;

@@ -21,12 +21,22 @@ fn names_match(btf: &Btf, a: u32, b: u32) -> bool {
     a == b || btf.str_at(StrOff(a)).unwrap_or(b"") == btf.str_at(StrOff(b)).unwrap_or(b"")
 }
 
+/// How two FUNC_PROTOs reached through pointers are compared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProtoMatch {
+    /// Their vlen and return types only: v1.31 compares the return types
+    /// once per parameter instead of the parameters.
+    #[default]
+    ReturnOnly,
+    /// Return and parameter types, as the next reference (dwarves 2f9a77e).
+    Params,
+}
+
 /// The reference's loose type comparison between two ids of one BTF: names
 /// for named kinds, structure through modifiers, pointers and arrays, `const`
-/// skipped where only one side has it. FUNC_PROTO compares the vlen and the
-/// return types only (v1.31 compares the return types once per parameter
-/// instead of the parameters). Ids outside the BTF compare unequal.
-pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
+/// skipped where only one side has it; FUNC_PROTO as `protos` says. Ids
+/// outside the BTF compare unequal.
+pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId, protos: ProtoMatch) -> bool {
     loop {
         if x == y {
             return true;
@@ -71,7 +81,13 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId) -> bool {
                 x = ex;
                 y = ey;
             }
-            FUNC_PROTO => return tx.vlen() == ty.vlen() && types_match(btf, tx.type_id(), ty.type_id()),
+            FUNC_PROTO => {
+                return tx.vlen() == ty.vlen()
+                    && types_match(btf, tx.type_id(), ty.type_id(), protos)
+                    && (protos == ProtoMatch::ReturnOnly
+                        || (tx.pairs().zip(ty.pairs()))
+                            .all(|(p, q)| types_match(btf, TypeId(p[1]), TypeId(q[1]), protos)));
+            }
             _ => return false,
         }
     }
@@ -88,7 +104,7 @@ thread_local! {
 /// `--verbose` line), or `None` when they have the same parameter count
 /// (varargs slot included), return type and parameter types; names are not
 /// compared.
-pub(super) fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId) -> Option<String> {
+pub(super) fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId, protos: ProtoMatch) -> Option<String> {
     #[cfg(test)]
     PAIRS_COMPARED.with(|c| c.set(c.get() + 1));
     let (pa, pb) = (st.params(a), st.params(b));
@@ -99,11 +115,11 @@ pub(super) fn funcs_mismatch(btf: &Btf, st: &FuncStates, a: StateId, b: StateId)
             pb.len()
         ));
     }
-    if !types_match(btf, st.ret(a), st.ret(b)) {
+    if !types_match(btf, st.ret(a), st.ret(b), protos) {
         return Some("return type mismatch".into());
     }
     let name = |p: &Param| String::from_utf8_lossy(btf.str_at(p.name).unwrap_or(b"")).into_owned();
     (pa.iter().zip(pb).enumerate())
-        .find(|(_, (p, q))| !types_match(btf, p.ty, q.ty))
+        .find(|(_, (p, q))| !types_match(btf, p.ty, q.ty, protos))
         .map(|(i, (p, q))| format!("param type mismatch for param#{} {} != {}", i + 1, name(p), name(q)))
 }
