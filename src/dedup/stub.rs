@@ -6,11 +6,12 @@
 use crate::btf::kind::{RawRecord, STRUCT, UNION};
 use crate::btf::{Btf, TypeId};
 
-/// A stub's info word: its kind, vlen 0 and the kind flag, which the
+/// A stub's info word: STRUCT or UNION, vlen 0 and the kind flag, which the
 /// encoder never sets on a struct or union without members (the flag says
 /// how members encode bitfields; every bit of the info word has a meaning
-/// since BTF 2026, so no spare bit is left to mark one). Such a record must
-/// never be compared.
+/// since BTF 2026, so no spare bit is left to mark one; a FWD of a union
+/// has the flag too, hence the kind test). Such a record must never be
+/// compared.
 const KFLAG: u32 = 1 << 31;
 const STUB_MASK: u32 = KFLAG | crate::btf::VLEN_LIMIT;
 
@@ -18,7 +19,7 @@ const STUB_MASK: u32 = KFLAG | crate::btf::VLEN_LIMIT;
 /// stub.
 #[inline(always)]
 pub(super) fn is_stub(w: &[u32]) -> bool {
-    w[1] & STUB_MASK == KFLAG
+    w[1] & STUB_MASK == KFLAG && matches!(w.kind(), STRUCT | UNION)
 }
 
 /// Whether either of two records is a stub.
@@ -54,4 +55,26 @@ pub(super) fn stub_deferred(
         },
         placed,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btf::{Kind, make_info};
+
+    #[test]
+    fn only_a_cut_struct_or_union_is_a_stub() {
+        let stub = |k| [1, (make_info(k, false, 0) & !crate::btf::VLEN_LIMIT) | KFLAG, 8];
+        assert!(is_stub(&stub(Kind::Struct)));
+        assert!(is_stub(&stub(Kind::Union)));
+        // A FWD of a union carries the kind flag with vlen 0 too.
+        assert!(!is_stub(&[1, make_info(Kind::Fwd, true, 0), 0]));
+        assert!(!is_stub(&[1, make_info(Kind::Enum, true, 0), 4]));
+        // A struct with bitfield members has the flag and members.
+        assert!(!is_stub(&[1, make_info(Kind::Struct, true, 1), 4, 0, 0, 0]));
+        assert!(!either_is_stub(
+            &[1, make_info(Kind::Fwd, true, 0), 0],
+            &[1, make_info(Kind::Struct, false, 0), 0]
+        ));
+    }
 }
