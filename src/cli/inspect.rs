@@ -123,24 +123,34 @@ pub struct StatsArgs {
 }
 
 pub struct Stats {
-    pub per_kind: Vec<(Kind, u64, u64)>,
+    /// Kind name (`KIND_<n>` for one this crate does not know), count, bytes.
+    pub per_kind: Vec<(String, u64, u64)>,
     pub types: u64,
     pub type_bytes: u64,
     pub str_bytes: u64,
+    /// Header and layout section (BTF 2026 has a 32-byte header).
+    pub hdr_bytes: u64,
+    pub layout_bytes: u64,
 }
 
 pub fn compute_stats(b: &Btf) -> Stats {
-    let mut count = [0u64; 20];
-    let mut bytes = [0u64; 20];
+    let limit = btf::KIND_LIMIT as usize + 1;
+    let mut count = vec![0u64; limit];
+    let mut bytes = vec![0u64; limit];
     for id in b.own_ids() {
         let t = b.ty(id);
-        count[t.kind() as usize] += 1;
-        bytes[t.kind() as usize] += t.words.len() as u64 * 4;
+        let k = btf::Info(t.info()).kind() as usize;
+        count[k] += 1;
+        bytes[k] += t.words.len() as u64 * 4;
     }
-    let per_kind = (1..20u8)
-        .filter_map(|k| {
-            let kind = Kind::from_u8(k)?;
-            (count[k as usize] > 0).then_some((kind, count[k as usize], bytes[k as usize]))
+    let per_kind = (1..limit)
+        .filter(|&k| count[k] > 0)
+        .map(|k| {
+            let name = match Kind::from_u8(k as u8).filter(|_| k <= btf::KIND_MAX as usize) {
+                Some(kind) => kind.name().to_string(),
+                None => format!("KIND_{k}"),
+            };
+            (name, count[k], bytes[k])
         })
         .collect();
     Stats {
@@ -148,6 +158,8 @@ pub fn compute_stats(b: &Btf) -> Stats {
         types: b.own_type_count() as u64,
         type_bytes: b.type_section_len() as u64,
         str_bytes: b.raw_strings().len() as u64,
+        hdr_bytes: b.format().hdr_len() as u64,
+        layout_bytes: b.format().layout().map_or(0, |l| l.byte_len()) as u64,
     }
 }
 
@@ -155,7 +167,7 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
     let base = load_base(&base_for(&a.file, &a.base))?;
     let b = btfkit::elf::load_btf(&a.file, base)?;
     let s = compute_stats(&b);
-    let total = btf::HDR_LEN as u64 + s.type_bytes + s.str_bytes;
+    let total = s.hdr_bytes + s.type_bytes + s.layout_bytes + s.str_bytes;
     let warnings = if a.warnings {
         btf::lint::kernel_warnings(&b)
     } else {
@@ -165,7 +177,7 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
         let kinds: serde_json::Map<String, serde_json::Value> = s
             .per_kind
             .iter()
-            .map(|(k, n, by)| (k.name().to_string(), serde_json::json!({"count": n, "bytes": by})))
+            .map(|(k, n, by)| (k.clone(), serde_json::json!({"count": n, "bytes": by})))
             .collect();
         let v = serde_json::json!({
             "file": a.file.display().to_string(),
@@ -173,7 +185,9 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
             "first_id": b.start_id(),
             "types": s.types,
             "kinds": kinds,
+            "header_bytes": s.hdr_bytes,
             "type_bytes": s.type_bytes,
+            "layout_bytes": s.layout_bytes,
             "string_bytes": s.str_bytes,
             "total_bytes": total,
         });
@@ -193,9 +207,13 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<i32> {
         );
         out!("{:<12} {:>10} {:>12}", "kind", "count", "bytes");
         for (k, n, by) in &s.per_kind {
-            out!("{:<12} {:>10} {:>12}", k.name(), n, by);
+            out!("{:<12} {:>10} {:>12}", k, n, by);
         }
+        out!("{:<12} {:>10} {:>12}", "header", "", s.hdr_bytes);
         out!("{:<12} {:>10} {:>12}", "types", s.types, s.type_bytes);
+        if s.layout_bytes > 0 {
+            out!("{:<12} {:>10} {:>12}", "layout", "", s.layout_bytes);
+        }
         out!("{:<12} {:>10} {:>12}", "strings", "", s.str_bytes);
         out!("{:<12} {:>10} {:>12}", "total", "", total);
         if a.warnings {
@@ -223,6 +241,10 @@ const REFUSALS: &[(&str, &str)] = &[
         "an array's element type is void or not a type the kernel accepts in an array",
     ),
     ("Invalid index", "an array's index type is void or not an integer"),
+    (
+        "Unsupported btf_header",
+        "the header is longer than this kernel reads: BTF 2026's 32 bytes (layout_off, layout_len), read by kernels from 7.1; the v1.31 reference writes the 24-byte header older kernels take",
+    ),
     (
         "Invalid name",
         "a name is not a valid C identifier (C++ templates and methods, Rust paths, `$`)",

@@ -469,7 +469,10 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
             (d.words, d.offs)
         }
     };
-    Ok(Btf::from_parts(words, offs, strtab, btf.endian(), btf.base().cloned()))
+    let mut out = Btf::from_parts(words, offs, strtab, btf.endian(), btf.base().cloned());
+    // (the output is laid out as the input was: header and layout section)
+    out.set_format(btf.format().clone());
+    Ok(out)
 }
 
 /// [`dedup`] with the reference pass looking reference types up in the
@@ -499,6 +502,7 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         }
         return dedup(&btf, opts);
     }
+    let format = btf.format().clone();
     let clock = Timer::new(opts.timings);
     let start = btf.start_id();
     let end = btf.type_count() + 1;
@@ -516,7 +520,9 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         clock.lap("layout");
         let table = CandTable::with_capacity(TABLE_ROOM);
         let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, table, &clock)?;
-        return Ok(Btf::from_parts(d.words, d.offs, strtab, endian, base));
+        let mut out = Btf::from_parts(d.words, d.offs, strtab, endian, base);
+        out.set_format(format);
+        return Ok(out);
     }
     if btf.offsets_deferred() {
         btf.build_offsets();
@@ -532,7 +538,9 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
             (d.words, d.offs)
         }
     };
-    Ok(Btf::from_parts(words, offs, strtab, endian, base))
+    let mut out = Btf::from_parts(words, offs, strtab, endian, base);
+    out.set_format(format);
+    Ok(out)
 }
 
 /// The layout and the passes after it over a base laid out once in `ix`,
