@@ -22,6 +22,7 @@ for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   case "$t" in
     btf_read|dedup)
+      cp -n ../tests/fixtures/btf-2026/*.btf "corpus/$t/"
       [ -d "$corpus/expected/fixtures" ] && find "$corpus/expected/fixtures" -name '*.btf' -size -64k -exec cp -n {} "corpus/$t/" \; ;;
     # The standalone fixtures before dedup (copies to map), each after a
     # chunking byte.
