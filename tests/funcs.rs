@@ -217,6 +217,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
         decl_tag_kfuncs: true,
         attributes: false,
         protos: Default::default(),
+        pick: Default::default(),
     };
     let profiles = [
         ("kernel", base_opts),
@@ -229,6 +230,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                 decl_tag_kfuncs: false,
                 attributes: false,
                 protos: Default::default(),
+                pick: Default::default(),
             },
         ),
         (
@@ -270,7 +272,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
             ];
             let mut st = FuncStates::new();
             for (name, ret, params) in protos {
-                st.push(table.lookup(name.as_bytes()).expect(name), ret, 0);
+                st.push(table.lookup(name.as_bytes()).expect(name), ret, 0, None);
                 for (pn, ty) in params {
                     let off = b
                         .strtab()

@@ -40,6 +40,9 @@ pub(super) struct Attrs<'a> {
     pub(super) signature: Option<u64>,
     /// DW_AT_import (a DW_TAG_imported_unit's unit), as `ty` is kept.
     pub(super) import: u64,
+    /// A subprogram's DW_AT_low_pc (DW_FORM_addr, or an index into
+    /// `.debug_addr`).
+    pub(super) low_pc: Option<u64>,
 }
 
 pub(super) const ABSENT: u64 = u64::MAX;
@@ -70,6 +73,7 @@ impl Default for Attrs<'_> {
             resolved: 0,
             signature: None,
             import: ABSENT,
+            low_pc: None,
         }
     }
 }
@@ -286,6 +290,13 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
             Field::Import => a.import = ref_value(v),
+            Field::LowPc => {
+                a.low_pc = match v.raw() {
+                    AttributeValue::Addr(x) => Some(x),
+                    AttributeValue::DebugAddrIndex(i) => self.dec.dwarf.address(unit, i).ok(),
+                    _ => None,
+                }
+            }
             // (a signature in a form that is not a reference)
             Field::Signature => a.type_unit_refs = a.type_unit_refs.saturating_add(1),
         }

@@ -94,6 +94,8 @@ pub struct Func<'a> {
     pub spec: Option<UnitOff>,
     pub declaration: bool,
     pub varargs: bool,
+    /// DW_AT_low_pc: where the function's code starts.
+    pub low_pc: Option<u64>,
     pub params: IdxRange<FParam<'a>>,
     pub annots: IdxRange<Annot<'a>>,
 }

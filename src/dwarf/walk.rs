@@ -591,6 +591,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             spec: self.uref(a.spec, at)?,
             declaration: a.declaration,
             varargs: false,
+            low_pc: a.low_pc,
             params: IdxRange::EMPTY,
             annots: IdxRange::EMPTY,
         };

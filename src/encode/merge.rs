@@ -411,6 +411,10 @@ impl Merger {
                 crate::encode::Reference::V1_31 => crate::funcs::ProtoMatch::ReturnOnly,
                 crate::encode::Reference::Next => crate::funcs::ProtoMatch::Params,
             },
+            pick: match reference {
+                crate::encode::Reference::V1_31 => crate::funcs::Pick::First,
+                crate::encode::Reference::Next => crate::funcs::Pick::Linked,
+            },
         };
         let log = verbose.then_some(&mut self.summary.func_skips);
         crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;
@@ -419,14 +423,14 @@ impl Merger {
         Ok(())
     }
 
-    pub(super) fn finish_datasecs(&mut self, elf: &ElfInfo<'_>) -> Result<(), MergeError> {
+    pub(super) fn finish_datasecs(&mut self, elf: &ElfInfo<'_>, f: &Features) -> Result<(), MergeError> {
         let secs = std::mem::take(&mut self.datasecs);
         for (sec, mut entries) in secs {
             // The reference counts a section's variables in 16 bits: it keeps
             // the first `n mod 65536` met, sorts those and sizes the section
             // by the last of them.
             let n = entries.len();
-            entries.truncate(local::kept_entries(n));
+            entries.truncate(local::kept_entries(n, local::vlen_mask(f)));
             if entries.is_empty() {
                 return Err(MergeError::DatasecCountWraps {
                     section: String::from_utf8_lossy(elf.sections[sec as usize].name).into_owned(),

@@ -1010,7 +1010,7 @@ fn functions_phase(
                 source,
             })?;
     }
-    m.finish_datasecs(elf).map_err(refused)?;
+    m.finish_datasecs(elf, &opts.features).map_err(refused)?;
     // Functions and DATASECs come after the last CU's check.
     m.check_limits(0, 0).map_err(refused)?;
     if let Some(cu) = m.shifted_cu {

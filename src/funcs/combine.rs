@@ -31,6 +31,21 @@ pub struct EmitOptions {
     pub attributes: bool,
     /// How function pointers' prototypes are compared.
     pub protos: ProtoMatch,
+    /// Which of a name's states is emitted.
+    pub pick: Pick,
+}
+
+/// Which state of a function's combined group gives its BTF.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pick {
+    /// The first recorded (v1.31): with a weak and a strong definition in
+    /// two CUs, whichever CU came first.
+    #[default]
+    First,
+    /// The first whose DW_AT_low_pc is the address of one of the name's
+    /// ELF symbols: the definition the linker kept (the next reference,
+    /// dwarves faaa3f1); the first recorded if none is.
+    Linked,
 }
 
 /// What the phase did, for summaries and tests.
@@ -162,7 +177,18 @@ pub fn emit_funcs_logged(
                 continue;
             }
         }
-        emit_one(btf, states, a, e.key, entry as u32, kfuncs, opts, &mut sum)?;
+        let chosen = match opts.pick {
+            Pick::First => a,
+            Pick::Linked => {
+                let syms = &table.syms[e.first as usize..(e.first + e.count) as usize];
+                group
+                    .iter()
+                    .copied()
+                    .find(|&s| syms.iter().any(|&(_, addr)| addr == states.low_pc(s)))
+                    .unwrap_or(a)
+            }
+        };
+        emit_one(btf, states, chosen, e.key, entry as u32, kfuncs, opts, &mut sum)?;
     }
     Ok(sum)
 }
@@ -349,6 +375,7 @@ mod tests {
             decl_tag_kfuncs: true,
             attributes: false,
             protos: ProtoMatch::ReturnOnly,
+            pick: Pick::First,
         }
     }
 
@@ -369,11 +396,48 @@ mod tests {
     }
 
     fn state(st: &mut FuncStates, b: &mut Btf, entry: u32, ret: TypeId, params: &[(&str, TypeId)], fl: u8) {
-        st.push(entry, ret, fl);
+        st.push(entry, ret, fl, None);
         for (n, ty) in params {
             let n = b.add_str(n.as_bytes());
             st.push_param(n, *ty);
         }
+    }
+
+    #[test]
+    fn the_linked_definition_is_picked_over_a_weak_one() {
+        // a.c: __weak int hook(int file); b.c: int hook(int file__nullable),
+        // the one linked at 0x40. v1.31 emits a.c's, the next reference b.c's.
+        let mut t = types();
+        let tab = table(&[("hook", 0x40), ("main", 0x80)]);
+        let hook = tab.lookup(b"hook").unwrap();
+        let mut st = FuncStates::new();
+        st.push(hook, t.int, 0, Some(0x10));
+        let n = t.btf.add_str(b"file");
+        st.push_param(n, t.int);
+        st.push(hook, t.int, 0, Some(0x40));
+        let n = t.btf.add_str(b"file__nullable");
+        st.push_param(n, t.int);
+        let start = t.btf.type_count() + 1;
+        for (pick, name) in [(Pick::First, "file"), (Pick::Linked, "file__nullable")] {
+            let mut b = t.btf.clone();
+            let o = EmitOptions { pick, ..opts(true) };
+            emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
+            let got = funcs(&b, start);
+            assert_eq!(got.len(), 1, "{pick:?}");
+            assert_eq!(got[0].2, [(name.to_string(), t.int.0)], "{pick:?}");
+        }
+        // neither address linked: the first recorded
+        let mut st2 = FuncStates::new();
+        for a in [0x10, 0x20] {
+            st2.push(hook, t.int, 0, Some(a));
+        }
+        let mut b = t.btf.clone();
+        let o = EmitOptions {
+            pick: Pick::Linked,
+            ..opts(true)
+        };
+        emit_funcs(&mut b, &mut st2, &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
+        assert_eq!(funcs(&b, start).len(), 1);
     }
 
     #[test]
@@ -806,7 +870,7 @@ mod tests {
         let mut st = FuncStates::with_capacity(330_000, 900_000);
         let x = b.add_str(b"x");
         for i in 0..330_000u32 {
-            st.push((i.wrapping_mul(7919)) % 60_000, int, 0);
+            st.push((i.wrapping_mul(7919)) % 60_000, int, 0, None);
             st.push_param(x, p);
             st.push_param(x, int);
         }

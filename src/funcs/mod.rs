@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use crate::btf::{StrOff, TypeId};
 
-pub use combine::{EmitOptions, EmitSummary, ProtoMatch, emit_funcs, emit_funcs_logged, types_match};
+pub use combine::{EmitOptions, EmitSummary, Pick, ProtoMatch, emit_funcs, emit_funcs_logged, types_match};
 pub use kfuncs::KfuncMarks;
 
 /// Failures of the function phase. The reference fails the whole run on each
@@ -98,6 +98,9 @@ pub struct FuncStates {
     entry: Vec<u32>,
     ret: Vec<TypeId>,
     flags: Vec<u8>,
+    /// The function's DW_AT_low_pc; 0 without one, as the reference keeps
+    /// it (and compares it with the ELF symbols' addresses so).
+    low_pc: Vec<u64>,
     param_start: Vec<u32>,
     annot_start: Vec<u32>,
     params: Vec<Param>,
@@ -126,6 +129,7 @@ impl FuncStates {
             entry: Vec::with_capacity(states),
             ret: Vec::with_capacity(states),
             flags: Vec::with_capacity(states),
+            low_pc: Vec::with_capacity(states),
             param_start: Vec::with_capacity(states),
             annot_start: Vec::with_capacity(states),
             params: Vec::with_capacity(params),
@@ -134,12 +138,14 @@ impl FuncStates {
     }
 
     /// Starts a state for ELF table entry `entry` with return type `ret`
-    /// (0 = void) and the recording-time flags (see [`flags`]).
-    pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8) -> StateId {
+    /// (0 = void), the recording-time flags (see [`flags`]) and the
+    /// function's DW_AT_low_pc.
+    pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8, low_pc: Option<u64>) -> StateId {
         let id = StateId(self.entry.len() as u32);
         self.entry.push(entry);
         self.ret.push(ret);
         self.flags.push(flags);
+        self.low_pc.push(low_pc.unwrap_or(0));
         self.param_start.push(self.params.len() as u32);
         self.annot_start.push(self.annots.len() as u32);
         id
@@ -192,6 +198,11 @@ impl FuncStates {
         self.flags[s.index()]
     }
 
+    /// The function's DW_AT_low_pc, 0 without one.
+    pub fn low_pc(&self, s: StateId) -> u64 {
+        self.low_pc[s.index()]
+    }
+
     pub fn params(&self, s: StateId) -> &[Param] {
         let i = s.index();
         let start = self.param_start[i] as usize;
@@ -226,6 +237,7 @@ impl FuncStates {
         self.entry.extend_from_slice(&other.entry);
         self.ret.extend(other.ret.iter().map(|&t| ty(t)));
         self.flags.extend_from_slice(&other.flags);
+        self.low_pc.extend_from_slice(&other.low_pc);
         self.param_start.extend(other.param_start.iter().map(|&s| s + p0));
         self.annot_start.extend(other.annot_start.iter().map(|&s| s + a0));
         self.params.extend(other.params.iter().map(|p| Param {
@@ -251,6 +263,7 @@ impl FuncStates {
         self.entry.clear();
         self.ret.clear();
         self.flags.clear();
+        self.low_pc.clear();
         self.param_start.clear();
         self.annot_start.clear();
         self.params.clear();
@@ -278,12 +291,12 @@ mod tests {
 
     fn sample() -> FuncStates {
         let mut s = FuncStates::new();
-        s.push(3, TypeId(1), 0);
+        s.push(3, TypeId(1), 0, None);
         s.push_param(StrOff(5), TypeId(2));
         s.push_param(StrOff(9), TypeId(0));
         s.push_annot(StrOff(12), -1);
-        s.push(1, TypeId(0), flags::OPTIMIZED_PARMS);
-        s.push(2, TypeId(4), 0);
+        s.push(1, TypeId(0), flags::OPTIMIZED_PARMS, None);
+        s.push(2, TypeId(4), 0, None);
         s.push_param(StrOff(5), TypeId(4));
         s.push_varargs();
         s.push_annot(StrOff(20), 0);

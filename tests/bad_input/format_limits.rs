@@ -141,6 +141,15 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
         let btf = btfkit::btf::read::parse(&std::fs::read(o.with_extension("btf")).unwrap()).unwrap();
         let vlens: Vec<u32> = btf.own_ids().map(|id| btf.ty(id).vlen()).collect();
         assert!(vlens.contains(&((N % 65536) as u32)), "{stem}: vlens {vlens:?}");
+        // BTF 2026 with its layout section (24-bit vlen): the real count,
+        // every entry kept.
+        let wide = dir.join(format!("{stem}.layout.btf"));
+        let r = run(&["encode", &s(&o), "--btf-features", "default,layout", "-o", &s(&wide)]);
+        assert!(r.status.success(), "{stem}: {}", String::from_utf8_lossy(&r.stderr));
+        let btf = btfkit::btf::read::parse(&std::fs::read(&wide).unwrap()).unwrap();
+        assert!(btf.format().layout().is_some());
+        let vlens: Vec<u32> = btf.own_ids().map(|id| btf.ty(id).vlen()).collect();
+        assert!(vlens.contains(&(N as u32)), "{stem} with layout: vlens {vlens:?}");
         // Without dedup the BTF is valid as well (it was not: every entry
         // was written behind the wrapped vlen).
         let raw = dir.join(format!("{stem}.nodedup.btf"));

@@ -894,9 +894,17 @@ fn btf_cases() -> Vec<(String, Vec<u8>, Vec<&'static str>)> {
     case("unknown-kind", vec!["[1]", "unknown kind 31"], &|d| {
         wr32(d, t0 + 4, info | 0x1f00_0000)
     });
+    // Bits 29-30, reserved before BTF 2026, are its kind's high bits: a
+    // kind of 64 or more, which no layout section here describes.
     case("reserved-info-bits", vec!["[1]", "unknown kind"], &|d| {
-        wr32(d, t0 + 4, info | 0x0001_0000)
+        wr32(d, t0 + 4, info | 0x4000_0000)
     });
+    // Bits 16-23 are BTF 2026's vlen: 65,536 more entries than there are.
+    case(
+        "vlen-high-bits",
+        vec!["[1]", "past the end of the type section"],
+        &|d| wr32(d, t0 + 4, info | 0x0001_0000),
+    );
     case("vlen-past-end", vec!["[1]", "past the end of the type section"], &|d| {
         wr32(d, t0 + 4, info | 0xffff)
     });

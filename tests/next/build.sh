@@ -18,6 +18,12 @@ for f in func_protos clones optimized_params inline_only variables kfuncs aliase
 	gcc -g -O3 $FLAGS -c "src/$f.c" -o "$OUT/$f.gcc-O3.o"
 	clang -g -O3 $FLAGS -c "src/$f.c" -o "$OUT/$f.clang-O3.o"
 done
+# a weak definition and the strong one the linker keeps, in two units
+# (sources in tests/next/src)
+SRC=$OLDPWD/tests/next/src
+SFLAGS="$FLAGS -fdebug-prefix-map=$SRC=tests/next/src"
+gcc -g -O2 $SFLAGS -o "$OUT/weak_strong.gcc-O2.exe" "$SRC/weak_strong_a.c" "$SRC/weak_strong_b.c"
+clang -g -O2 $SFLAGS -o "$OUT/weak_strong.clang-O2.exe" "$SRC/weak_strong_a.c" "$SRC/weak_strong_b.c"
 gcc -g -O3 $FLAGS -o "$OUT/prog.gcc-O3.exe" src/main_prog.c src/cu_pair_a.c src/cu_pair_b.c \
 	src/clones.c src/variables.c src/inline_only.c src/aliases_weak.c src/optimized_params.c \
 	src/arrays.c src/func_protos.c src/kfuncs.c

@@ -34,6 +34,8 @@ pub(in crate::dwarf) enum Field {
     Signature,
     /// DW_AT_import: the unit a DW_TAG_imported_unit brings in.
     Import,
+    /// DW_AT_low_pc of a DW_TAG_subprogram (read on no other tag).
+    LowPc,
 }
 
 impl Field {
@@ -60,6 +62,7 @@ impl Field {
             dw::DW_AT_location => Field::Location,
             dw::DW_AT_language => Field::Language,
             dw::DW_AT_import => Field::Import,
+            dw::DW_AT_low_pc => Field::LowPc,
             _ => return None,
         })
     }
@@ -253,8 +256,8 @@ impl Dies<'_> {
             return Ok(None);
         };
         let specs = std::mem::take(&mut self.specs);
-        let read = self.plan(&specs, true);
-        let skip = self.plan(&specs, false);
+        let read = self.plan(&specs, true, tag);
+        let skip = self.plan(&specs, false, tag);
         self.specs = specs;
         let a = Abbrev {
             tag,
@@ -282,11 +285,15 @@ impl Dies<'_> {
         Ok(Some((code, a)))
     }
 
-    fn plan(&mut self, specs: &[Spec], reading: bool) -> u32 {
+    fn plan(&mut self, specs: &[Spec], reading: bool, tag: DwTag) -> u32 {
         let start = self.ops.len() as u32;
         let mut run = 0u32;
         for &(name, form, implicit) in specs {
-            let field = if reading { Field::of(name) } else { None };
+            // (a function's address, for the next reference's choice among
+            // its definitions; inlined instances and blocks, far more
+            // numerous, keep skipping theirs)
+            let field = if reading { Field::of(name) } else { None }
+                .filter(|&f| f != Field::LowPc || tag == dw::DW_TAG_subprogram);
             if let Some(field) = field {
                 if run > 0 {
                     self.ops.push(Op::Skip(run));
@@ -335,7 +342,14 @@ impl Dies<'_> {
 pub(super) fn wants_number(f: Field) -> bool {
     !matches!(
         f,
-        Field::ConstValue | Field::Location | Field::Name | Field::Type | Field::Origin | Field::Spec | Field::Import
+        Field::ConstValue
+            | Field::Location
+            | Field::Name
+            | Field::Type
+            | Field::Origin
+            | Field::Spec
+            | Field::Import
+            | Field::LowPc
     )
 }
 

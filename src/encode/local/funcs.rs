@@ -74,7 +74,8 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
             func(fun.origin).and_then(|f| f.ty)
         };
         let fl = flags.flags(fun, &params);
-        o.o.funcs.push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl);
+        o.o.funcs
+            .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
         for &(pn, ty) in &params {
             let n = o.s(pn);
             o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(local_id(cu.core(ty))));

@@ -35,7 +35,7 @@ impl<'a> Enc<'_, '_, 'a> {
     {
         let rec_start = *o.o.offs.last().expect("the struct's record was just begun") as usize;
         let n = members.len();
-        let keep = kept_entries(n);
+        let keep = kept_entries(n, o.vlen_mask);
         o.o.words.reserve(3 * keep);
         let (mut kflag, mut big) = (false, false);
         for (pos, m) in members.enumerate() {

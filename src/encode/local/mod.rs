@@ -118,13 +118,21 @@ impl<'a> Enc<'_, '_, 'a> {
     }
 }
 
-/// How many of `n` members, enumerators or parameters a record keeps. BTF's
-/// vlen is 16 bits: the reference (libbpf) counts on with it wrapping, and
-/// its compaction after dedup keeps the first `vlen` entries, so past 65535
-/// it keeps `n mod 65536` (names of the others still go into the string
+/// How many of `n` members, enumerators or parameters a record keeps, the
+/// count wrapping at `vlen_mask` ([`vlen_mask`]). In 16 bits, the
+/// references' (libbpf, v1.8.0 included, counts on with it wrapping, and
+/// its compaction after dedup keeps the first `vlen` entries): past 65535
+/// they keep `n mod 65536` (names of the others still go into the string
 /// section). Writing only those here keeps the pre-dedup BTF valid too.
-pub(crate) fn kept_entries(n: usize) -> usize {
-    n % 65536
+pub(crate) fn kept_entries(n: usize, vlen_mask: u32) -> usize {
+    n & vlen_mask as usize
+}
+
+/// The vlen field's width as the encoder fills it: 24 bits when the output
+/// is BTF 2026 with its layout section (read only by 2026's tools and
+/// kernels, which read 24), else the 16 bits of the original format.
+pub(crate) fn vlen_mask(f: &Features) -> u32 {
+    if f.layout { crate::btf::VLEN_LIMIT } else { 0xffff }
 }
 
 /// Whether an arena name (see `dwarf::nm`) is empty, touching one byte only.
@@ -168,6 +176,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             m
         }),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
+        vlen_mask: vlen_mask(&ctx.features),
     };
     // Core id -> where in `o.o.words` the record it emitted starts, noted
     // while the record is hot (a gather afterwards costs a pass of misses).

@@ -19,6 +19,8 @@ pub(super) struct Out<'a> {
     pub(super) by_off: OffMap,
     /// Address and length of `.debug_str`.
     pub(super) str_sec: (usize, usize),
+    /// Where vlen wraps ([`super::vlen_mask`]).
+    pub(super) vlen_mask: u32,
 }
 
 impl<'a> Out<'a> {
@@ -55,7 +57,7 @@ impl<'a> Out<'a> {
     pub(super) fn bump_vlen(&mut self) {
         let s = *self.o.offs.last().unwrap() as usize;
         let info = &mut self.o.words[s + 1];
-        *info = (*info & !crate::btf::VLEN_LIMIT) | ((*info + 1) & crate::btf::VLEN_LIMIT);
+        *info = (*info & !self.vlen_mask) | ((*info + 1) & self.vlen_mask);
     }
     pub(super) fn set_kflag(&mut self) {
         let s = *self.o.offs.last().unwrap() as usize;

@@ -451,6 +451,7 @@ fn func(uoff: u32, name: &'static [u8], params: usize, nparams: usize) -> crate:
         spec: None,
         declaration: false,
         varargs: false,
+        low_pc: None,
         params: IdxRange::new(params, nparams),
         annots: IdxRange::EMPTY,
     }

@@ -264,7 +264,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 t.tag == dw::DW_TAG_base_type && (t.encoding == ATE_SIGNED || t.encoding == ATE_SIGNED_CHAR)
             });
             o.rec(&[n, make_info(Kind::Enum64, signed, 0), bytes as u32]);
-            let keep = kept_entries(enums.len());
+            let keep = kept_entries(enums.len(), o.vlen_mask);
             for (pos, e) in enums.iter().enumerate() {
                 if name_empty(e.name) {
                     return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
@@ -278,7 +278,7 @@ impl<'a> Enc<'_, '_, 'a> {
             }
         } else {
             o.rec(&[n, make_info(Kind::Enum, false, 0), bytes as u32]);
-            let keep = kept_entries(enums.len());
+            let keep = kept_entries(enums.len(), o.vlen_mask);
             for (pos, e) in enums.iter().enumerate() {
                 if name_empty(e.name) {
                     return Err(self.unsupported(s.die, "DW_TAG_enumerator without a name".into()));
@@ -314,7 +314,7 @@ impl<'a> Enc<'_, '_, 'a> {
     fn func_proto(&self, o: &mut Out<'a>, s: &Slot<'a>) {
         let cu = self.cu;
         o.rec(&[0, make_info(Kind::FuncProto, false, 0), local_id(cu.core(s.ty))]);
-        let keep = kept_entries(s.kids.len() + s.varargs as usize);
+        let keep = kept_entries(s.kids.len() + s.varargs as usize, o.vlen_mask);
         for (pos, p) in cu.params_of(s).iter().enumerate() {
             let pn = o.s(p.name);
             o.bump_vlen();
