@@ -176,7 +176,15 @@ fn vmlinux_header_compiles_with_clang_for_bpf() {
     let btf = load(VMLINUX, None);
     let header = cdump::to_c(&btf).unwrap();
     compile(&scratch("clang"), &header, "clang", &["-target", "bpf", "-O2", "-g"]);
-    let header = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
+    let header = cdump::render(
+        &btf,
+        None,
+        cdump::Options {
+            enum_sizes: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     compile(
         &scratch("clang-enum-sizes"),
         &header,
@@ -391,7 +399,15 @@ fn header_layout_matches_btf() {
         "structs whose size the bpftool-identical header gets wrong"
     );
 
-    let fixed = cdump::render(&btf, None, cdump::Options { enum_sizes: true }).unwrap();
+    let fixed = cdump::render(
+        &btf,
+        None,
+        cdump::Options {
+            enum_sizes: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let failed = failed_asserts(&scratch("layout-enum-sizes"), &fixed, &layout_asserts(&btf, true));
     assert!(
         failed.is_empty(),

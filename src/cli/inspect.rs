@@ -42,6 +42,21 @@ pub struct DumpArgs {
     /// bpftool 7.1.0, whose output is otherwise reproduced, does not).
     #[arg(long)]
     pub enum_sizes: bool,
+    /// With --format c: which bpftool to write as. Default: bpftool-7.8 (2026) for BTF
+    /// in the 2026 format (32-byte header), else bpftool-7.1. bpftool-7.8 sorts the types
+    /// (bpftool-7.8-unsorted: by id, its `format c unsorted`) and declares the kfuncs.
+    #[arg(long, value_enum)]
+    pub c_style: Option<CStyle>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum CStyle {
+    #[value(name = "bpftool-7.1")]
+    Bpftool71,
+    #[value(name = "bpftool-7.8")]
+    Bpftool78,
+    #[value(name = "bpftool-7.8-unsorted")]
+    Bpftool78Unsorted,
 }
 
 pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
@@ -49,6 +64,9 @@ pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
     let b = btfkit::elf::load_btf(&a.file, base)?;
     if a.enum_sizes && !matches!(a.format, DumpFormat::C) {
         anyhow::bail!("--enum-sizes only applies to --format c");
+    }
+    if a.c_style.is_some() && !matches!(a.format, DumpFormat::C) {
+        anyhow::bail!("--c-style only applies to --format c");
     }
     // --filter for raw and json: the named types and every type they need, in id order.
     let roots = |b: &btf::Btf| -> anyhow::Result<Vec<btf::TypeId>> {
@@ -78,8 +96,17 @@ pub fn dump(a: DumpArgs) -> anyhow::Result<i32> {
             Some(ids) => dump::write_json_ids(&mut out, &b, ids.iter().copied()),
         },
         DumpFormat::C => {
+            let style = match a.c_style {
+                Some(CStyle::Bpftool71) => cdump::Style::Bpftool71,
+                Some(CStyle::Bpftool78) => cdump::Style::Bpftool78 { sorted: true },
+                Some(CStyle::Bpftool78Unsorted) => cdump::Style::Bpftool78 { sorted: false },
+                // (a bpftool that reads the 2026 header is one of 2026)
+                None if b.format().has_layout_fields() => cdump::Style::Bpftool78 { sorted: true },
+                None => cdump::Style::Bpftool71,
+            };
             let opts = cdump::Options {
                 enum_sizes: a.enum_sizes,
+                style,
             };
             let header = if a.filter.is_empty() {
                 cdump::render(&b, None, opts)

@@ -192,9 +192,17 @@ impl<'a> Dumper<'a> {
                 Kind::Restrict => self.out.extend_from_slice(b" restrict"),
                 Kind::TypeTag => {
                     self.leading_mods(start, cnt);
-                    self.out.extend_from_slice(b" __attribute__((btf_type_tag(\"");
-                    self.out.extend_from_slice(self.str(t.name_off().0));
-                    self.out.extend_from_slice(b"\")))");
+                    // An attribute tag (kind flag, `attributes` feature):
+                    // libbpf 1.8 writes the attribute itself.
+                    if t.kflag() && matches!(self.opts.style, super::Style::Bpftool78 { .. }) {
+                        self.out.extend_from_slice(b" __attribute__((");
+                        self.out.extend_from_slice(self.str(t.name_off().0));
+                        self.out.extend_from_slice(b"))");
+                    } else {
+                        self.out.extend_from_slice(b" __attribute__((btf_type_tag(\"");
+                        self.out.extend_from_slice(self.str(t.name_off().0));
+                        self.out.extend_from_slice(b"\")))");
+                    }
                 }
                 Kind::Array => {
                     let nelems = t.array().2;

@@ -35,6 +35,7 @@ mod declarator;
 mod defs;
 mod layout;
 mod plan;
+mod sorted;
 #[cfg(test)]
 mod tests;
 
@@ -108,10 +109,25 @@ fn closest_names(btf: &Btf, name: &str) -> Vec<String> {
     scored.into_iter().take(5).map(|(_, n)| n).collect()
 }
 
+/// Which bpftool's `format c` to reproduce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Style {
+    /// v7.1.0 (Debian bookworm, libbpf 1.1): types by id.
+    #[default]
+    Bpftool71,
+    /// v7.8.0 (June 2026, libbpf 1.8), what reads BTF 2026: a `__ksym`,
+    /// `__weak` and `__bpf_fastcall` preamble, the enum sizes of
+    /// [`Options::enum_sizes`], the types in its sorted order (`sorted`;
+    /// by id with its `unsorted`), and after them an `extern` prototype of
+    /// every kfunc (a function with a `bpf_kfunc` decl tag).
+    Bpftool78 { sorted: bool },
+}
+
 /// Choices beyond the reference's output. The default reproduces bpftool
 /// 7.1.0 byte for byte.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
+    pub style: Style,
     /// Give 1-byte enums `__attribute__((mode(byte)))` and 8-byte enums
     /// that C would make 4 bytes `__attribute__((mode(word)))`, as libbpf
     /// does since 1.2. Without it (bpftool 7.1.0) such enums compile as 4
@@ -139,12 +155,42 @@ pub fn render(btf: &Btf, roots: Option<&[TypeId]>, opts: Options) -> Result<Vec<
     }) {
         return Err(CDumpError::VoidElements { id });
     }
+    let v78 = matches!(opts.style, Style::Bpftool78 { .. });
+    let opts = Options {
+        enum_sizes: opts.enum_sizes || v78,
+        ..opts
+    };
     let mut d = Dumper::new(btf, opts)?;
     d.out.extend_from_slice(HEADER);
+    if v78 {
+        d.out.extend_from_slice(PREAMBLE_78);
+    }
     match roots {
         None => {
-            for id in 1..=btf.type_count() {
-                d.dump_type(id)?;
+            if opts.style == (Style::Bpftool78 { sorted: true }) {
+                // (void among them, which writes nothing)
+                for id in sorted::sorted_roots(btf).into_iter().filter(|&id| id != 0) {
+                    d.dump_type(id)?;
+                }
+            } else {
+                for id in 1..=btf.type_count() {
+                    d.dump_type(id)?;
+                }
+            }
+            if v78 {
+                d.out
+                    .extend_from_slice(b"\n/* BPF kfuncs */\n#ifndef BPF_NO_KFUNC_PROTOTYPES\n");
+                for (f, fastcall) in sorted::kfuncs(btf) {
+                    d.out.extend_from_slice(b"extern ");
+                    if fastcall {
+                        d.out.extend_from_slice(b"__bpf_fastcall ");
+                    }
+                    let t = btf.ty(TypeId(f));
+                    let name = btf.str_at(t.name_off()).unwrap_or(b"");
+                    d.decl(t.type_id().0, name, 0, 0)?;
+                    d.out.extend_from_slice(b" __weak __ksym;\n");
+                }
+                d.out.extend_from_slice(b"#endif\n\n");
             }
         }
         Some(roots) => {
@@ -208,6 +254,10 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
 
 const HEADER: &[u8] = b"#ifndef __VMLINUX_H__\n#define __VMLINUX_H__\n\n#ifndef BPF_NO_PRESERVE_ACCESS_INDEX\n\
 #pragma clang attribute push (__attribute__((preserve_access_index)), apply_to = record)\n#endif\n\n";
+const PREAMBLE_78: &[u8] = b"#ifndef __ksym\n#define __ksym __attribute__((section(\".ksyms\")))\n#endif\n\n\
+#ifndef __weak\n#define __weak __attribute__((weak))\n#endif\n\n\
+#ifndef __bpf_fastcall\n#if __has_attribute(bpf_fastcall)\n#define __bpf_fastcall __attribute__((bpf_fastcall))\n\
+#else\n#define __bpf_fastcall\n#endif\n#endif\n\n";
 const FOOTER: &[u8] =
     b"#ifndef BPF_NO_PRESERVE_ACCESS_INDEX\n#pragma clang attribute pop\n#endif\n\n#endif /* __VMLINUX_H__ */\n";
 
