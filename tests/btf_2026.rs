@@ -184,3 +184,50 @@ fn a_kind_we_do_not_know_is_stepped_over_and_reported() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown kind 20"));
 }
+
+/// `btfkit pahole` follows the next reference when the command line names a
+/// feature only it has (as kernel 7.1's build does), or when
+/// `BTFKIT_PAHOLE_REFERENCE` pins it; pinned to v1.31 the name is ignored,
+/// as v1.31 ignores unknown features.
+#[test]
+fn pahole_follows_next_when_asked() {
+    let dir = scratch("btf-2026-pahole");
+    let input = s(&repo_fixture("structs_unions.gcc-O2.o"));
+    let out = dir.join("o.btf");
+    let pahole = |env: Option<&str>, features: &str| {
+        let _ = std::fs::remove_file(&out);
+        let mut c = btfkit();
+        c.args(["pahole", "-J", &format!("--btf_features={features}")])
+            .arg(format!("--btf_encode_detached={}", s(&out)))
+            .arg(&input)
+            .env_remove("BTFKIT_PAHOLE_REFERENCE");
+        if let Some(v) = env {
+            c.env("BTFKIT_PAHOLE_REFERENCE", v);
+        }
+        let o = c.output().unwrap();
+        ok("pahole", &o);
+        let b = std::fs::read(&out).unwrap();
+        let hdr = u32_at(&b, 4);
+        (hdr, if hdr >= 32 { u32_at(&b, 28) } else { 0 })
+    };
+    assert_eq!(pahole(None, KERNEL), (24, 0));
+    assert_eq!(pahole(None, &format!("{KERNEL},layout")), (32, 80));
+    assert_eq!(pahole(Some("next"), KERNEL), (32, 0));
+    assert_eq!(pahole(Some("v1.31"), &format!("{KERNEL},layout")), (24, 0));
+    let list = |env: &str| {
+        let o = btfkit()
+            .args(["pahole", "--supported_btf_features"])
+            .env("BTFKIT_PAHOLE_REFERENCE", env)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert!(list("next").ends_with(",true_signature,layout"));
+    assert!(list("v1.31").ends_with(",global_var,attributes"));
+    let o = btfkit()
+        .args(["pahole", "--version"])
+        .env("BTFKIT_PAHOLE_REFERENCE", "bogus")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
