@@ -25,6 +25,11 @@
 //! reference would still render); an unsatisfiable by-value cycle is an
 //! error without partial output (the reference prints a truncated header and
 //! fails). [`Options::enum_sizes`] opts into a fix libbpf made after 7.1.0.
+//!
+//! [`Style::Bpftool78`] writes what bpftool v7.8.0 (2026, libbpf 1.8) prints
+//! instead: the same rendering with that fix, attribute type tags as
+//! attributes, its sorted order of roots and its kfunc prototypes
+//! (`sorted`).
 
 use hashbrown::HashMap;
 use thiserror::Error;
