@@ -307,6 +307,7 @@ impl Incremental {
             return dedup_owned(btf, opts);
         }
         let clock = Timer::new(opts.timings);
+        let format = btf.format().clone();
         let (words, strtab, endian, base) = if btf.offsets_deferred() {
             btf.into_parts_deferred()
         } else {
@@ -325,7 +326,9 @@ impl Incremental {
         st.enum_fwds = Default::default();
         st.enums = Default::default();
         let Passed { words: w, offs: o, .. } = passes(Cow::Owned(words), st, None, Done::Structs, &clock)?;
-        Ok(Btf::from_parts(w, o, strtab, endian, base))
+        let mut out = Btf::from_parts(w, o, strtab, endian, base);
+        out.set_format(format);
+        Ok(out)
     }
 }
 

@@ -653,7 +653,10 @@ pub fn encode_elf_with(
     functions_phase(&mut m, path, elf, data, opts, &pool)?;
     phase_ended(opts, "functions");
     let summary = m.summary.clone();
-    Ok(Encoded { btf: m.btf, summary })
+    let mut btf = m.btf;
+    // (dedup keeps it; the writers lay the bytes out by it)
+    btf.set_format(opts.reference.format(&opts.features, btf.base().is_some()));
+    Ok(Encoded { btf, summary })
 }
 
 /// What the encoder refuses before reading any unit: no DWARF, no symbol

@@ -174,7 +174,7 @@ fn write_outputs(f: &Path, plan: &BatchPlan, e: Encoded) -> Result<Module, Error
             .map_err(Error::Output)?;
     }
     if plan.in_place {
-        write_in_place(f, out, plan.opts.features.distilled_base, &plan.opts)?;
+        write_in_place(f, out, plan.opts.features.distilled_base)?;
     }
     Ok(Module {
         types: out.own_type_count() as u64,

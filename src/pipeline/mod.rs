@@ -159,12 +159,11 @@ pub fn finish(plan: &Plan, pending: Pending) -> Result<Outcome, Error> {
     let Pending { enc, early } = pending;
     let pre_dedup_types = enc.btf.own_type_count();
     let overlapped = early.as_ref().is_some_and(|i| i.gave_up().is_none());
-    let mut btf = if plan.dedup {
+    let btf = if plan.dedup {
         dedup_keep(&plan.input, enc.btf, None, early)?
     } else {
         enc.btf
     };
-    btf.set_format(plan.opts.reference.format(&plan.opts.features, btf.base().is_some()));
     if plan.dedup {
         phase_ended(&plan.opts, "dedup");
     }
@@ -172,7 +171,7 @@ pub fn finish(plan: &Plan, pending: Pending) -> Result<Outcome, Error> {
         crate::output::write_output(out, |w| btf::write::write_to(&btf, w)).map_err(Error::Output)?;
     }
     if plan.in_place {
-        write_in_place(&plan.input, &btf, plan.opts.features.distilled_base, &plan.opts)?;
+        write_in_place(&plan.input, &btf, plan.opts.features.distilled_base)?;
     }
     if plan.output.is_some() || plan.in_place {
         phase_ended(&plan.opts, "write");
@@ -243,12 +242,11 @@ pub fn encode_btf(
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
-    let mut out_btf = if dedup {
+    let out_btf = if dedup {
         dedup_keep(input, enc.btf, base_index, None)?
     } else {
         enc.btf
     };
-    out_btf.set_format(opts.reference.format(&opts.features, out_btf.base().is_some()));
     Ok((out_btf, enc.summary, pre_dedup_types))
 }
 
@@ -359,16 +357,17 @@ fn encode_overlapped(
 /// Replaces or adds the BTF sections of `input` (a new file renamed over it).
 /// Split BTF under `distilled_base` is distilled first: `.BTF` holds the new
 /// split part, `.BTF.base` the distilled base.
-pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool, opts: &Options) -> Result<(), Error> {
+pub fn write_in_place(input: &Path, out: &Btf, distilled_base: bool) -> Result<(), Error> {
     let (btf_sec, base_sec) = if distilled_base && out.base().is_some() {
         let (base, mut split) = btf::distill::distill(out).map_err(|source| Error::Distill {
             input: input.to_path_buf(),
             source,
         })?;
-        // (the distilled base is made as a split BTF would be: no layout)
+        // both in the split BTF's format (the distilled base has no layout
+        // section either, as libbpf makes it)
         let mut base = Arc::unwrap_or_clone(base);
-        base.set_format(opts.reference.format(&opts.features, true));
-        split.set_format(opts.reference.format(&opts.features, true));
+        base.set_format(out.format().clone());
+        split.set_format(out.format().clone());
         (btf::write::to_bytes(&split), Some(btf::write::to_bytes(&base)))
     } else {
         (btf::write::to_bytes(out), None)
