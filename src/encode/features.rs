@@ -2,24 +2,8 @@
 //! flags set them (applied left to right; the first `--btf_features` resets
 //! every switch to "off").
 
-/// Every name `--btf_features` accepts, in the reference's order.
-pub const FEATURE_NAMES: &[&str] = &[
-    "encode_force",
-    "var",
-    "float",
-    "decl_tag",
-    "type_tag",
-    "enum64",
-    "optimized_func",
-    "consistent_func",
-    "decl_tag_kfuncs",
-    "reproducible_build",
-    "distilled_base",
-    "global_var",
-    "attributes",
-];
-
-/// The names of the `next` reference (dwarves 1436daf): v1.31's and two more.
+/// Every name `--btf_features` accepts under the `next` reference
+/// (dwarves 1436daf), in its order: v1.31's, then two more.
 pub const FEATURE_NAMES_NEXT: &[&str] = &[
     "encode_force",
     "var",
@@ -37,6 +21,9 @@ pub const FEATURE_NAMES_NEXT: &[&str] = &[
     "true_signature",
     "layout",
 ];
+
+/// Every name `--btf_features` accepts in v1.31, in its order.
+pub const FEATURE_NAMES: &[&str] = FEATURE_NAMES_NEXT.split_at(FEATURE_NAMES_NEXT.len() - 2).0;
 
 /// Which pahole's output btfkit reproduces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
