@@ -15,6 +15,16 @@ use super::{Btf, Kind, MAX_DEPTH, StrOff, TypeId};
 
 const MAX_RANK: u32 = 10;
 
+/// The kinds bpftool 7.8 looks through to the type they lead to (arrays
+/// too, for rank and sort name, but not for the hash, which adds the
+/// element count).
+fn leads_on(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::TypeTag | Kind::Const | Kind::Ptr | Kind::Volatile | Kind::Restrict | Kind::Typedef | Kind::DeclTag
+    )
+}
+
 /// A type's place in bpftool 7.8's order, compared field by field.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct SortKey<'b> {
@@ -76,18 +86,7 @@ fn rank(btf: &Btf, id: u32, has_name: bool, depth: u32) -> u32 {
         Kind::Int | Kind::Float => 2,
         Kind::Struct | Kind::Union if has_name => 3,
         Kind::FuncProto if has_name => 4,
-        Kind::Array
-        | Kind::TypeTag
-        | Kind::Const
-        | Kind::Ptr
-        | Kind::Volatile
-        | Kind::Restrict
-        | Kind::Typedef
-        | Kind::DeclTag
-            if has_name =>
-        {
-            rank(btf, target.0, true, depth + 1)
-        }
+        k if has_name && (leads_on(k) || k == Kind::Array) => rank(btf, target.0, true, depth + 1),
         _ => MAX_RANK,
     }
 }
@@ -108,14 +107,7 @@ fn sort_name(btf: &Btf, id: u32, from_ref: bool, depth: u32) -> &[u8] {
             }
             btf.str_at(off).unwrap_or(b"")
         }
-        Kind::Array
-        | Kind::TypeTag
-        | Kind::Const
-        | Kind::Ptr
-        | Kind::Volatile
-        | Kind::Restrict
-        | Kind::Typedef
-        | Kind::DeclTag => sort_name(btf, target.0, true, depth + 1),
+        k if leads_on(k) || k == Kind::Array => sort_name(btf, target.0, true, depth + 1),
         _ => btf.str_at(t.name_off()).unwrap_or(b""),
     }
 }
@@ -155,9 +147,7 @@ fn disambig_hash(btf: &Btf, id: u32, members: bool, depth: u32) -> u64 {
                 h = hasher(h, disambig_hash(btf, ty, false, depth + 1));
             }
         }
-        Kind::TypeTag | Kind::Const | Kind::Ptr | Kind::Volatile | Kind::Restrict | Kind::Typedef | Kind::DeclTag => {
-            h = hasher(h, disambig_hash(btf, target.0, members, depth + 1))
-        }
+        k if leads_on(k) => h = hasher(h, disambig_hash(btf, target.0, members, depth + 1)),
         Kind::Array => {
             h = hasher(h, t.array().2 as u64);
             h = hasher(h, disambig_hash(btf, target.0, members, depth + 1));
