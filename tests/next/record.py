@@ -41,6 +41,28 @@ def sha256(path):
     return h.hexdigest()
 
 
+def resolver(corpus, repo):
+    """A readable path for an input: a repository path (tests/...), a corpus
+    file, or a compressed corpus file decompressed into btfkit's cache
+    (where the tests find it)."""
+    cache = os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')),
+                         'btfkit', 'files')
+
+    def resolve(rel):
+        if rel.startswith('tests/'):
+            return os.path.join(repo, rel)
+        p = os.path.join(corpus, rel)
+        if os.path.exists(p):
+            return p
+        q = os.path.join(cache, rel)
+        if not os.path.exists(q):
+            os.makedirs(os.path.dirname(q), exist_ok=True)
+            subprocess.run(['zstd', '-q', '-d', '--long=27', '-o', q + '.tmp', p + '.zst'], check=True)
+            os.rename(q + '.tmp', q)
+        return q
+    return resolve
+
+
 def rows(corpus, repo):
     with open(os.path.join(corpus, 'manifest.tsv')) as fh:
         hdr = fh.readline().rstrip('\n').split('\t')
@@ -76,21 +98,7 @@ def main():
     repo = os.getcwd()
     corpus = os.path.abspath(a.corpus)
     work = os.path.abspath(a.workdir or tempfile.mkdtemp(prefix='btfkit-next-'))
-    cache = os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')),
-                         'btfkit', 'files')
-
-    def resolve(rel):
-        if rel.startswith('tests/'):
-            return os.path.join(repo, rel)
-        p = os.path.join(corpus, rel)
-        if os.path.exists(p):
-            return p
-        q = os.path.join(cache, rel)
-        if not os.path.exists(q):
-            os.makedirs(os.path.dirname(q), exist_ok=True)
-            subprocess.run(['zstd', '-q', '-d', '--long=27', '-o', q + '.tmp', p + '.zst'], check=True)
-            os.rename(q + '.tmp', q)
-        return q
+    resolve = resolver(corpus, repo)
 
     def run(r, n):
         safe = r['case_id'].replace('/', '__')

@@ -14,6 +14,8 @@ sha256 ("fails" when bpftool exits non-zero or crashes).
 """
 import argparse, hashlib, os, subprocess, sys, tempfile
 
+from record import resolver
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bpftool', required=True)
@@ -22,19 +24,8 @@ def main():
     ap.add_argument('--out', default='tests/next/cdump.tsv')
     a = ap.parse_args()
     corpus = os.path.abspath(a.corpus)
-    cache = os.path.join(os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'btfkit', 'files')
     work = tempfile.mkdtemp(prefix='btfkit-cdump-')
-
-    def resolve(rel):
-        p = os.path.join(corpus, rel)
-        if os.path.exists(p):
-            return p
-        q = os.path.join(cache, rel)
-        if not os.path.exists(q):
-            os.makedirs(os.path.dirname(q), exist_ok=True)
-            subprocess.run(['zstd', '-q', '-d', '--long=27', '-o', q + '.tmp', p + '.zst'], check=True)
-            os.rename(q + '.tmp', q)
-        return q
+    resolve = resolver(corpus, os.getcwd())
 
     inputs = []  # (key, path, base rel, base path)
     for f in sorted(os.listdir(os.path.join(corpus, 'expected/fixtures'))):
