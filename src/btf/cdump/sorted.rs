@@ -44,7 +44,7 @@ pub(super) fn sorted_roots(btf: &Btf) -> Vec<u32> {
             rank: rank(btf, id, false, 0),
             sort_name: sort_name(btf, id, false, 0),
             own_name: name(btf, id),
-            hash: disambig_hash(btf, id, true, 0),
+            hash: names_hash(btf, id, true, 0),
             id,
         })
         .collect();
@@ -118,39 +118,39 @@ fn str_hash(s: &[u8]) -> u64 {
         .fold(0u64, |h, &c| h.wrapping_mul(31).wrapping_add(c as i8 as i64 as u64))
 }
 
-fn hasher(h: u64, v: u64) -> u64 {
+fn mix(h: u64, v: u64) -> u64 {
     h.wrapping_mul(31).wrapping_add(v)
 }
 
-fn name_hasher(h: u64, btf: &Btf, off: u32) -> u64 {
+fn mix_name(h: u64, btf: &Btf, off: u32) -> u64 {
     if off == 0 {
         return h;
     }
-    hasher(h, str_hash(btf.str_at(StrOff(off)).unwrap_or(b"")))
+    mix(h, str_hash(btf.str_at(StrOff(off)).unwrap_or(b"")))
 }
 
-fn disambig_hash(btf: &Btf, id: u32, members: bool, depth: u32) -> u64 {
+fn names_hash(btf: &Btf, id: u32, members: bool, depth: u32) -> u64 {
     let Some((kind, target)) = kind_of(btf, id) else {
         return 0;
     };
     let t = btf.ty(TypeId(id));
-    let mut h = name_hasher(0, btf, t.name_off().0);
+    let mut h = mix_name(0, btf, t.name_off().0);
     if depth > MAX_DEPTH {
         return h;
     }
     match kind {
-        Kind::Enum => t.pairs().for_each(|[n, _]| h = name_hasher(h, btf, n)),
-        Kind::Enum64 => t.triples().for_each(|[n, _, _]| h = name_hasher(h, btf, n)),
+        Kind::Enum => t.pairs().for_each(|[n, _]| h = mix_name(h, btf, n)),
+        Kind::Enum64 => t.triples().for_each(|[n, _, _]| h = mix_name(h, btf, n)),
         Kind::Struct | Kind::Union if members => {
             for [n, ty, _] in t.triples() {
-                h = name_hasher(h, btf, n);
-                h = hasher(h, disambig_hash(btf, ty, false, depth + 1));
+                h = mix_name(h, btf, n);
+                h = mix(h, names_hash(btf, ty, false, depth + 1));
             }
         }
-        k if leads_on(k) => h = hasher(h, disambig_hash(btf, target.0, members, depth + 1)),
+        k if leads_on(k) => h = mix(h, names_hash(btf, target.0, members, depth + 1)),
         Kind::Array => {
-            h = hasher(h, t.array().2 as u64);
-            h = hasher(h, disambig_hash(btf, target.0, members, depth + 1));
+            h = mix(h, t.array().2 as u64);
+            h = mix(h, names_hash(btf, target.0, members, depth + 1));
         }
         _ => {}
     }
