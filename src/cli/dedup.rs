@@ -1,4 +1,4 @@
-//! `btfkit dedup IN -o OUT [--base BASE] [--strings=keep|dedup] [-j N]`:
+//! `btfkit dedup IN -o OUT [--base BASE] [--strings=keep|dedup] [--libbpf 374f7807|1.8] [-j N]`:
 //! libbpf's `btf__dedup` on a BTF file.
 
 use std::path::PathBuf;
@@ -17,6 +17,17 @@ pub enum Strings {
     Dedup,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Default)]
+pub enum Libbpf {
+    /// libbpf 374f7807, pahole v1.31's.
+    #[default]
+    #[value(name = "374f7807")]
+    V374f7807,
+    /// libbpf v1.8.0, the newer pahole's: typedefs deduplicated with structs, wider identity checks.
+    #[value(name = "1.8")]
+    V1_8,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Raw BTF file, or an ELF file with a .BTF section.
@@ -30,6 +41,9 @@ pub struct Args {
     /// What happens to the string section.
     #[arg(long, value_enum, default_value_t)]
     pub strings: Strings,
+    /// Whose dedup to reproduce.
+    #[arg(long, value_enum, default_value_t)]
+    pub libbpf: Libbpf,
     /// Print phase timings to stderr.
     #[arg(long)]
     pub timings: bool,
@@ -53,6 +67,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         // load_btf parsed it: ids are known to be in range
         ids_checked: true,
         base_index: None,
+        rules: match a.libbpf {
+            Libbpf::V374f7807 => dedup::Rules::Libbpf374f7807,
+            Libbpf::V1_8 => dedup::Rules::Libbpf1_8,
+        },
     };
     let out = dedup::dedup(&btf, &opts).with_context(|| format!("{}: dedup failed", a.input.display()))?;
     let bytes = btfkit::btf::write::to_bytes(&out);

@@ -290,7 +290,10 @@ impl Incremental {
     /// [`dedup_owned`] would: from the chunked passes' state if they went
     /// through, else from scratch.
     pub fn finish(mut self, btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
-        let usable = opts.base_index.is_none() && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
+        // (the chunked passes follow libbpf 374f7807's rules only)
+        let usable = opts.base_index.is_none()
+            && opts.rules == Rules::Libbpf374f7807
+            && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
         let mut btf = btf;
         if usable {
             // the types after the last chunk: functions, DATASECs

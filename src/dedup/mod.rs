@@ -1,4 +1,6 @@
-//! BTF deduplication with exactly the result of libbpf 374f7807's `btf__dedup`.
+//! BTF deduplication with exactly the result of libbpf 374f7807's `btf__dedup`
+//! (pahole v1.31's), or of libbpf v1.8.0's under [`Rules::Libbpf1_8`]: the
+//! passes below are the same, and [`Rules`] lists where the two differ.
 //!
 //! # What the reference does
 //!
@@ -200,6 +202,34 @@ pub struct Options {
     /// split BTFs over the same base ([`BaseIndex::new`]); ignored unless it
     /// was built from the very base the input is split over.
     pub base_index: Option<std::sync::Arc<BaseIndex>>,
+    /// Which libbpf's result to reproduce.
+    pub rules: Rules,
+}
+
+/// The libbpf whose `btf__dedup` result [`dedup`] reproduces. Both give
+/// the same result on most BTF; where they differ is listed here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rules {
+    /// libbpf 374f7807, pahole v1.31's.
+    #[default]
+    Libbpf374f7807,
+    /// libbpf v1.8.0 (dd92bef7): typedefs are deduplicated in the struct
+    /// pass, by graph equivalence, and no longer in the reference pass
+    /// (37027144, for Go's recursive typedefs); they are filed under their
+    /// name and info only, while prep files a base's typedefs under name,
+    /// info and type as before, so a split BTF's typedefs never meet the
+    /// base's and stay in the split part. And where the equivalence walk
+    /// meets a second candidate for a canonical type, any two structurally
+    /// equal types pass, to depth 16 (5ee9fbf7), not only arrays, structs
+    /// and pointers.
+    Libbpf1_8,
+}
+
+impl Rules {
+    /// Whether the struct pass takes typedefs too.
+    fn typedefs_in_struct_pass(self) -> bool {
+        self == Rules::Libbpf1_8
+    }
 }
 
 /// Why dedup failed; the input is never modified.
@@ -274,6 +304,7 @@ struct PassState<L: Links = Vec<u32>> {
     /// links that are not the id itself, so that the final links need not
     /// read the others (a vmlinux's 108 K, for every module).
     base_moved: Vec<u32>,
+    rules: Rules,
 }
 
 impl<L: Links> PassState<L> {
@@ -296,6 +327,7 @@ impl<L: Links> PassState<L> {
             struct_done: 0,
             spare_hypot: HypotMap::default(),
             base_moved: Vec::new(),
+            rules: Rules::default(),
         }
     }
 
@@ -318,6 +350,7 @@ impl<L: Links> PassState<L> {
             struct_done: self.struct_done,
             spare_hypot: self.spare_hypot,
             base_moved: self.base_moved,
+            rules: self.rules,
         }
     }
 
@@ -461,11 +494,11 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
 
     let offs = Cow::Borrowed(btf.type_offsets());
     let (words, offs) = match opts.base_index.as_deref().filter(|i| i.serves(btf.base())) {
-        Some(ix) => run_over_index(ix, offs, &own, !opts.ids_checked, start, end, &clock)?,
+        Some(ix) => run_over_index(ix, offs, &own, !opts.ids_checked, start, end, opts.rules, &clock)?,
         None => {
             let (words, nodes, state) = layout(btf.base(), offs, own, !opts.ids_checked)?;
             clock.lap("layout");
-            let d = run(words, nodes, state, start, end, &clock)?;
+            let d = run(words, nodes, state, start, end, opts.rules, &clock)?;
             (d.words, d.offs)
         }
     };
@@ -519,7 +552,17 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
         crate::heap::release_free_after(words.len() * 4);
         clock.lap("layout");
         let table = CandTable::with_capacity(TABLE_ROOM);
-        let d = run_packed(Cow::Owned(words), nodes, state, start, end, None, table, &clock)?;
+        let d = run_packed(
+            Cow::Owned(words),
+            nodes,
+            state,
+            start,
+            end,
+            None,
+            table,
+            opts.rules,
+            &clock,
+        )?;
         let mut out = Btf::from_parts(d.words, d.offs, strtab, endian, base);
         out.set_format(format);
         return Ok(out);
@@ -530,11 +573,11 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
     let (words, offs, strtab, endian, base) = btf.into_parts();
     let offs = Cow::Owned(offs);
     let (words, offs) = match opts.base_index.as_deref().filter(|i| i.serves(base.as_ref())) {
-        Some(ix) => run_over_index(ix, offs, &words, !opts.ids_checked, start, end, &clock)?,
+        Some(ix) => run_over_index(ix, offs, &words, !opts.ids_checked, start, end, opts.rules, &clock)?,
         None => {
             let (words, nodes, state) = layout(base.as_ref(), offs, Cow::Owned(words), !opts.ids_checked)?;
             clock.lap("layout");
-            let d = run(words, nodes, state, start, end, &clock)?;
+            let d = run(words, nodes, state, start, end, opts.rules, &clock)?;
             (d.words, d.offs)
         }
     };
@@ -547,6 +590,7 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
 /// in a [`Workspace`](base_index::Workspace) of the index's, given back
 /// when the passes are done. Returns the surviving records and their
 /// offsets.
+#[allow(clippy::too_many_arguments)]
 fn run_over_index(
     ix: &BaseIndex,
     offs: Cow<'_, [u32]>,
@@ -554,6 +598,7 @@ fn run_over_index(
     check_ids: bool,
     start: u32,
     end: u32,
+    rules: Rules,
     clock: &Timer,
 ) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
     let mut work = ix.take_workspace();
@@ -568,6 +613,7 @@ fn run_over_index(
         end,
         Some(ix),
         table,
+        rules,
         clock,
     )?;
     work.table = d.table;
@@ -582,10 +628,11 @@ fn run(
     state: Vec<u8>,
     start: u32,
     end: u32,
+    rules: Rules,
     clock: &Timer,
 ) -> Result<Passed, DedupError> {
     let table = CandTable::with_capacity(TABLE_ROOM);
-    pack_and_run(words, nodes, state, start, end, None, table, clock)
+    pack_and_run(words, nodes, state, start, end, None, table, rules, clock)
 }
 
 /// The passes after layout, starting from `table`.
@@ -598,6 +645,7 @@ fn pack_and_run(
     end: u32,
     base_index: Option<&BaseIndex>,
     table: CandTable,
+    rules: Rules,
     clock: &Timer,
 ) -> Result<Passed, DedupError> {
     // packed before `link` exists: the flat offsets are the larger part
@@ -609,7 +657,7 @@ fn pack_and_run(
     };
     // what layout freed (the flat offsets, its parallel scratch)
     crate::heap::release_free_after(words.len() * 4);
-    run_packed(words, nodes, state, start, end, base_index, table, clock)
+    run_packed(words, nodes, state, start, end, base_index, table, rules, clock)
 }
 
 /// [`pack_and_run`] on offsets and states already packed: the links, then
@@ -623,12 +671,14 @@ fn run_packed(
     end: u32,
     base_index: Option<&BaseIndex>,
     table: CandTable,
+    rules: Rules,
     clock: &Timer,
 ) -> Result<Passed, DedupError> {
     let link = {
         use rayon::prelude::*;
         (0..end).into_par_iter().collect()
     };
-    let st = PassState::new(nodes, link, state, start, end, table);
+    let mut st = PassState::new(nodes, link, state, start, end, table);
+    st.rules = rules;
     passes(words, st, base_index, Done::Layout, clock)
 }

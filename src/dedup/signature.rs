@@ -18,6 +18,13 @@ pub(super) fn hc(h: u64, v: u32) -> u64 {
 pub(super) fn hash_common(w: &[u32]) -> u64 {
     hc(hc(hc(0, w[0]), w[1]), w[2])
 }
+/// libbpf 1.8's key for a typedef in the struct pass: name and info, not
+/// the type it names (prep still files a base's typedefs by
+/// [`hash_common`]).
+#[inline]
+pub(super) fn hash_typedef(w: &[u32]) -> u64 {
+    hc(hc(0, w[0]), w[1])
+}
 #[inline]
 pub(super) fn hash_int_tag(w: &[u32]) -> u64 {
     hc(hash_common(w), w[3])
@@ -61,6 +68,10 @@ pub(super) fn hash_fnproto(w: &[u32]) -> u64 {
 #[inline]
 pub(super) fn equal_common(a: &[u32], b: &[u32]) -> bool {
     a[0] == b[0] && a[1] == b[1] && a[2] == b[2]
+}
+#[inline]
+pub(super) fn equal_typedef(a: &[u32], b: &[u32]) -> bool {
+    a[0] == b[0] && a[1] == b[1]
 }
 #[inline]
 pub(super) fn equal_int_tag(a: &[u32], b: &[u32]) -> bool {

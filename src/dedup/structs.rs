@@ -8,6 +8,9 @@ use super::*;
 
 const MAX_EMBED_DEPTH: u32 = 4096;
 
+/// How deep libbpf 1.8 compares two candidates for identity.
+const IDENTICAL_DEPTH: u32 = 16;
+
 /// A pair waiting on the walk's stack, with where its two records start
 /// (looked up once, when it is queued, for the prefetch; [`NO_REC`] for
 /// void or an id the offsets do not cover, which the step looks up again).
@@ -143,6 +146,89 @@ impl<L: Links> Dedup<'_, L> {
         Ok(true)
     }
 
+    /// libbpf 1.8's test for a second candidate met for one canonical type
+    /// (5ee9fbf7): the two are equal in kind and content, through the
+    /// types they refer to, to `depth` levels of arrays, structs, unions and
+    /// prototypes (a chain of reference types does not count a level).
+    /// Two quirks of that libbpf are kept: arrays compare their element
+    /// counts and sizes only (the element and index types of the first one
+    /// are compared with themselves), and DECL_TAG, VAR and DATASEC are
+    /// never identical.
+    pub(super) fn identical_types(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
+        let (mut a, mut b) = (a, b);
+        // A chain of reference types is followed without counting a level;
+        // one longer than there are ids is a cycle, where libbpf would spin
+        // for ever (its reference pass fails on such a cycle anyway).
+        let mut chain = 0u32;
+        loop {
+            if depth == 0 {
+                return Ok(false);
+            }
+            let (x, y) = (rec!(self, a), rec!(self, b));
+            if self.st.overlap && stub::either_is_stub(x, y) {
+                return Err(stub_reached(a, b));
+            }
+            if x.kind() != y.kind() {
+                return Ok(false);
+            }
+            return Ok(match x.kind() {
+                0 => true,
+                INT => equal_int_tag(x, y),
+                ENUM | ENUM64 => compat_enum(x, y),
+                FWD | FLOAT => equal_common(x, y),
+                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG => {
+                    if x[0] != y[0] || x[1] != y[1] {
+                        return Ok(false);
+                    }
+                    chain += 1;
+                    if chain > self.st.end {
+                        return Err(DedupError::Loop { id: TypeId(a) });
+                    }
+                    (a, b) = (x[2], y[2]);
+                    continue;
+                }
+                ARRAY => equal_common(x, y) && x[5] == y[5],
+                STRUCT | UNION => {
+                    if !shallow_equal_struct(x, y) {
+                        return Ok(false);
+                    }
+                    for (m1, m2) in x[3..].chunks_exact(3).zip(y[3..].chunks_exact(3)) {
+                        if m1[1] != m2[1] && !self.identical_types(m1[1], m2[1], depth - 1)? {
+                            return Ok(false);
+                        }
+                    }
+                    true
+                }
+                FUNC_PROTO => {
+                    if !compat_fnproto(x, y) {
+                        return Ok(false);
+                    }
+                    if x[2] != y[2] && !self.identical_types(x[2], y[2], depth - 1)? {
+                        return Ok(false);
+                    }
+                    for (p1, p2) in x[3..].chunks_exact(2).zip(y[3..].chunks_exact(2)) {
+                        if p1[1] != p2[1] && !self.identical_types(p1[1], p2[1], depth - 1)? {
+                            return Ok(false);
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            });
+        }
+    }
+
+    /// Whether `h`, the candidate the walk recorded for a canonical type,
+    /// and `c`, a second one met for it, count as the same.
+    fn second_candidate_passes(&self, h: u32, c: u32) -> Result<bool, DedupError> {
+        match self.st.rules {
+            Rules::Libbpf374f7807 => {
+                Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c))
+            }
+            Rules::Libbpf1_8 => self.identical_types(h, c, IDENTICAL_DEPTH),
+        }
+    }
+
     pub(super) fn clear_hypot(&mut self) {
         self.st.hypot.clear();
         self.st.adjust_canon = false;
@@ -205,7 +291,7 @@ impl<L: Links> Dedup<'_, L> {
             if h == c {
                 return Ok(true);
             }
-            return Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c));
+            return self.second_candidate_passes(h, c);
         }
 
         if cw[0] != kw[0] {
@@ -366,18 +452,26 @@ impl<L: Links> Dedup<'_, L> {
 
     #[inline(never)]
     pub(super) fn struct_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
+        let typedefs = self.st.rules.typedefs_in_struct_pass();
         for id in from..to {
-            if !is_composite(self.kind_of(id)) || self.mapped(id) {
+            let kind = self.kind_of(id);
+            let typedef = typedefs && kind == TYPEDEF;
+            if !(is_composite(kind) || typedef) || self.mapped(id) {
                 continue;
             }
             let w = rec_of(self.words, &self.st.nodes, id);
-            let h = hash_struct(w);
+            let h = if typedef { hash_typedef(w) } else { hash_struct(w) };
             let mut new = id;
             let mut cur = self.st.table.first(h);
             while let Some((cand, c)) = cur {
                 cur = self.st.table.next(c);
                 // guards against a colliding FWD, which is_equiv would accept
-                if !shallow_equal_struct(w, rec!(self, cand)) {
+                let shallow_equal = if typedef {
+                    equal_typedef(w, rec!(self, cand))
+                } else {
+                    shallow_equal_struct(w, rec!(self, cand))
+                };
+                if !shallow_equal {
                     continue;
                 }
                 self.clear_hypot();

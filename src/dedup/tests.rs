@@ -9,6 +9,19 @@ fn run(b: &Btf) -> Btf {
     dedup(b, &Options::default()).expect("dedup")
 }
 
+fn run_by(b: &Btf, rules: Rules) -> Btf {
+    dedup(
+        b,
+        &Options {
+            rules,
+            ..Options::default()
+        },
+    )
+    .expect("dedup")
+}
+
+const BOTH_RULES: [Rules; 2] = [Rules::Libbpf374f7807, Rules::Libbpf1_8];
+
 fn lines(b: &Btf) -> Vec<String> {
     dump::raw_string(b)
         .lines()
@@ -269,6 +282,108 @@ fn recursive_typedef_is_eloop() {
     assert_eq!(e.errno(), -40);
 }
 
+/// libbpf 1.8 dedups typedefs in the struct pass, where a cycle through
+/// one is a graph like a struct's (Go has them): two copies become one.
+#[test]
+fn recursive_typedefs_dedup_under_libbpf_1_8() {
+    let mut b = Btf::new(Endian::Little);
+    for _ in 0..2 {
+        let t = b.add_typedef(b"t", TypeId(b.type_count() + 2));
+        b.add_ref(Kind::Ptr, t);
+    }
+    assert_eq!(dedup(&b, &Options::default()).unwrap_err().errno(), -40);
+    assert_eq!(
+        lines(&run_by(&b, Rules::Libbpf1_8)),
+        ["[1] TYPEDEF 't' type_id=2", "[2] PTR '(anon)' type_id=1"]
+    );
+}
+
+/// Under libbpf 1.8 a split BTF's typedefs are filed under another key
+/// than prep files the base's: they never map onto the base's, and what
+/// refers to them stays in the split part too (every module's BTF keeps
+/// its own `u8`, `size_t`, ...). Structs still map onto the base's.
+#[test]
+fn split_typedefs_stay_split_under_libbpf_1_8() {
+    let mut base = Btf::new(Endian::Little);
+    let i = int(&mut base);
+    let t = base.add_typedef(b"u32", i);
+    base.begin(Kind::Struct, b"s", 4, false);
+    base.push_member(b"x", t, 0, 0);
+    let base = Arc::new(base);
+    let mut s = Btf::new_split(base.clone());
+    let i2 = int(&mut s); // 4
+    let t2 = s.add_typedef(b"u32", i2); // 5
+    s.add_ref(Kind::Ptr, t2); // 6
+    s.begin(Kind::Struct, b"s", 4, false); // 7
+    s.push_member(b"x", t2, 0, 0);
+    s.add_ref(Kind::Ptr, TypeId(7)); // 8
+    assert_eq!(
+        lines(&run_by(&s, Rules::Libbpf374f7807)),
+        ["[4] PTR '(anon)' type_id=2", "[5] PTR '(anon)' type_id=3"]
+    );
+    let want = [
+        "[4] TYPEDEF 'u32' type_id=1",
+        "[5] PTR '(anon)' type_id=4",
+        "[6] PTR '(anon)' type_id=3",
+    ];
+    assert_eq!(lines(&run_by(&s, Rules::Libbpf1_8)), want);
+    let with = Options {
+        rules: Rules::Libbpf1_8,
+        base_index: Some(Arc::new(BaseIndex::new(&base).unwrap())),
+        ..Default::default()
+    };
+    assert_eq!(lines(&dedup(&s, &with).unwrap()), want);
+}
+
+/// A CU whose struct has two copies of `const int *` (the compiler did not
+/// merge them): libbpf 374f7807 accepts a second candidate only if it is an
+/// identical array, struct or pointer to the same id, so the struct stays
+/// twice; libbpf 1.8 compares the copies structurally and merges it.
+#[test]
+fn duplicated_reference_chains_within_a_cu_pass_under_libbpf_1_8() {
+    let mut b = Btf::new(Endian::Little);
+    let i = int(&mut b); // 1
+    let c = b.add_ref(Kind::Const, i); // 2
+    let p = b.add_ref(Kind::Ptr, c); // 3
+    b.begin(Kind::Struct, b"s", 16, false); // 4
+    b.push_member(b"a", p, 0, 0);
+    b.push_member(b"b", p, 64, 0);
+    let i2 = int(&mut b); // 5
+    let c1 = b.add_ref(Kind::Const, i2); // 6
+    let p1 = b.add_ref(Kind::Ptr, c1); // 7
+    let c2 = b.add_ref(Kind::Const, i2); // 8
+    let p2 = b.add_ref(Kind::Ptr, c2); // 9
+    b.begin(Kind::Struct, b"s", 16, false); // 10
+    b.push_member(b"a", p1, 0, 0);
+    b.push_member(b"b", p2, 64, 0);
+    let structs = |o: &Btf| lines(o).iter().filter(|l| l.contains("STRUCT")).count();
+    assert_eq!(structs(&run_by(&b, Rules::Libbpf374f7807)), 2);
+    assert_eq!(structs(&run_by(&b, Rules::Libbpf1_8)), 1);
+}
+
+/// libbpf 1.8's identity check compares an array's element count and size
+/// but its first operand's element type with itself: two arrays of
+/// different element types met for one canonical array count as the same.
+#[test]
+fn libbpf_1_8_identity_of_arrays_ignores_the_element_type() {
+    let mut b = Btf::new(Endian::Little);
+    let i = int(&mut b); // 1
+    let a = b.add_array(i, i, 4); // 2
+    b.begin(Kind::Struct, b"s", 32, false); // 3
+    b.push_member(b"a", a, 0, 0);
+    b.push_member(b"b", a, 128, 0);
+    let i2 = int(&mut b); // 4
+    let ch = b.add_int(b"char", 1, crate::btf::INT_SIGNED); // 5
+    let a1 = b.add_array(i2, i2, 4); // 6
+    let a2 = b.add_array(ch, i2, 4); // 7
+    b.begin(Kind::Struct, b"s", 32, false); // 8
+    b.push_member(b"a", a1, 0, 0);
+    b.push_member(b"b", a2, 128, 0);
+    let structs = |o: &Btf| lines(o).iter().filter(|l| l.contains("STRUCT")).count();
+    assert_eq!(structs(&run_by(&b, Rules::Libbpf374f7807)), 2);
+    assert_eq!(structs(&run_by(&b, Rules::Libbpf1_8)), 1);
+}
+
 #[test]
 fn equivalence_reaching_a_var_is_einval() {
     let mut b = Btf::new(Endian::Little);
@@ -429,12 +544,20 @@ fn random_cus(b: &mut Btf, rnd: &mut impl FnMut(u32) -> u32, cus: u32) {
 #[test]
 fn reference_index_agrees_with_the_candidate_table() {
     let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
-    for _ in 0..200 {
+    for round in 0..400 {
         let mut b = Btf::new(Endian::Little);
         let cus = 1 + rnd(7);
         random_cus(&mut b, &mut rnd, cus);
-        let with_index = run(&b);
-        let with_table = dedup_through_table(&b, &Options::default()).expect("dedup");
+        let rules = BOTH_RULES[round % 2];
+        let with_index = run_by(&b, rules);
+        let with_table = dedup_through_table(
+            &b,
+            &Options {
+                rules,
+                ..Options::default()
+            },
+        )
+        .expect("dedup");
         assert_eq!(lines(&with_index), lines(&with_table));
         assert_eq!(with_index.raw_words(), with_table.raw_words());
     }
@@ -452,11 +575,13 @@ fn modules_in_turn_over_one_base_index_each_give_their_own_result() {
     random_cus(&mut base, &mut rnd, 40);
     let base = Arc::new(base);
     let index = Arc::new(BaseIndex::new(&base).unwrap());
-    let with = Options {
-        base_index: Some(index.clone()),
-        ..Default::default()
-    };
-    for round in 0..60 {
+    for round in 0..120 {
+        let rules = BOTH_RULES[round % 2];
+        let with = Options {
+            base_index: Some(index.clone()),
+            rules,
+            ..Default::default()
+        };
         let mut s = Btf::new_split(base.clone());
         let cus = rnd(12);
         random_cus(&mut s, &mut rnd, cus);
@@ -470,7 +595,7 @@ fn modules_in_turn_over_one_base_index_each_give_their_own_result() {
                 s.push_member(format!("m{m}").as_bytes(), i, 0, 0);
             }
         }
-        let alone = crate::btf::write::to_bytes(&dedup(&s, &Options::default()).unwrap());
+        let alone = crate::btf::write::to_bytes(&run_by(&s, rules));
         let indexed = crate::btf::write::to_bytes(&dedup(&s, &with).unwrap());
         assert!(alone == indexed, "round {round}: dedup with the index differs");
         let owned = crate::btf::write::to_bytes(&dedup_owned(s, &with).unwrap());

@@ -160,7 +160,7 @@ pub fn finish(plan: &Plan, pending: Pending) -> Result<Outcome, Error> {
     let pre_dedup_types = enc.btf.own_type_count();
     let overlapped = early.as_ref().is_some_and(|i| i.gave_up().is_none());
     let btf = if plan.dedup {
-        dedup_keep(&plan.input, enc.btf, None, early)?
+        dedup_keep(&plan.input, enc.btf, None, early, plan.opts.reference)?
     } else {
         enc.btf
     };
@@ -243,7 +243,7 @@ pub fn encode_btf(
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
     let out_btf = if dedup {
-        dedup_keep(input, enc.btf, base_index, None)?
+        dedup_keep(input, enc.btf, base_index, None, opts.reference)?
     } else {
         enc.btf
     };
@@ -273,12 +273,14 @@ fn dedup_keep(
     btf: Btf,
     base_index: Option<&Arc<dedup::BaseIndex>>,
     early: Option<dedup::Incremental>,
+    reference: encode::Reference,
 ) -> Result<Btf, Error> {
     let o = dedup::Options {
         strings: dedup::StringMode::Keep,
         ids_checked: false,
         timings: false,
         base_index: base_index.cloned(),
+        rules: dedup_rules(reference),
     };
     match early {
         Some(inc) => inc.finish(btf, &o),
@@ -288,6 +290,14 @@ fn dedup_keep(
         input: input.to_path_buf(),
         source,
     })
+}
+
+/// The libbpf whose dedup the reference ran.
+pub fn dedup_rules(reference: encode::Reference) -> dedup::Rules {
+    match reference {
+        encode::Reference::V1_31 => dedup::Rules::Libbpf374f7807,
+        encode::Reference::Next => dedup::Rules::Libbpf1_8,
+    }
 }
 
 /// Encodes `input`; with `early`, for a standalone BTF that will be
@@ -330,7 +340,9 @@ fn encode_overlapped(
         collapse: opts.collapse && dedup,
         ..opts.clone()
     };
-    if !early || !standalone {
+    // (the chunked passes follow libbpf 374f7807's rules only)
+    let chunked_rules = dedup_rules(opts.reference) == dedup::Rules::default();
+    if !early || !standalone || !chunked_rules {
         return Ok((encode_with(base, &opts, &mut |_| {})?, None));
     }
     let mut inc = if opts.collapse {
