@@ -59,6 +59,7 @@ fn dwarf_decode(c: &mut Criterion) {
             decl_tag: true,
             regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine),
             addrx_plus_offset: false,
+            param_locations: false,
         },
         endian,
         type_units: None,

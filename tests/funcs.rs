@@ -218,6 +218,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
         attributes: false,
         protos: Default::default(),
         pick: Default::default(),
+        decide: Default::default(),
     };
     let profiles = [
         ("kernel", base_opts),
@@ -231,6 +232,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                 attributes: false,
                 protos: Default::default(),
                 pick: Default::default(),
+                decide: Default::default(),
             },
         ),
         (

@@ -1,7 +1,7 @@
 //! The attributes of one DIE that any role needs, read through the DIE
 //! cursor's plan into a compact record.
 
-use gimli::{AttributeValue, EndianSlice, RunTimeEndian, Section, UnitOffset};
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
 
 use super::dies::{self, Dies, Field, ReadError, Value};
 use super::{DecodeError, DecodeErrorKind, Decoder, InfoSpace, R, Refs};
@@ -43,6 +43,12 @@ pub(super) struct Attrs<'a> {
     /// A subprogram's DW_AT_low_pc (DW_FORM_addr, or an index into
     /// `.debug_addr`).
     pub(super) low_pc: Option<u64>,
+    /// A subprogram's DW_AT_calling_convention is DW_CC_nocall.
+    pub(super) nocall: bool,
+    /// A subprogram's DW_AT_inline is present and not 0.
+    pub(super) inline: bool,
+    /// A unit's DW_AT_producer names clang.
+    pub(super) producer_clang: bool,
 }
 
 pub(super) const ABSENT: u64 = u64::MAX;
@@ -74,6 +80,9 @@ impl Default for Attrs<'_> {
             signature: None,
             import: ABSENT,
             low_pc: None,
+            nocall: false,
+            inline: false,
+            producer_clang: false,
         }
     }
 }
@@ -197,6 +206,8 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::UpperBound => a.upper_bound = Some(Some(x)),
             Field::Count => a.count = Some(Some(x)),
             Field::Encoding => a.encoding = x as u8,
+            Field::CallingConvention => a.nocall = x == u64::from(dw::DW_CC_nocall.0),
+            Field::Inline => a.inline = x != 0,
             _ => self.value(field, Value::Const(x)),
         }
     }
@@ -295,6 +306,19 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
                     AttributeValue::Addr(x) => Some(x),
                     AttributeValue::DebugAddrIndex(i) => self.dec.dwarf.address(unit, i).ok(),
                     _ => None,
+                }
+            }
+            Field::CallingConvention => a.nocall = num_value(v) == Some(u64::from(dw::DW_CC_nocall.0)),
+            Field::Inline => a.inline = num_value(v).is_some_and(|x| x != 0),
+            Field::Producer => {
+                let producer = match v {
+                    Value::Strp(off) => super::strp(debug_str, off),
+                    v => self.dec.string(unit, &Some(v.raw())),
+                };
+                // (an unreadable producer is no compiler in particular)
+                if let Ok(p) = producer {
+                    let p = super::nm(p);
+                    a.producer_clang = p.windows(5).any(|w| w == b"clang");
                 }
             }
             // (a signature in a form that is not a reference)

@@ -79,6 +79,11 @@ pub struct FParam<'a> {
     pub origin: Option<UnitOff>,
     /// Location facts (`loc::param_facts`), for register parameters.
     pub facts: u8,
+    /// Its DW_AT_location as the next reference reads it (only decoded
+    /// under [`super::DecodeOpts::param_locations`]).
+    pub loc: Option<super::loc::LocFacts>,
+    /// It has a DW_AT_const_value.
+    pub const_value: bool,
 }
 
 /// A DW_TAG_subprogram, in the reference's functions-table order (nested
@@ -96,6 +101,11 @@ pub struct Func<'a> {
     pub varargs: bool,
     /// DW_AT_low_pc: where the function's code starts.
     pub low_pc: Option<u64>,
+    /// DW_AT_calling_convention is DW_CC_nocall (clang: the signature
+    /// changed).
+    pub nocall: bool,
+    /// DW_AT_inline is present and not 0: an abstract instance.
+    pub inlined: bool,
     pub params: IdxRange<FParam<'a>>,
     pub annots: IdxRange<Annot<'a>>,
 }
@@ -128,6 +138,8 @@ pub enum UnitKind {
 pub struct Cu<'a> {
     pub offset: u64,
     pub language: u16,
+    /// DW_AT_producer names clang.
+    pub producer_clang: bool,
     pub name: &'a [u8],
     pub kind: UnitKind,
     pub address_size: u8,
@@ -187,6 +199,7 @@ impl<'a> Cu<'a> {
         Cu {
             offset,
             language: 0,
+            producer_clang: false,
             name: b"",
             kind: UnitKind::Normal,
             address_size,

@@ -307,6 +307,197 @@ pub fn loc_reg_in_unit<R: Reader>(
     loc_reg(value, &dwarf.locations, unit.encoding(), unit.loclists_base, expected)
 }
 
+// The newer reference's reading of a parameter's location (dwarves
+// 5239db9 and after, `next`): every parameter's location is read, whatever
+// its position, and what it says is kept raw; the verdict (optimized out,
+// unexpected register) comes later per function, once the parameters'
+// sizes and their concrete instances' locations are known.
+
+/// What the newer reference records of a parameter's `DW_AT_location`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocFacts {
+    /// The register the location names (a `DW_OP_regN` opcode), the first
+    /// one found: the first entry's `DW_OP_regN`, or its `DW_OP_bregN ...
+    /// DW_OP_stack_value` (a value computed from that register), or an
+    /// entry value of one register in any entry. For a parameter of at most
+    /// a register's size, or on an ABI that passes aggregates in one
+    /// register.
+    pub reg: Option<u8>,
+    /// The same for an aggregate wider than a register where the ABI uses
+    /// two: a composition of pieces names its first register in any entry,
+    /// and a multi-operation expression starting with a register or a
+    /// computed value no longer counts.
+    pub reg_wide: Option<u8>,
+    /// The first entry is a frame-base offset (`DW_OP_fbreg`): on the stack.
+    pub stack: bool,
+    /// The first entry is a constant (`DW_OP_litN`, `DW_OP_constu`,
+    /// `DW_OP_consts`).
+    pub constant: bool,
+}
+
+fn is_reg(op: u8) -> bool {
+    (dw::DW_OP_reg0.0..=dw::DW_OP_reg31.0).contains(&op)
+}
+
+fn is_breg(op: u8) -> bool {
+    (dw::DW_OP_breg0.0..=dw::DW_OP_breg31.0).contains(&op)
+}
+
+fn is_constant(op: u8) -> bool {
+    (dw::DW_OP_lit0.0..=dw::DW_OP_lit31.0).contains(&op) || op == dw::DW_OP_constu.0 || op == dw::DW_OP_consts.0
+}
+
+/// The register a `DW_OP_bregN` reads, as a `DW_OP_regN` opcode.
+fn breg_as_reg(op: u8) -> u8 {
+    op - dw::DW_OP_breg0.0 + dw::DW_OP_reg0.0
+}
+
+fn first_wins(slot: &mut Option<u8>, reg: u8) {
+    slot.get_or_insert(reg);
+}
+
+impl LocFacts {
+    /// Feeds entry `k` of the location (every entry counts, as for
+    /// [`loc_reg`]); `false` when an operation does not parse, which ends
+    /// the walk (libdw fails it).
+    fn feed<R: Reader>(&mut self, k: usize, expr: &Expression<R>, enc: Encoding) -> bool {
+        let mut ops: smallvec::SmallVec<[(u8, Option<R>); 4]> = smallvec::SmallVec::new();
+        let mut r = expr.0.clone();
+        while !r.is_empty() {
+            let Ok(opcode) = r.clone().read_u8() else { return false };
+            let Ok(op) = Operation::parse(&mut r, enc) else {
+                return false;
+            };
+            let nested = match op {
+                Operation::EntryValue { expression } => Some(expression),
+                _ => None,
+            };
+            ops.push((opcode, nested));
+        }
+        let Some(&(last, _)) = ops.last() else { return true };
+        let computed = last == dw::DW_OP_stack_value.0;
+        let single = ops.len() == 1 || (ops.len() == 2 && computed);
+        let first = ops[0].0;
+        if !single {
+            if is_constant(first) {
+                self.constant |= k == 0;
+                return true;
+            }
+            // a register, or a value computed from one, if the parameter
+            // fits one register
+            if k == 0 {
+                if is_reg(first) {
+                    first_wins(&mut self.reg, first);
+                } else if is_breg(first) && ops[1..].iter().any(|o| o.0 == dw::DW_OP_stack_value.0) {
+                    first_wins(&mut self.reg, breg_as_reg(first));
+                }
+            }
+            // the first register of the pieces, in any entry, if wider
+            if let Some(&(reg, _)) = ops.iter().find(|o| is_reg(o.0)) {
+                first_wins(&mut self.reg_wide, reg);
+            }
+            return true;
+        }
+        let found = if is_reg(first) {
+            (k == 0).then_some(first)
+        } else if is_breg(first) {
+            (k == 0 && computed).then(|| breg_as_reg(first))
+        } else if first == dw::DW_OP_fbreg.0 {
+            self.stack |= k == 0;
+            None
+        } else if is_constant(first) {
+            self.constant |= k == 0;
+            None
+        } else if first == dw::DW_OP_entry_value.0 || first == dw::DW_OP_GNU_entry_value.0 {
+            ops[0]
+                .1
+                .clone()
+                .and_then(|n| nested_single(n, enc))
+                .filter(|&op| is_reg(op))
+        } else {
+            None
+        };
+        if let Some(reg) = found {
+            first_wins(&mut self.reg, reg);
+            first_wins(&mut self.reg_wide, reg);
+        }
+        true
+    }
+
+    /// The facts of a location: one expression or a list's entries, in
+    /// order, ending at an operation that does not parse.
+    pub fn of_exprs<R: Reader>(entries: impl IntoIterator<Item = gimli::Result<Expression<R>>>, enc: Encoding) -> Self {
+        let mut f = LocFacts::default();
+        for (k, expr) in entries.into_iter().enumerate() {
+            match expr {
+                Ok(expr) if f.feed(k, &expr, enc) => {}
+                _ => break,
+            }
+        }
+        f
+    }
+
+    fn of_list<R: Reader>(
+        locations: &LocationLists<R>,
+        offset: gimli::LocationListsOffset<R::Offset>,
+        enc: Encoding,
+    ) -> Self {
+        let mut f = LocFacts::default();
+        let Ok(mut it) = locations.raw_locations(offset, enc) else {
+            return f;
+        };
+        let mut k = 0;
+        loop {
+            let data = match it.next() {
+                Ok(Some(RawLocListEntry::BaseAddress { .. } | RawLocListEntry::BaseAddressx { .. })) => continue,
+                Ok(Some(
+                    RawLocListEntry::AddressOrOffsetPair { data, .. }
+                    | RawLocListEntry::OffsetPair { data, .. }
+                    | RawLocListEntry::StartEnd { data, .. }
+                    | RawLocListEntry::StartLength { data, .. }
+                    | RawLocListEntry::StartxEndx { data, .. }
+                    | RawLocListEntry::StartxLength { data, .. }
+                    | RawLocListEntry::DefaultLocation { data },
+                )) => data,
+                Ok(None) | Err(_) => break,
+            };
+            if !f.feed(k, &data, enc) {
+                break;
+            }
+            k += 1;
+        }
+        f
+    }
+
+    /// The facts of a `DW_AT_location` value, in the forms [`loc_reg`]
+    /// takes (others: nothing known, as libdw fails on them).
+    pub fn of_value<R: Reader>(
+        value: &AttributeValue<R>,
+        locations: &LocationLists<R>,
+        enc: Encoding,
+        loclists_base: gimli::DebugLocListsBase<R::Offset>,
+    ) -> Self {
+        match value {
+            AttributeValue::Exprloc(e) => Self::of_exprs([Ok(e.clone())], enc),
+            AttributeValue::Block(b) => Self::of_exprs([Ok(Expression(b.clone()))], enc),
+            AttributeValue::LocationListsRef(off) => Self::of_list(locations, *off, enc),
+            AttributeValue::SecOffset(off) => Self::of_list(locations, gimli::LocationListsOffset(*off), enc),
+            AttributeValue::Data4(off) if enc.version <= 3 => {
+                Self::of_list(locations, gimli::LocationListsOffset(R::Offset::from_u32(*off)), enc)
+            }
+            AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
+                Ok(o) => Self::of_list(locations, gimli::LocationListsOffset(o), enc),
+                Err(_) => LocFacts::default(),
+            },
+            AttributeValue::DebugLocListsIndex(idx) => match locations.get_offset(enc, loclists_base, *idx) {
+                Ok(off) => Self::of_list(locations, off, enc),
+                Err(_) => LocFacts::default(),
+            },
+            _ => LocFacts::default(),
+        }
+    }
+}
+
 // Per-parameter facts (encoding-funcs-vars.md §3.3 "Propagation"): what
 // the recording rules read of a parameter's location.
 
@@ -536,6 +727,36 @@ mod tests {
         assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c]), e(&[REG5])], enc(5), 0x55), NO_REG);
         assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[REG5])], enc(5), 0x55), 0x54);
         assert_eq!(loc_reg_exprs([e(&[REG5]), e(&[REG4])], enc(5), 0x55), 0x55);
+    }
+
+    /// The next reference's reading: first register wins, any entry for
+    /// an entry value or a piece's register, the first entry only for the
+    /// rest; pieces count only for wide aggregates.
+    #[test]
+    fn next_reference_location_facts() {
+        let f = |entries: &[&[u8]]| LocFacts::of_exprs(entries.iter().map(|b| e(b)), enc(5));
+        // [reg4] then [reg5]: the first entry's register only
+        assert_eq!(f(&[&[REG4], &[REG5]]).reg, Some(REG4));
+        assert_eq!(f(&[&[FBREG, 0x10], &[REG5]]).reg, None);
+        assert!(f(&[&[FBREG, 0x10], &[REG5]]).stack);
+        // an entry value in a later entry still names the register
+        let later = f(&[&[FBREG, 0x10], &[ENTRY_VALUE, 1, REG5, STACK_VALUE]]);
+        assert_eq!((later.reg, later.reg_wide), (Some(REG5), Some(REG5)));
+        // a value computed from a register: breg + stack_value
+        assert_eq!(f(&[&[BREG7, 0x08, STACK_VALUE]]).reg, Some(0x57));
+        assert_eq!(f(&[&[BREG7, 0x08]]).reg, None, "an address, not a value");
+        // a constant (DW_OP_lit3; DW_OP_constu 9, stack_value)
+        assert!(f(&[&[0x33]]).constant);
+        assert!(f(&[&[0x10, 9, STACK_VALUE, PIECE, 8]]).constant);
+        // pieces: [reg5 piece 8, reg4 piece 8]: the small reading takes the
+        // first op's register of the first entry, the wide one the first
+        // register of any entry's pieces
+        let pieces = f(&[&[FBREG, 0], &[REG5, PIECE, 8, REG4, PIECE, 8]]);
+        assert_eq!((pieces.reg, pieces.reg_wide), (None, Some(REG5)));
+        let first = f(&[&[REG5, PIECE, 8, REG4, PIECE, 8]]);
+        assert_eq!((first.reg, first.reg_wide), (Some(REG5), Some(REG5)));
+        // an operation that does not parse ends the walk
+        assert_eq!(f(&[&[0xff], &[REG5]]).reg, None);
     }
 
     #[test]

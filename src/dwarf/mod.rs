@@ -87,6 +87,9 @@ pub struct DecodeOpts {
     /// merging) is at address i + n, as the next reference reads it; v1.31
     /// reads the first operation only.
     pub addrx_plus_offset: bool,
+    /// Read every formal parameter's DW_AT_location as the next reference
+    /// does ([`FParam::loc`]), for its parameter analysis.
+    pub param_locations: bool,
 }
 
 pub struct Decoder<'a, 'd> {
@@ -206,6 +209,11 @@ impl<'a, 'd> Decoder<'a, 'd> {
             _ => None,
         };
         loc::param_facts(expected, actual, attrs.const_value.is_some())
+    }
+
+    /// The next reference's reading of a parameter's DW_AT_location.
+    fn loc_facts(&self, unit: &gimli::Unit<R<'a>>, v: &AttributeValue<R<'a>>) -> loc::LocFacts {
+        loc::LocFacts::of_value(v, &self.dwarf.locations, unit.encoding(), unit.loclists_base)
     }
 
     /// Decodes one unit; `None` if `keep(language, unit name)` says to skip it.

@@ -59,6 +59,7 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
             decl_tag: true,
             regs: loc::RegParams::for_machine(0),
             addrx_plus_offset: false,
+            param_locations: false,
         },
         endian: RunTimeEndian::Little,
         type_units: None,

@@ -216,6 +216,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn root(&mut self, at: At, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Root, DecodeError> {
         self.read(at)?;
         self.cu.language = self.attrs.language.unwrap_or(0);
+        self.cu.producer_clang = self.attrs.producer_clang;
         self.cu.name = nm(self.attrs.name);
         self.cu.partial = at.abbrev.tag == dw::DW_TAG_partial_unit;
         match at.abbrev.tag {
@@ -566,6 +567,10 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let comp = f.counter;
         f.counter += 1;
         let facts = self.dec.param_facts(&self.unit, comp as usize, &self.attrs);
+        let loc = match &self.attrs.location {
+            Some(v) if self.dec.opts.param_locations => Some(self.dec.loc_facts(&self.unit, v)),
+            _ => None,
+        };
         let p = FParam {
             uoff: at.uoff(self.base),
             name: self.attrs.name,
@@ -573,6 +578,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             has_type: self.attrs.ty != ABSENT,
             origin: self.uref(self.attrs.origin, at)?,
             facts,
+            loc,
+            const_value: self.attrs.const_value.is_some(),
         };
         self.scratch.fparams.push(p);
         self.open_component(at, Ctx::FParam, comp);
@@ -592,6 +599,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             declaration: a.declaration,
             varargs: false,
             low_pc: a.low_pc,
+            nocall: a.nocall,
+            inlined: a.inline,
             params: IdxRange::EMPTY,
             annots: IdxRange::EMPTY,
         };

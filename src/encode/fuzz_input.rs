@@ -26,6 +26,8 @@ pub const BIG_ENDIAN: u8 = 1;
 pub const FUNCS: u8 = 2;
 pub const ALL_FEATURES: u8 = 4;
 pub const AARCH64: u8 = 8;
+/// Encode as the next reference does (its parameter analysis, BTF 2026).
+pub const NEXT: u8 = 16;
 
 const HEADER: usize = 1 + 4 * NSECS;
 const EM_X86_64: u16 = 62;
@@ -132,6 +134,9 @@ pub fn check(data: &[u8]) {
         no_funcs: input.flags & FUNCS == 0,
         ..Options::default()
     };
+    if input.flags & NEXT != 0 {
+        opts.reference = super::Reference::Next;
+    }
     if input.flags & ALL_FEATURES != 0 {
         opts.features.apply_list(&FEATURE_NAMES.join(","));
     }

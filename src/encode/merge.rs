@@ -415,6 +415,10 @@ impl Merger {
                 crate::encode::Reference::V1_31 => crate::funcs::Pick::First,
                 crate::encode::Reference::Next => crate::funcs::Pick::Linked,
             },
+            decide: match reference {
+                crate::encode::Reference::V1_31 => crate::funcs::Decide::V1_31,
+                crate::encode::Reference::Next => crate::funcs::Decide::Next,
+            },
         };
         let log = verbose.then_some(&mut self.summary.func_skips);
         crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;

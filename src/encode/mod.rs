@@ -522,6 +522,7 @@ pub fn encode_elf_with(
         decl_tag: opts.features.decl_tag,
         regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
         addrx_plus_offset: opts.reference == Reference::Next,
+        param_locations: opts.reference == Reference::Next,
     };
     let alt_headers = match (&alt_dw, &alt_input) {
         (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| EncodeError::AltDamaged {
@@ -595,6 +596,7 @@ pub fn encode_elf_with(
     m.summary.debug_str_cached = str_cache.is_some();
     let lctx = local::Ctx {
         features: opts.features,
+        reference: opts.reference,
         elf,
         path,
         str_cache: str_cache.as_deref(),

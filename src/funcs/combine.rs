@@ -33,6 +33,26 @@ pub struct EmitOptions {
     pub protos: ProtoMatch,
     /// Which of a name's states is emitted.
     pub pick: Pick,
+    /// Which functions are left out.
+    pub decide: Decide,
+}
+
+/// Which of a name's functions are left out of BTF.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Decide {
+    /// v1.31: the states' flags are joined, and only under
+    /// `consistent_func` does a flag leave the function out.
+    #[default]
+    V1_31,
+    /// The next reference (dwarves fb8328e and before): an unexpected
+    /// register, an uncertain location, reordered parameters or an
+    /// ambiguous address always leave it out, disagreeing instances under
+    /// `consistent_func`; optimized-out parameters only when the emitted
+    /// state's signature changed (clang's `DW_CC_nocall`) or its address is
+    /// an `.isra`/`.constprop` clone's, and a state that is not left out
+    /// for that is preferred among those the linker kept. Each state keeps
+    /// its own optimized-parameters flag.
+    Next,
 }
 
 /// Which state of a function's combined group gives its BTF.
@@ -60,6 +80,10 @@ pub struct EmitSummary {
     pub dropped_inconsistent: usize,
     pub dropped_uncertain_loc: usize,
     pub dropped_ambiguous: usize,
+    /// (next reference) reordered parameters, optimized-out parameters of
+    /// a changed signature.
+    pub dropped_reordered: usize,
+    pub dropped_optimized: usize,
     pub kfunc_tags: usize,
     pub fastcall_tags: usize,
     pub arena_tags: usize,
@@ -145,6 +169,14 @@ pub fn emit_funcs_logged(
                 ));
             }
         };
+        let syms = &table.syms[e.first as usize..(e.first + e.count) as usize];
+        if opts.decide == Decide::Next {
+            match decide_next(btf, states, group, syms, e.ambiguous, opts, &mut sum, &mut skip) {
+                Some(chosen) => emit_one(btf, states, chosen, e.key, entry as u32, kfuncs, opts, &mut sum)?,
+                None => continue,
+            }
+            continue;
+        }
         let mut fl = states.flags(a);
         for &b in rest {
             fl |= states.flags(b);
@@ -179,18 +211,115 @@ pub fn emit_funcs_logged(
         }
         let chosen = match opts.pick {
             Pick::First => a,
-            Pick::Linked => {
-                let syms = &table.syms[e.first as usize..(e.first + e.count) as usize];
-                group
-                    .iter()
-                    .copied()
-                    .find(|&s| syms.iter().any(|&(_, addr)| addr == states.low_pc(s)))
-                    .unwrap_or(a)
-            }
+            Pick::Linked => group
+                .iter()
+                .copied()
+                .find(|&s| syms.iter().any(|&(_, addr)| addr == states.low_pc(s)))
+                .unwrap_or(a),
         };
         emit_one(btf, states, chosen, e.key, entry as u32, kfuncs, opts, &mut sum)?;
     }
     Ok(sum)
+}
+
+/// The next reference's combine and decision for one name's `group` of
+/// states (`syms`: the name's ELF symbols): the state to emit, or `None`
+/// if the function is left out.
+#[allow(clippy::too_many_arguments)]
+fn decide_next(
+    btf: &Btf,
+    states: &mut FuncStates,
+    group: &[StateId],
+    syms: &[(&[u8], u64)],
+    ambiguous: bool,
+    opts: &EmitOptions,
+    sum: &mut EmitSummary,
+    skip: &mut impl FnMut(&str),
+) -> Option<StateId> {
+    const JOINED: u8 = flags::UNEXPECTED_REG | flags::INCONSISTENT | flags::UNCERTAIN_PARM_LOC | flags::REORDERED_PARM;
+    let (&a, rest) = group.split_first()?;
+    let mut fl = states.flags(a) & JOINED;
+    for &b in rest {
+        fl |= states.flags(b) & JOINED;
+        if fl & (flags::UNEXPECTED_REG | flags::INCONSISTENT | flags::REORDERED_PARM) == 0
+            && let Some(why) = funcs_mismatch(btf, states, a, b, opts.protos)
+        {
+            skip(&why);
+            fl |= flags::INCONSISTENT;
+        }
+    }
+    states.add_flags(a, fl);
+    sum.groups += 1;
+    // Optimized-out parameters are no reason to leave a function out,
+    // unless its signature is not the one its DWARF states.
+    let drops_optimized = |s: StateId| {
+        let f = states.flags(s);
+        let addr = states.low_pc(s);
+        f & flags::OPTIMIZED_PARMS != 0
+            && (f & flags::SIGNATURE_CHANGED != 0
+                || (addr != 0 && syms.iter().any(|&(name, at)| at == addr && is_optimized_clone(name))))
+    };
+    let chosen = if rest.is_empty() {
+        a
+    } else {
+        let linked = group
+            .iter()
+            .copied()
+            .filter(|&s| syms.iter().any(|&(_, at)| at == states.low_pc(s)));
+        let mut first = None;
+        let mut pick = None;
+        for s in linked {
+            first.get_or_insert(s);
+            if !drops_optimized(s) {
+                pick = Some(s);
+                break;
+            }
+        }
+        pick.or(first).unwrap_or(a)
+    };
+    // the last reason found is the one given, as there
+    let mut why = None;
+    if fl & flags::UNEXPECTED_REG != 0 {
+        why = Some((
+            "unexpected register usage for parameter",
+            &mut sum.dropped_unexpected_reg,
+        ));
+    }
+    if opts.consistent_func && fl & flags::INCONSISTENT != 0 {
+        why = Some(("inconsistet prototype", &mut sum.dropped_inconsistent));
+    }
+    if fl & flags::UNCERTAIN_PARM_LOC != 0 {
+        why = Some(("uncertain parameter location", &mut sum.dropped_uncertain_loc));
+    }
+    if fl & flags::REORDERED_PARM != 0 {
+        why = Some(("reordered parameters", &mut sum.dropped_reordered));
+    }
+    if drops_optimized(chosen) {
+        why = Some(("optimized parameters", &mut sum.dropped_optimized));
+    }
+    if ambiguous {
+        why = Some(("ambiguous address", &mut sum.dropped_ambiguous));
+    }
+    match why {
+        Some((reason, count)) => {
+            *count += 1;
+            skip(reason);
+            None
+        }
+        None => Some(chosen),
+    }
+}
+
+/// A clone the compiler made with another signature: the part after the
+/// first `.` of the symbol has `.isra` or `.constprop`.
+fn is_optimized_clone(sym: &[u8]) -> bool {
+    let Some(dot) = sym.iter().position(|&c| c == b'.') else {
+        return false;
+    };
+    let rest = &sym[dot..];
+    [&b".constprop"[..], b".isra"]
+        .iter()
+        .any(|s| rest.windows(s.len()).any(|w| w == *s))
 }
 
 #[cfg(test)]
@@ -376,6 +505,7 @@ mod tests {
             attributes: false,
             protos: ProtoMatch::ReturnOnly,
             pick: Pick::First,
+            decide: Decide::V1_31,
         }
     }
 
@@ -438,6 +568,58 @@ mod tests {
         };
         emit_funcs(&mut b, &mut st2, &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
         assert_eq!(funcs(&b, start).len(), 1);
+    }
+
+    /// What the next reference leaves out that v1.31 keeps, and the state
+    /// it emits: each case is a group of (flags, address) states of `f`,
+    /// whose symbols are `f` at 0x40 and its clone `f.isra.0` at 0x80.
+    #[test]
+    fn the_next_reference_decides_by_its_own_rules() {
+        let t = types();
+        let tab = FuncTable::build(vec![(&b"f"[..], &b"f"[..], 0x40), (b"f", b"f.isra.0", 0x80)]);
+        let f = tab.lookup(b"f").unwrap();
+        let run = |decide: Decide, consistent: bool, group: &[(u8, u64)]| {
+            let mut st = FuncStates::new();
+            for &(fl, addr) in group {
+                st.push(f, t.int, fl, Some(addr));
+            }
+            let mut b = t.btf.clone();
+            let start = b.type_count() + 1;
+            let o = EmitOptions {
+                decide,
+                pick: Pick::Linked,
+                ..opts(consistent)
+            };
+            let sum = emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
+            (sum.emitted, (start..=b.type_count()).count())
+        };
+        use flags::*;
+        // without consistent_func v1.31 keeps everything; the next
+        // reference leaves out unexpected registers and reordered
+        // parameters anyway
+        for fl in [UNEXPECTED_REG, REORDERED_PARM, UNCERTAIN_PARM_LOC] {
+            assert_eq!(run(Decide::V1_31, false, &[(fl, 0x40)]).0, 1, "{fl}");
+            assert_eq!(run(Decide::Next, false, &[(fl, 0x40)]).0, 0, "{fl}");
+        }
+        // optimized-out parameters: kept, unless the state is an .isra
+        // clone's or its signature changed
+        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x40)]).0, 1);
+        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80)]).0, 0);
+        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS | SIGNATURE_CHANGED, 0x40)]).0, 0);
+        assert_eq!(run(Decide::V1_31, true, &[(OPTIMIZED_PARMS, 0x80)]).0, 1);
+        // of two linked states the one not left out for that is emitted,
+        // and each state keeps its own flag
+        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (0, 0x40)]).0, 1);
+        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (OPTIMIZED_PARMS, 0x80)]).0, 0);
+    }
+
+    #[test]
+    fn optimized_clones_are_named_after_the_first_dot() {
+        assert!(is_optimized_clone(b"f.isra.0"));
+        assert!(is_optimized_clone(b"f.constprop.0.isra.0"));
+        assert!(is_optimized_clone(b"f.part.0.constprop.1"));
+        assert!(!is_optimized_clone(b"f.cold"));
+        assert!(!is_optimized_clone(b"isra"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use crate::btf::{StrOff, TypeId};
 
-pub use combine::{EmitOptions, EmitSummary, Pick, ProtoMatch, emit_funcs, emit_funcs_logged, types_match};
+pub use combine::{Decide, EmitOptions, EmitSummary, Pick, ProtoMatch, emit_funcs, emit_funcs_logged, types_match};
 pub use kfuncs::KfuncMarks;
 
 /// Failures of the function phase. The reference fails the whole run on each
@@ -65,6 +65,12 @@ pub mod flags {
     pub const UNCERTAIN_PARM_LOC: u8 = 4;
     /// Set by the combine step: the instances of the name disagree.
     pub const INCONSISTENT: u8 = 8;
+    /// A concrete instance lists its parameters in another order than its
+    /// abstract origin (the next reference).
+    pub const REORDERED_PARM: u8 = 16;
+    /// Clang marked the function `DW_CC_nocall`: its signature changed
+    /// (the next reference).
+    pub const SIGNATURE_CHANGED: u8 = 32;
 }
 
 /// One parameter of a saved state.

@@ -36,6 +36,21 @@ pub(in crate::dwarf) enum Field {
     Import,
     /// DW_AT_low_pc of a DW_TAG_subprogram (read on no other tag).
     LowPc,
+    /// DW_AT_calling_convention of a DW_TAG_subprogram (read on no other
+    /// tag): clang's `DW_CC_nocall` marks a changed signature.
+    CallingConvention,
+    /// DW_AT_inline of a DW_TAG_subprogram (read on no other tag).
+    Inline,
+    /// DW_AT_producer (of a unit): which compiler.
+    Producer,
+}
+
+impl Field {
+    /// Read on subprograms only: inlined instances and blocks, far more
+    /// numerous, keep skipping theirs.
+    fn subprogram_only(self) -> bool {
+        matches!(self, Field::LowPc | Field::CallingConvention | Field::Inline)
+    }
 }
 
 impl Field {
@@ -63,6 +78,9 @@ impl Field {
             dw::DW_AT_language => Field::Language,
             dw::DW_AT_import => Field::Import,
             dw::DW_AT_low_pc => Field::LowPc,
+            dw::DW_AT_calling_convention => Field::CallingConvention,
+            dw::DW_AT_inline => Field::Inline,
+            dw::DW_AT_producer => Field::Producer,
             _ => return None,
         })
     }
@@ -289,11 +307,11 @@ impl Dies<'_> {
         let start = self.ops.len() as u32;
         let mut run = 0u32;
         for &(name, form, implicit) in specs {
-            // (a function's address, for the next reference's choice among
-            // its definitions; inlined instances and blocks, far more
-            // numerous, keep skipping theirs)
+            // (a function's address and how it was compiled, for the next
+            // reference's choice among its definitions and its parameter
+            // analysis)
             let field = if reading { Field::of(name) } else { None }
-                .filter(|&f| f != Field::LowPc || tag == dw::DW_TAG_subprogram);
+                .filter(|&f| !f.subprogram_only() || tag == dw::DW_TAG_subprogram);
             if let Some(field) = field {
                 if run > 0 {
                     self.ops.push(Op::Skip(run));
@@ -350,6 +368,7 @@ pub(super) fn wants_number(f: Field) -> bool {
             | Field::Spec
             | Field::Import
             | Field::LowPc
+            | Field::Producer
     )
 }
 

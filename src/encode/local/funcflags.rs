@@ -5,9 +5,11 @@
 use gimli::constants as dw;
 
 use super::Enc;
+use super::paramabi::{self, Abi, ParamIn};
 use crate::btf;
 use crate::dwarf::loc::{RegParams, fact};
 use crate::dwarf::{CoreId, Func, UnitOff, local_id};
+use crate::encode::features::Reference;
 use crate::funcs::packed::{Align, Layouts, MemberLayout, PackedCache, RawMember};
 use crate::funcs::{flags, packed};
 
@@ -37,6 +39,16 @@ pub(super) struct FuncFlags<'c, 'e, 'a> {
     /// Packed verdicts persist over the CU (the reference caches them per
     /// struct, side effects included).
     verdicts: PackedCache,
+    /// Under the next reference: what its analysis reads of each formal
+    /// parameter, shared with abstract origins, and which functions list
+    /// their parameters in another order than their origin.
+    next: Option<NextParams>,
+}
+
+struct NextParams {
+    params: Vec<ParamIn>,
+    reordered: Vec<bool>,
+    abi: Abi,
 }
 
 impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
@@ -57,18 +69,20 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
                 }
             }
         }
+        let next = (enc.ctx.reference == Reference::Next).then(|| next_params(enc, by_off));
         FuncFlags {
             enc,
             facts,
             regs: RegParams::for_machine(enc.ctx.elf.machine),
             layouts: None,
             verdicts: PackedCache::default(),
+            next,
         }
     }
 
-    /// The flags of `fun`, whose resolved parameters are `params` (name, DWARF
-    /// type reference).
-    pub(super) fn flags(&mut self, fun: &Func<'a>, params: &[(&'a [u8], Option<UnitOff>)]) -> u8 {
+    /// The flags of `fun` (the CU's `index`-th function), whose resolved
+    /// parameters are `params` (name, DWARF type reference).
+    pub(super) fn flags(&mut self, index: usize, fun: &Func<'a>, params: &[(&'a [u8], Option<UnitOff>)]) -> u8 {
         let cu = self.enc.cu;
         // A struct parameter (behind const and typedefs) exempts the function
         // from the register rule.
@@ -83,9 +97,11 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             }
             false
         };
-        let mut out = function_flags(fun.params.range().map(|i| self.facts[i]), || {
-            params.iter().any(|&(_, ty)| is_struct(ty))
-        });
+        let has_struct_param = || params.iter().any(|&(_, ty)| is_struct(ty));
+        let mut out = match &self.next {
+            None => function_flags(fun.params.range().map(|i| self.facts[i]), has_struct_param),
+            Some(next) => next.flags(cu, index, fun, has_struct_param),
+        };
         let named_struct = |ty: Option<UnitOff>| {
             cu.type_at(ty)
                 .is_some_and(|x| is_struct_tag(x.tag) && !x.name.is_empty())
@@ -104,6 +120,122 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         }
         out
     }
+}
+
+impl NextParams {
+    /// The next reference's flags of the CU's `index`-th function.
+    fn flags(
+        &self,
+        cu: &crate::dwarf::Cu<'_>,
+        index: usize,
+        fun: &Func<'_>,
+        has_struct_param: impl FnOnce() -> bool,
+    ) -> u8 {
+        let params = &self.params[fun.params.range()];
+        let changed = cu.producer_clang && signature_changed(cu, fun);
+        let verdicts = paramabi::analyse(params, &self.abi, cu.producer_clang, changed);
+        let mut out = 0;
+        if params.iter().zip(&verdicts).any(|(p, v)| v.optimized || !p.has_loc) {
+            out |= flags::OPTIMIZED_PARMS;
+        }
+        if verdicts.iter().any(|v| v.unexpected_reg) && !has_struct_param() {
+            out |= flags::UNEXPECTED_REG;
+        }
+        if self.reordered[index] {
+            out |= flags::REORDERED_PARM;
+        }
+        if changed {
+            out |= flags::SIGNATURE_CHANGED;
+        }
+        out
+    }
+}
+
+/// Clang's mark of a changed signature, `DW_CC_nocall`, on the function
+/// or (for a concrete instance) on its abstract origin; never on an
+/// abstract instance itself.
+fn signature_changed(cu: &crate::dwarf::Cu<'_>, fun: &Func<'_>) -> bool {
+    if fun.inlined {
+        return false;
+    }
+    match fun.origin {
+        None => fun.nocall,
+        Some(origin) => cu.funcs.iter().find(|f| f.uoff == origin).is_some_and(|f| f.nocall),
+    }
+}
+
+/// What the next reference's analysis reads of each of the CU's formal
+/// parameters, after every concrete instance shared its location with its
+/// abstract origin (in the CU's function order, as the reference's type
+/// recoding does), and which functions are reordered instances.
+fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
+    let cu = enc.cu;
+    let addr_size = cu.address_size;
+    // the position of each parameter in its function
+    let mut position = vec![0u32; cu.fparams.len()];
+    for fun in &cu.funcs {
+        for (k, i) in fun.params.range().enumerate() {
+            position[i] = k as u32;
+        }
+    }
+    let origin_of = |i: usize| {
+        let p = &cu.fparams[i];
+        p.origin
+            .and_then(|o| by_off.binary_search_by_key(&o, |e| e.0).ok())
+            .map(|j| by_off[j].1 as usize)
+    };
+    let mut params: Vec<ParamIn> = (0..cu.fparams.len())
+        .map(|i| {
+            let p = &cu.fparams[i];
+            // the size of the origin's type, for an instance of one
+            let ty = match origin_of(i) {
+                Some(j) => cu.fparams[j].ty,
+                None if p.origin.is_some() => None,
+                None => p.ty,
+            };
+            ParamIn {
+                has_loc: p.loc.is_some(),
+                const_value: p.const_value,
+                loc: p.loc.unwrap_or_default(),
+                size: type_byte_size(cu, ty, addr_size) as u16,
+            }
+        })
+        .collect();
+    let mut reordered = vec![false; cu.funcs.len()];
+    for (f, fun) in cu.funcs.iter().enumerate() {
+        for i in fun.params.range() {
+            if cu.fparams[i].has_type {
+                continue;
+            }
+            if let Some(j) = origin_of(i) {
+                reordered[f] |= position[i] != position[j];
+                let p = params[i];
+                p.share_into(&mut params[j]);
+            }
+        }
+    }
+    NextParams {
+        params,
+        reordered,
+        abi: Abi::new(enc.ctx.elf.machine, addr_size),
+    }
+}
+
+/// A type's size as the next reference reads it: a pointer is an address,
+/// else its DW_AT_byte_size, else that of the type it names (0 at the end
+/// of the chain).
+fn type_byte_size(cu: &crate::dwarf::Cu<'_>, mut ty: Option<UnitOff>, addr_size: u8) -> u64 {
+    for _ in 0..64 {
+        let Some(s) = cu.type_at(ty) else { return 0 };
+        if s.tag == dw::DW_TAG_pointer_type {
+            return addr_size as u64;
+        }
+        if s.size != 0 {
+            return s.size;
+        }
+        ty = s.ty;
+    }
+    0
 }
 
 /// The CU's structs, classes and unions as packed-struct inference sees them,

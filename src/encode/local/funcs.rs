@@ -32,7 +32,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
     let enc = Enc { ctx, cu };
     let mut flags = funcflags::FuncFlags::new(&enc, &by_off);
     let mut params: Vec<(&'a [u8], Option<UnitOff>)> = Vec::new();
-    for fun in &cu.funcs {
+    for (index, fun) in cu.funcs.iter().enumerate() {
         if fun.declaration {
             continue;
         }
@@ -73,7 +73,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         } else {
             func(fun.origin).and_then(|f| f.ty)
         };
-        let fl = flags.flags(fun, &params);
+        let fl = flags.flags(index, fun, &params);
         o.o.funcs
             .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
         for &(pn, ty) in &params {

@@ -18,6 +18,7 @@ mod funcflags;
 mod funcs;
 mod members;
 mod out;
+mod paramabi;
 mod typeloop;
 mod types;
 mod vars;
@@ -32,6 +33,8 @@ use vars::encode_vars;
 
 pub struct Ctx<'e, 'a> {
     pub features: Features,
+    /// Which pahole's recording rules apply.
+    pub reference: super::features::Reference,
     pub elf: &'e ElfInfo<'a>,
     pub path: &'e Path,
     /// The merge's `.debug_str` offset → BTF string offset cache (read only

@@ -88,6 +88,7 @@ fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
 fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
     let e = elf(endian);
     let ctx = Ctx {
+        reference: crate::encode::Reference::V1_31,
         features,
         elf: &e,
         path: Path::new("t.o"),
@@ -452,6 +453,8 @@ fn func(uoff: u32, name: &'static [u8], params: usize, nparams: usize) -> crate:
         declaration: false,
         varargs: false,
         low_pc: None,
+        nocall: false,
+        inlined: false,
         params: IdxRange::new(params, nparams),
         annots: IdxRange::EMPTY,
     }
@@ -465,6 +468,8 @@ fn fparam(uoff: u32, name: &'static [u8], origin: u32) -> crate::dwarf::FParam<'
         has_type: origin == NONE,
         origin: off(origin),
         facts: 0,
+        loc: None,
+        const_value: false,
     }
 }
 
@@ -492,6 +497,7 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
     let mut e = elf(btf::Endian::Little);
     e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20)]);
     let ctx = Ctx {
+        reference: crate::encode::Reference::V1_31,
         features: Features::default(),
         elf: &e,
         path: Path::new("t.o"),
@@ -532,6 +538,8 @@ fn recording_time_flags() {
         has_type: true,
         origin: None,
         facts,
+        loc: None,
+        const_value: false,
     };
     let mut concrete_p = fparam(0x21, b"", 0x11);
     concrete_p.facts = HAS_LOC | F_UNEXPECTED;
@@ -552,6 +560,7 @@ fn recording_time_flags() {
     let mut e = elf(btf::Endian::Little);
     e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
     let ctx = Ctx {
+        reference: crate::encode::Reference::V1_31,
         features: Features::default(),
         elf: &e,
         path: Path::new("t.o"),

@@ -5,7 +5,7 @@ use crate::btf::{Btf, Kind, LINKAGE_STATIC, TypeId, make_info};
 
 use super::super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL, KfuncMarks};
 use super::super::{FuncStates, FuncsError, StateId};
-use super::{EmitOptions, EmitSummary};
+use super::{Decide, EmitOptions, EmitSummary};
 
 const ARENA_ATTR: &[u8] = b"address_space(1)";
 const KFUNC_TAG: &[u8] = b"bpf_kfunc";
@@ -61,6 +61,21 @@ fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name:
     Ok(n)
 }
 
+/// `bpf_kfunc` (and `bpf_fastcall`) decl tags on a kfunc's FUNC.
+fn kfunc_tags(btf: &mut Btf, func: TypeId, kfunc: Option<u32>, opts: &EmitOptions, sum: &mut EmitSummary) {
+    if let Some(kf) = kfunc
+        && opts.decl_tag_kfuncs
+        && opts.decl_tag
+    {
+        btf.add_decl_tag(KFUNC_TAG, func, -1, false);
+        sum.kfunc_tags += 1;
+        if kf & KF_FASTCALL != 0 {
+            btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
+            sum.fastcall_tags += 1;
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn emit_one(
     btf: &mut Btf,
@@ -99,16 +114,10 @@ pub(super) fn emit_one(
     }
     let func = btf.add_func(name, proto, LINKAGE_STATIC);
     sum.emitted += 1;
-    if let Some(kf) = kfunc
-        && opts.decl_tag_kfuncs
-        && opts.decl_tag
-    {
-        btf.add_decl_tag(KFUNC_TAG, func, -1, false);
-        sum.kfunc_tags += 1;
-        if kf & KF_FASTCALL != 0 {
-            btf.add_decl_tag(FASTCALL_TAG, func, -1, false);
-            sum.fastcall_tags += 1;
-        }
+    // the next reference tags a kfunc after its own annotations
+    let kfunc_first = opts.decide == Decide::V1_31;
+    if kfunc_first {
+        kfunc_tags(btf, func, kfunc, opts, sum);
     }
     for a in st.annots(s) {
         btf.push_raw(
@@ -117,6 +126,9 @@ pub(super) fn emit_one(
             func.0,
             &[a.component as u32],
         );
+    }
+    if !kfunc_first {
+        kfunc_tags(btf, func, kfunc, opts, sum);
     }
     Ok(())
 }
