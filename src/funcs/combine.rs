@@ -605,12 +605,18 @@ mod tests {
         // clone's or its signature changed
         assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x40)]).0, 1);
         assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80)]).0, 0);
-        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS | SIGNATURE_CHANGED, 0x40)]).0, 0);
+        assert_eq!(
+            run(Decide::Next, true, &[(OPTIMIZED_PARMS | SIGNATURE_CHANGED, 0x40)]).0,
+            0
+        );
         assert_eq!(run(Decide::V1_31, true, &[(OPTIMIZED_PARMS, 0x80)]).0, 1);
         // of two linked states the one not left out for that is emitted,
         // and each state keeps its own flag
         assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (0, 0x40)]).0, 1);
-        assert_eq!(run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (OPTIMIZED_PARMS, 0x80)]).0, 0);
+        assert_eq!(
+            run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (OPTIMIZED_PARMS, 0x80)]).0,
+            0
+        );
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub(super) struct FuncFlags<'c, 'e, 'a> {
     /// parameter, shared with abstract origins, and which functions list
     /// their parameters in another order than their origin.
     next: Option<NextParams>,
+    /// Which parameters of the function last asked about the next
+    /// reference leaves out of its saved state (empty under v1.31).
+    dropped: Vec<bool>,
 }
 
 struct NextParams {
@@ -77,7 +80,14 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             layouts: None,
             verdicts: PackedCache::default(),
             next,
+            dropped: Vec::new(),
         }
+    }
+
+    /// Whether the saved state of the function [`FuncFlags::flags`] was
+    /// last asked about leaves out its `k`-th parameter.
+    pub(super) fn param_dropped(&self, k: usize) -> bool {
+        self.dropped.get(k).copied().unwrap_or(false)
     }
 
     /// The flags of `fun` (the CU's `index`-th function), whose resolved
@@ -100,7 +110,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         let has_struct_param = || params.iter().any(|&(_, ty)| is_struct(ty));
         let mut out = match &self.next {
             None => function_flags(fun.params.range().map(|i| self.facts[i]), has_struct_param),
-            Some(next) => next.flags(cu, index, fun, has_struct_param),
+            Some(next) => next.flags(cu, index, fun, has_struct_param, &mut self.dropped),
         };
         let named_struct = |ty: Option<UnitOff>| {
             cu.type_at(ty)
@@ -123,17 +133,28 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
 }
 
 impl NextParams {
-    /// The next reference's flags of the CU's `index`-th function.
+    /// The next reference's flags of the CU's `index`-th function;
+    /// `dropped` gets which parameters its saved state leaves out: those of
+    /// a reordered instance that have no location or are optimized out.
     fn flags(
         &self,
         cu: &crate::dwarf::Cu<'_>,
         index: usize,
         fun: &Func<'_>,
         has_struct_param: impl FnOnce() -> bool,
+        dropped: &mut Vec<bool>,
     ) -> u8 {
         let params = &self.params[fun.params.range()];
         let changed = cu.producer_clang && signature_changed(cu, fun);
         let verdicts = paramabi::analyse(params, &self.abi, cu.producer_clang, changed);
+        let reordered = self.reordered[index];
+        dropped.clear();
+        dropped.extend(
+            params
+                .iter()
+                .zip(&verdicts)
+                .map(|(p, v)| reordered && (!p.has_loc || v.optimized)),
+        );
         let mut out = 0;
         if params.iter().zip(&verdicts).any(|(p, v)| v.optimized || !p.has_loc) {
             out |= flags::OPTIMIZED_PARMS;
@@ -141,7 +162,7 @@ impl NextParams {
         if verdicts.iter().any(|v| v.unexpected_reg) && !has_struct_param() {
             out |= flags::UNEXPECTED_REG;
         }
-        if self.reordered[index] {
+        if reordered {
             out |= flags::REORDERED_PARM;
         }
         if changed {

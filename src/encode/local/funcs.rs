@@ -76,7 +76,10 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         let fl = flags.flags(index, fun, &params);
         o.o.funcs
             .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
-        for &(pn, ty) in &params {
+        for (k, &(pn, ty)) in params.iter().enumerate() {
+            if flags.param_dropped(k) {
+                continue;
+            }
             let n = o.s(pn);
             o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(local_id(cu.core(ty))));
         }
