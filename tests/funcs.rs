@@ -219,6 +219,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
         protos: Default::default(),
         pick: Default::default(),
         decide: Default::default(),
+        true_signature: false,
     };
     let profiles = [
         ("kernel", base_opts),
@@ -233,6 +234,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                 protos: Default::default(),
                 pick: Default::default(),
                 decide: Default::default(),
+                true_signature: false,
             },
         ),
         (

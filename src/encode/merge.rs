@@ -419,6 +419,7 @@ impl Merger {
                 crate::encode::Reference::V1_31 => crate::funcs::Decide::V1_31,
                 crate::encode::Reference::Next => crate::funcs::Decide::Next,
             },
+            true_signature: f.true_signature && reference == crate::encode::Reference::Next,
         };
         let log = verbose.then_some(&mut self.summary.func_skips);
         crate::funcs::emit_funcs_logged(&mut self.btf, &mut self.funcs, &elf.funcs, &marks, &eo, log)?;

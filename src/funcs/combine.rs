@@ -35,6 +35,16 @@ pub struct EmitOptions {
     pub pick: Pick,
     /// Which functions are left out.
     pub decide: Decide,
+    /// (next reference) An `.isra`/`.constprop`-style clone is emitted under
+    /// its symbol's name with the parameters it was compiled with.
+    pub true_signature: bool,
+}
+
+/// What [`decide_next`] emits for a name.
+enum Emit<'t> {
+    Func(StateId),
+    /// A state under the name of the `.`-suffixed symbol at its address.
+    TrueSignature(StateId, &'t [u8]),
 }
 
 /// Which of a name's functions are left out of BTF.
@@ -172,7 +182,14 @@ pub fn emit_funcs_logged(
         let syms = &table.syms[e.first as usize..(e.first + e.count) as usize];
         if opts.decide == Decide::Next {
             match decide_next(btf, states, group, syms, e.ambiguous, opts, &mut sum, &mut skip) {
-                Some(chosen) => emit_one(btf, states, chosen, e.key, entry as u32, kfuncs, opts, &mut sum)?,
+                Some(Emit::Func(chosen)) => {
+                    let kfunc = kfuncs.flags(entry as u32);
+                    emit_one(btf, states, chosen, e.key, entry as u32, kfunc, opts, &mut sum)?
+                }
+                // under its clone's name, without a kfunc's tags
+                Some(Emit::TrueSignature(chosen, sym)) => {
+                    emit_one(btf, states, chosen, sym, entry as u32, None, opts, &mut sum)?
+                }
                 None => continue,
             }
             continue;
@@ -217,25 +234,26 @@ pub fn emit_funcs_logged(
                 .find(|&s| syms.iter().any(|&(_, addr)| addr == states.low_pc(s)))
                 .unwrap_or(a),
         };
-        emit_one(btf, states, chosen, e.key, entry as u32, kfuncs, opts, &mut sum)?;
+        let kfunc = kfuncs.flags(entry as u32);
+        emit_one(btf, states, chosen, e.key, entry as u32, kfunc, opts, &mut sum)?;
     }
     Ok(sum)
 }
 
 /// The next reference's combine and decision for one name's `group` of
-/// states (`syms`: the name's ELF symbols): the state to emit, or `None`
-/// if the function is left out.
+/// states (`syms`: the name's ELF symbols): what to emit, or `None` if the
+/// function is left out.
 #[allow(clippy::too_many_arguments)]
-fn decide_next(
+fn decide_next<'t>(
     btf: &Btf,
     states: &mut FuncStates,
     group: &[StateId],
-    syms: &[(&[u8], u64)],
+    syms: &[(&'t [u8], u64)],
     ambiguous: bool,
     opts: &EmitOptions,
     sum: &mut EmitSummary,
     skip: &mut impl FnMut(&str),
-) -> Option<StateId> {
+) -> Option<Emit<'t>> {
     const JOINED: u8 = flags::UNEXPECTED_REG | flags::INCONSISTENT | flags::UNCERTAIN_PARM_LOC | flags::REORDERED_PARM;
     let (&a, rest) = group.split_first()?;
     let mut fl = states.flags(a) & JOINED;
@@ -247,13 +265,32 @@ fn decide_next(
             skip(&why);
             fl |= flags::INCONSISTENT;
         }
+        // each state is joined with those before it, the first with all
+        states.add_flags(b, fl);
     }
     states.add_flags(a, fl);
     sum.groups += 1;
+    if opts.true_signature {
+        // The first state at a `.`-suffixed symbol's address whose
+        // registers can be trusted gives the clone's true signature (its
+        // joined flags, as far as the combine got to it).
+        for &s in group {
+            let addr = states.low_pc(s);
+            if addr == 0 || states.flags(s) & (flags::UNEXPECTED_REG | flags::UNCERTAIN_PARM_LOC) != 0 {
+                continue;
+            }
+            if let Some(&(sym, _)) = syms.iter().find(|&&(name, at)| at == addr && name.contains(&b'.')) {
+                return Some(Emit::TrueSignature(s, sym));
+            }
+        }
+    }
     // Optimized-out parameters are no reason to leave a function out,
     // unless its signature is not the one its DWARF states.
     let drops_optimized = |s: StateId| {
         let f = states.flags(s);
+        if opts.true_signature {
+            return false;
+        }
         let addr = states.low_pc(s);
         f & flags::OPTIMIZED_PARMS != 0
             && (f & flags::SIGNATURE_CHANGED != 0
@@ -306,7 +343,7 @@ fn decide_next(
             skip(reason);
             None
         }
-        None => Some(chosen),
+        None => Some(Emit::Func(chosen)),
     }
 }
 
@@ -506,6 +543,7 @@ mod tests {
             protos: ProtoMatch::ReturnOnly,
             pick: Pick::First,
             decide: Decide::V1_31,
+            true_signature: false,
         }
     }
 
@@ -617,6 +655,42 @@ mod tests {
             run(Decide::Next, true, &[(OPTIMIZED_PARMS, 0x80), (OPTIMIZED_PARMS, 0x80)]).0,
             0
         );
+    }
+
+    /// Under `true_signature` the clone's state is emitted under its
+    /// symbol's name, with the parameters it was compiled with, unless its
+    /// registers cannot be trusted; then the name is decided as without.
+    #[test]
+    fn true_signatures_name_the_clone() {
+        let mut t = types();
+        let tab = FuncTable::build(vec![(&b"f"[..], &b"f"[..], 0x40), (b"f", b"f.isra.0", 0x80)]);
+        let f = tab.lookup(b"f").unwrap();
+        let run = |t: &mut Types, clone_flags: u8| {
+            let mut st = FuncStates::new();
+            // the abstract instance (no address), then the clone, which
+            // kept only `b`
+            state(&mut st, &mut t.btf, f, t.int, &[("a", t.int), ("b", t.long)], flags::OPTIMIZED_PARMS);
+            st.push(f, t.int, clone_flags, Some(0x80));
+            let n = t.btf.add_str(b"b");
+            st.push_param(n, t.long);
+            let mut b = t.btf.clone();
+            let start = b.type_count() + 1;
+            let o = EmitOptions {
+                decide: Decide::Next,
+                pick: Pick::Linked,
+                true_signature: true,
+                ..opts(true)
+            };
+            emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
+            funcs(&b, start)
+        };
+        assert_eq!(
+            run(&mut t, flags::OPTIMIZED_PARMS),
+            [("f.isra.0".to_string(), t.int.0, vec![("b".to_string(), t.long.0)])]
+        );
+        // an unexpected register in the clone: joined into the group, the
+        // whole name is left out
+        assert_eq!(run(&mut t, flags::UNEXPECTED_REG), []);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::btf::{Btf, Kind, LINKAGE_STATIC, TypeId, make_info};
 
-use super::super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL, KfuncMarks};
+use super::super::kfuncs::{KF_ARENA_ARG1, KF_ARENA_ARG2, KF_ARENA_RET, KF_FASTCALL};
 use super::super::{FuncStates, FuncsError, StateId};
 use super::{Decide, EmitOptions, EmitSummary};
 
@@ -83,11 +83,10 @@ pub(super) fn emit_one(
     s: StateId,
     name: &[u8],
     entry: u32,
-    kfuncs: &KfuncMarks,
+    kfunc: Option<u32>,
     opts: &EmitOptions,
     sum: &mut EmitSummary,
 ) -> Result<(), FuncsError> {
-    let kfunc = kfuncs.flags(entry);
     if let Some(kf) = kfunc
         && opts.decl_tag_kfuncs
         && opts.attributes
