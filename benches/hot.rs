@@ -60,6 +60,7 @@ fn dwarf_decode(c: &mut Criterion) {
             regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine),
             addrx_plus_offset: false,
             param_locations: false,
+            gnu_annotations: false,
         },
         endian,
         type_units: None,

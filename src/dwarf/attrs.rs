@@ -49,6 +49,8 @@ pub(super) struct Attrs<'a> {
     pub(super) inline: bool,
     /// A unit's DW_AT_producer names clang.
     pub(super) producer_clang: bool,
+    /// DW_AT_GNU_annotation, as `ty` is kept.
+    pub(super) gnu_annotation: u64,
 }
 
 pub(super) const ABSENT: u64 = u64::MAX;
@@ -83,6 +85,7 @@ impl Default for Attrs<'_> {
             nocall: false,
             inline: false,
             producer_clang: false,
+            gnu_annotation: ABSENT,
         }
     }
 }
@@ -191,6 +194,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::Origin => self.a.origin = off,
             Field::Spec => self.a.spec = off,
             Field::Import => self.a.import = off,
+            Field::GnuAnnotation => self.a.gnu_annotation = off,
             _ => self.value(field, Value::UnitRef(off)),
         }
     }
@@ -301,6 +305,7 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
             Field::Import => a.import = ref_value(v),
+            Field::GnuAnnotation => a.gnu_annotation = ref_value(v),
             Field::LowPc => {
                 a.low_pc = match v.raw() {
                     AttributeValue::Addr(x) => Some(x),

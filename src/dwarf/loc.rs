@@ -333,6 +333,10 @@ pub struct LocFacts {
     /// The first entry is a constant (`DW_OP_litN`, `DW_OP_constu`,
     /// `DW_OP_consts`).
     pub constant: bool,
+    /// For a wide aggregate: the byte offsets (bit n = offset n, below 64)
+    /// at which a piece of any entry starts in the first argument register
+    /// and, past the address size, in the second (offset from it).
+    pub pieces: [u64; 2],
 }
 
 fn is_reg(op: u8) -> bool {
@@ -361,20 +365,22 @@ impl LocFacts {
     /// [`loc_reg`]); `false` when an operation does not parse, which ends
     /// the walk (libdw fails it).
     fn feed<R: Reader>(&mut self, k: usize, expr: &Expression<R>, enc: Encoding) -> bool {
-        let mut ops: smallvec::SmallVec<[(u8, Option<R>); 4]> = smallvec::SmallVec::new();
+        // (opcode, an entry value's expression, a piece's size in bytes)
+        let mut ops: smallvec::SmallVec<[(u8, Option<R>, u64); 4]> = smallvec::SmallVec::new();
         let mut r = expr.0.clone();
         while !r.is_empty() {
             let Ok(opcode) = r.clone().read_u8() else { return false };
             let Ok(op) = Operation::parse(&mut r, enc) else {
                 return false;
             };
-            let nested = match op {
-                Operation::EntryValue { expression } => Some(expression),
-                _ => None,
+            let (nested, piece) = match op {
+                Operation::EntryValue { expression } => (Some(expression), 0),
+                Operation::Piece { size_in_bits, .. } => (None, size_in_bits / 8),
+                _ => (None, 0),
             };
-            ops.push((opcode, nested));
+            ops.push((opcode, nested, piece));
         }
-        let Some(&(last, _)) = ops.last() else { return true };
+        let Some(&(last, _, _)) = ops.last() else { return true };
         let computed = last == dw::DW_OP_stack_value.0;
         let single = ops.len() == 1 || (ops.len() == 2 && computed);
         let first = ops[0].0;
@@ -392,9 +398,26 @@ impl LocFacts {
                     first_wins(&mut self.reg, breg_as_reg(first));
                 }
             }
-            // the first register of the pieces, in any entry, if wider
-            if let Some(&(reg, _)) = ops.iter().find(|o| is_reg(o.0)) {
+            // the first register of the pieces, in any entry, if wider, and
+            // where each piece but a leading one starts
+            if let Some(&(reg, _, _)) = ops.iter().find(|o| is_reg(o.0)) {
                 first_wins(&mut self.reg_wide, reg);
+            }
+            let addr = u64::from(enc.address_size);
+            let mut off = 0u64;
+            for (i, (op, size)) in ops.iter().map(|o| (o.0, o.2)).enumerate() {
+                if op != dw::DW_OP_piece.0 {
+                    continue;
+                }
+                if i == 0 {
+                    off = size;
+                    continue;
+                }
+                let (half, at) = if off < addr { (0, off) } else { (1, off - addr) };
+                if at < 64 {
+                    self.pieces[half] |= 1 << at;
+                }
+                off = off.wrapping_add(size);
             }
             return true;
         }

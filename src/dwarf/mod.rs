@@ -34,6 +34,10 @@ pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
 pub type Dwarf<'a> = gimli::Dwarf<R<'a>>;
 
 pub const DW_TAG_LLVM_ANNOTATION: DwTag = DwTag(0x6000);
+/// gcc 16's annotation DIEs, chained through [`DW_AT_GNU_ANNOTATION`] from
+/// the DIE they annotate (or children of it, as LLVM's are).
+pub const DW_TAG_GNU_ANNOTATION: DwTag = DwTag(0x6001);
+pub const DW_AT_GNU_ANNOTATION: gimli::DwAt = gimli::DwAt(0x2139);
 
 /// A decode failure, with the unit and DIE it happened at.
 #[derive(Debug, Clone)]
@@ -90,6 +94,9 @@ pub struct DecodeOpts {
     /// Read every formal parameter's DW_AT_location as the next reference
     /// does ([`FParam::loc`]), for its parameter analysis.
     pub param_locations: bool,
+    /// Read gcc's DW_TAG_GNU_annotation DIEs as the next reference does:
+    /// children like LLVM's, and chains from DW_AT_GNU_annotation.
+    pub gnu_annotations: bool,
 }
 
 pub struct Decoder<'a, 'd> {

@@ -60,6 +60,7 @@ fn try_decode_with(build: impl FnOnce(&mut write::Unit, UnitEntryId)) -> Result<
             regs: loc::RegParams::for_machine(0),
             addrx_plus_offset: false,
             param_locations: false,
+            gnu_annotations: false,
         },
         endian: RunTimeEndian::Little,
         type_units: None,

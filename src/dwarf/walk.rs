@@ -12,8 +12,8 @@ use super::attrs::{ABSENT, Attrs, NOT_UNIT, udata};
 use super::dies::{self, Dies};
 use super::ids::{IdxRange, UnitOff};
 use super::{
-    Annot, Cu, DW_TAG_LLVM_ANNOTATION, DecodeError, DecodeErrorKind, Decoder, Enumerator, FParam, Func, Member,
-    MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
+    Annot, Cu, DW_AT_GNU_ANNOTATION, DW_TAG_GNU_ANNOTATION, DW_TAG_LLVM_ANNOTATION, DecodeError, DecodeErrorKind,
+    Decoder, Enumerator, FParam, Func, Member, MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
 };
 
 /// The DIE being visited. Its two offsets are derived where they are
@@ -40,6 +40,15 @@ impl At {
         // (below 4 GiB: the unit or section was checked)
         UnitOff::new((base + self.off) as u32).expect("offset below 4 GiB")
     }
+}
+
+/// One DW_TAG_GNU_annotation of a chain: its DW_AT_name (which tag),
+/// DW_AT_const_value (the tag's text) and offset.
+#[derive(Clone, Copy)]
+struct GnuAnnotation<'a> {
+    name: &'a [u8],
+    value: &'a [u8],
+    uoff: UnitOff,
 }
 
 /// Children of the frames still open, one column per kind.
@@ -98,6 +107,9 @@ pub(super) struct Walker<'w, 'a, 'd> {
     /// a unit it is read with).
     own: std::ops::Range<u64>,
     far: Option<std::cell::RefCell<Vec<u64>>>,
+    /// gimli's abbreviations of the unit, parsed on the first gcc
+    /// annotation chain ([`Walker::gnu_chain`]).
+    gnu_abbrevs: std::cell::OnceCell<gimli::Abbreviations>,
 }
 
 impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
@@ -160,6 +172,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             partial,
             own: base..base + unit_end,
             far: track_far.then(|| std::cell::RefCell::new(Vec::new())),
+            gnu_abbrevs: std::cell::OnceCell::new(),
         })
     }
 
@@ -182,7 +195,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             self.cu.dies += 1;
             while self.stack.last().is_some_and(|f| f.depth >= depth) {
                 let f = self.stack.pop().unwrap();
-                self.finish(f);
+                self.finish(f)?;
             }
             let at = At { depth, off, abbrev };
             if first {
@@ -200,7 +213,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             }
         }
         while let Some(f) = self.stack.pop() {
-            self.finish(f);
+            self.finish(f)?;
         }
         self.cu.index.sort_unstable_by_key(|e| e.0);
         if let Some(far) = self.far.take() {
@@ -243,7 +256,12 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     #[inline(always)]
     fn child(&mut self, at: At) -> Result<(), DecodeError> {
         let parent = self.stack.last().map(|f| f.ctx).unwrap_or(Ctx::Skip);
-        let ctx = match classify(parent, at.abbrev.tag) {
+        // gcc's annotation DIEs where LLVM's would be are read as those
+        let tag = match at.abbrev.tag {
+            DW_TAG_GNU_ANNOTATION if self.dec.opts.gnu_annotations => DW_TAG_LLVM_ANNOTATION,
+            t => t,
+        };
+        let ctx = match classify(parent, tag) {
             Role::Skip => {
                 self.skip(at)?;
                 Ctx::Skip
@@ -287,10 +305,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 match role {
                     Role::Type if self.attrs.signature.is_some() => self.skeleton(at),
                     Role::Type => return self.type_die(at, parent, ty),
-                    Role::Member => {
-                        self.member(at, ty);
-                        return Ok(());
-                    }
+                    Role::Member => return self.member(at, ty),
                     Role::Enumerator => {
                         self.enumerator();
                         Ctx::Skip
@@ -456,10 +471,11 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 self.cu.has_nested_unspecified = true;
             }
         }
+        let gnu = self.attrs.gnu_annotation;
         if ctx == Ctx::Skip {
             self.open(at, ctx);
         } else if !at.abbrev.has_children {
-            self.leaf(s, ctx);
+            self.leaf(s, ctx, gnu)?;
         } else {
             let mut f = frame(at.depth, ctx);
             f.kids_start = match ctx {
@@ -470,6 +486,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             };
             f.annots_start = self.scratch.annots.len();
             f.last_tag = s.ty;
+            f.gnu = gnu;
             f.slot = Some(s);
             self.stack.push(f);
         }
@@ -479,7 +496,22 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// What `finish` makes of a type's frame without children, without
     /// building one (most types are leaves, and a frame is large to move).
     #[inline(always)]
-    fn leaf(&mut self, mut s: Slot<'a>, ctx: Ctx) {
+    fn leaf(&mut self, mut s: Slot<'a>, ctx: Ctx, gnu: u64) -> Result<(), DecodeError> {
+        if gnu != ABSENT && self.dec.opts.gnu_annotations {
+            // (rare: gcc 16's tags) as a frame without children ends
+            let mut f = frame(0, ctx);
+            f.kids_start = match ctx {
+                Ctx::Struct => self.scratch.members.len(),
+                Ctx::Enum => self.scratch.enums.len(),
+                Ctx::SubrType => self.scratch.params.len(),
+                _ => 0,
+            };
+            f.annots_start = self.scratch.annots.len();
+            f.last_tag = s.ty;
+            f.gnu = gnu;
+            f.slot = Some(s);
+            return self.finish(f);
+        }
         let cu = &mut self.cu;
         match ctx {
             Ctx::Struct => s.kids = IdxRange::new(cu.members.len(), 0),
@@ -491,12 +523,13 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             s.annots = IdxRange::new(cu.annots.len(), 0);
         }
         cu.place(s);
+        Ok(())
     }
 
     /// DW_TAG_member or DW_TAG_inheritance of a struct; only members become
     /// BTF members, but both count as components for decl tags.
     #[inline(always)]
-    fn member(&mut self, at: At, ty: Option<UnitOff>) {
+    fn member(&mut self, at: At, ty: Option<UnitOff>) -> Result<(), DecodeError> {
         let f = self.stack.last_mut().unwrap();
         let comp = f.counter;
         f.counter += 1;
@@ -518,18 +551,23 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 loc: a.member_loc,
             });
         }
-        self.open_component(at, Ctx::Member, comp);
+        self.open_component(at, Ctx::Member, comp)
     }
 
     /// A frame for the annotations of a member or parameter, which carry
     /// its component index.
     #[inline(always)]
-    fn open_component(&mut self, at: At, ctx: Ctx, component: i32) {
-        if at.abbrev.has_children {
-            let mut f = frame(at.depth, ctx);
-            f.component = component;
-            self.stack.push(f);
+    fn open_component(&mut self, at: At, ctx: Ctx, component: i32) -> Result<(), DecodeError> {
+        let gnu = self.attrs.gnu_annotation;
+        if !at.abbrev.has_children {
+            // its decl tags from gcc's chain, if any, at once
+            return self.gnu_decl_tags(gnu, component);
         }
+        let mut f = frame(at.depth, ctx);
+        f.component = component;
+        f.gnu = gnu;
+        self.stack.push(f);
+        Ok(())
     }
 
     #[inline(always)]
@@ -582,8 +620,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             const_value: self.attrs.const_value.is_some(),
         };
         self.scratch.fparams.push(p);
-        self.open_component(at, Ctx::FParam, comp);
-        Ok(())
+        self.open_component(at, Ctx::FParam, comp)
     }
 
     fn func(&mut self, at: At, ty: Option<UnitOff>) -> Result<(), DecodeError> {
@@ -607,9 +644,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let mut f = frame(at.depth, Ctx::Func);
         f.annots_start = self.scratch.annots.len();
         f.fparams_start = self.scratch.fparams.len();
+        f.gnu = self.attrs.gnu_annotation;
         f.func = Some(func);
-        self.open_or_finish(at, f);
-        Ok(())
+        self.open_or_finish(at, f)
     }
 
     fn var(&mut self, at: At, ty: Option<UnitOff>) -> Result<(), DecodeError> {
@@ -634,19 +671,126 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         let mut f = frame(at.depth, Ctx::Var);
         f.annots_start = self.scratch.annots.len();
         f.var = Some(var);
-        self.open_or_finish(at, f);
-        Ok(())
+        self.open_or_finish(at, f)
     }
 
     /// A function's or variable's frame waits for its children; without
     /// any it is finished at once.
     #[inline(always)]
-    fn open_or_finish(&mut self, at: At, f: Frame<'a>) {
+    fn open_or_finish(&mut self, at: At, f: Frame<'a>) -> Result<(), DecodeError> {
         if at.abbrev.has_children {
             self.stack.push(f);
+            Ok(())
         } else {
-            self.finish(f);
+            self.finish(f)
         }
+    }
+
+    /// The chain of DW_TAG_GNU_annotation DIEs from `first` (a
+    /// DW_AT_GNU_annotation as references are kept; gcc 16's tags): each
+    /// one's name, value and offset, until a reference leads to another
+    /// kind of DIE, out of the unit, or around a cycle.
+    #[cold]
+    fn gnu_chain(&self, first: u64) -> Result<Vec<GnuAnnotation<'a>>, DecodeError> {
+        let mut out = Vec::new();
+        let mut next = first;
+        let err = |msg: String| self.dec.err(self.cu.offset, None, msg);
+        // (the walk reads DIEs through its own compiled abbreviations;
+        // gimli's, for reading these by offset, are parsed once per unit)
+        let abbrevs = match self.gnu_abbrevs.get() {
+            Some(a) => a,
+            None => {
+                let a = self
+                    .unit
+                    .header
+                    .abbreviations(&self.dec.dwarf.debug_abbrev)
+                    .map_err(|e| err(format!("abbreviations: {e}")))?;
+                self.gnu_abbrevs.get_or_init(|| a)
+            }
+        };
+        while next != ABSENT && next != NOT_UNIT && next >= self.base && next < self.ref_end {
+            let rel = gimli::UnitOffset((next - self.base) as usize);
+            let Ok(die) = self.unit.header.entry(abbrevs, rel) else {
+                break;
+            };
+            if die.tag() != DW_TAG_GNU_ANNOTATION || out.len() > self.unit.header.unit_length() {
+                break;
+            }
+            let string = |at| -> Result<&'a [u8], DecodeError> {
+                let v = die.attr_value(at);
+                self.dec
+                    .string(&self.unit, &v)
+                    .map(super::nm)
+                    .map_err(|m| err(format!("DW_TAG_GNU_annotation at unit offset {:#x}: {m}", rel.0)))
+            };
+            let Some(uoff) = UnitOff::new(next as u32) else { break };
+            out.push(GnuAnnotation {
+                name: string(dw::DW_AT_name)?,
+                value: string(dw::DW_AT_const_value)?,
+                uoff,
+            });
+            next = match die.attr_value(DW_AT_GNU_ANNOTATION) {
+                Some(AttributeValue::UnitRef(o)) => self.base + o.0 as u64,
+                _ => ABSENT,
+            };
+        }
+        Ok(out)
+    }
+
+    /// The `btf_decl_tag`s of gcc's chain from `first`, as component
+    /// `component`'s annotations.
+    fn gnu_decl_tags(&mut self, first: u64, component: i32) -> Result<(), DecodeError> {
+        if first == ABSENT || !self.dec.opts.gnu_annotations || !self.dec.opts.decl_tag {
+            return Ok(());
+        }
+        for a in self.gnu_chain(first)? {
+            if a.name == b"btf_decl_tag" {
+                self.scratch.annots.push(Annot {
+                    value: a.value,
+                    component,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A pointer's `btf_type_tag`s from gcc's chain at `first` (those
+    /// before the first other annotation), placed in chain order, the
+    /// first nearest the pointer: what the pointer refers to.
+    fn gnu_type_tags(&mut self, first: u64, pointee: Option<UnitOff>) -> Result<Option<UnitOff>, DecodeError> {
+        if first == ABSENT || !self.dec.opts.gnu_annotations || !self.dec.opts.type_tag {
+            return Ok(pointee);
+        }
+        let chain = self.gnu_chain(first)?;
+        let n = chain.iter().take_while(|a| a.name == b"btf_type_tag").count();
+        for (k, &GnuAnnotation { value, uoff, .. }) in chain[..n].iter().enumerate() {
+            // A tag is placed under its DIE's offset: a chain two pointers
+            // share would give two types one offset.
+            if self.cu.index.iter().any(|e| e.0 == uoff) {
+                return Err(self.dec.err(
+                    self.cu.offset,
+                    Some(self.cu.offset + u64::from(uoff.get())),
+                    "a DW_TAG_GNU_annotation type tag shared by two pointers is not supported".to_string(),
+                ));
+            }
+            let s = Slot {
+                tag: DW_TAG_LLVM_ANNOTATION,
+                die: self.cu.offset + u64::from(uoff.get()) - self.base,
+                uoff,
+                name: value,
+                spec: None,
+                ty: chain[..n].get(k + 1).map(|a| a.uoff).or(pointee),
+                size: 0,
+                encoding: 0,
+                declaration: false,
+                varargs: false,
+                nelems: 0,
+                kids: IdxRange::EMPTY,
+                annots: IdxRange::EMPTY,
+            };
+            self.cu.place(s);
+        }
+        Ok(if n > 0 { Some(chain[0].uoff) } else { pointee })
     }
 
     /// A DW_TAG_LLVM_annotation: a type tag placed before its pointer, or a
@@ -678,6 +822,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     annots: IdxRange::EMPTY,
                 };
                 f.last_tag = Some(at.uoff(self.base));
+                f.child_tags = true;
                 self.cu.place(s);
             }
             Ctx::Struct | Ctx::Typedef | Ctx::Func | Ctx::Var if dec.opts.decl_tag && name == b"btf_decl_tag" => {
@@ -700,7 +845,10 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
 
     /// A frame ends: what it gathered moves into the unit's columns.
     #[inline(always)]
-    fn finish(&mut self, mut f: Frame<'a>) {
+    fn finish(&mut self, mut f: Frame<'a>) -> Result<(), DecodeError> {
+        if f.gnu != ABSENT {
+            self.finish_gnu(&mut f)?;
+        }
         let (cu, sc) = (&mut self.cu, &mut self.scratch);
         if let Some(mut s) = f.slot.take() {
             match f.ctx {
@@ -722,6 +870,25 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         } else if let Some(mut var) = f.var.take() {
             var.annots = move_tail(&mut cu.annots, &mut sc.annots, f.annots_start);
             cu.vars.push(var);
+        }
+        Ok(())
+    }
+
+    /// gcc's chain of a frame's DIE, after its children: the decl tags of a
+    /// function, struct, member or parameter (after those of its children),
+    /// or a pointer's type tags if no child gave it any.
+    #[cold]
+    fn finish_gnu(&mut self, f: &mut Frame<'a>) -> Result<(), DecodeError> {
+        let is_struct = f.slot.as_ref().is_some_and(|s| s.tag != dw::DW_TAG_union_type);
+        match f.ctx {
+            Ctx::Func => self.gnu_decl_tags(f.gnu, -1),
+            Ctx::Struct if is_struct => self.gnu_decl_tags(f.gnu, -1),
+            Ctx::Member | Ctx::FParam => self.gnu_decl_tags(f.gnu, f.component),
+            Ctx::Pointer if !f.child_tags => {
+                f.last_tag = self.gnu_type_tags(f.gnu, f.last_tag)?;
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -767,6 +934,11 @@ struct Frame<'a> {
     var: Option<Var<'a>>,
     /// Type tags of a pointer: last placed annotation's unit offset.
     last_tag: Option<UnitOff>,
+    /// A pointer's type tags came as child DIEs.
+    child_tags: bool,
+    /// The DIE's DW_AT_GNU_annotation, as references are kept (gcc 16's
+    /// decl and type tags: a chain read when the frame ends).
+    gnu: u64,
 }
 
 fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
@@ -782,6 +954,8 @@ fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
         func: None,
         var: None,
         last_tag: None,
+        child_tags: false,
+        gnu: ABSENT,
     }
 }
 

@@ -523,6 +523,7 @@ pub fn encode_elf_with(
         regs: crate::dwarf::loc::RegParams::for_machine(elf.machine),
         addrx_plus_offset: opts.reference == Reference::Next,
         param_locations: opts.reference == Reference::Next,
+        gnu_annotations: opts.reference == Reference::Next,
     };
     let alt_headers = match (&alt_dw, &alt_input) {
         (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| EncodeError::AltDamaged {

@@ -669,7 +669,14 @@ mod tests {
             let mut st = FuncStates::new();
             // the abstract instance (no address), then the clone, which
             // kept only `b`
-            state(&mut st, &mut t.btf, f, t.int, &[("a", t.int), ("b", t.long)], flags::OPTIMIZED_PARMS);
+            state(
+                &mut st,
+                &mut t.btf,
+                f,
+                t.int,
+                &[("a", t.int), ("b", t.long)],
+                flags::OPTIMIZED_PARMS,
+            );
             st.push(f, t.int, clone_flags, Some(0x80));
             let n = t.btf.add_str(b"b");
             st.push_param(n, t.long);

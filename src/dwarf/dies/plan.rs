@@ -43,6 +43,9 @@ pub(in crate::dwarf) enum Field {
     Inline,
     /// DW_AT_producer (of a unit): which compiler.
     Producer,
+    /// DW_AT_GNU_annotation: the first of a chain of DW_TAG_GNU_annotation
+    /// DIEs (gcc 16's btf_decl_tag and btf_type_tag).
+    GnuAnnotation,
 }
 
 impl Field {
@@ -81,6 +84,7 @@ impl Field {
             dw::DW_AT_calling_convention => Field::CallingConvention,
             dw::DW_AT_inline => Field::Inline,
             dw::DW_AT_producer => Field::Producer,
+            super::super::DW_AT_GNU_ANNOTATION => Field::GnuAnnotation,
             _ => return None,
         })
     }
@@ -369,6 +373,7 @@ pub(super) fn wants_number(f: Field) -> bool {
             | Field::Import
             | Field::LowPc
             | Field::Producer
+            | Field::GnuAnnotation
     )
 }
 

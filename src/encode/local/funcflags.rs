@@ -4,8 +4,8 @@
 
 use gimli::constants as dw;
 
-use super::Enc;
 use super::paramabi::{self, Abi, ParamIn};
+use super::{Enc, name_empty};
 use crate::btf;
 use crate::dwarf::loc::{RegParams, fact};
 use crate::dwarf::{CoreId, Func, UnitOff, local_id};
@@ -43,15 +43,30 @@ pub(super) struct FuncFlags<'c, 'e, 'a> {
     /// parameter, shared with abstract origins, and which functions list
     /// their parameters in another order than their origin.
     next: Option<NextParams>,
-    /// Which parameters of the function last asked about the next
-    /// reference leaves out of its saved state (empty under v1.31).
-    dropped: Vec<bool>,
+    /// How the next reference saves each parameter of the function last
+    /// asked about (empty under v1.31: as it is).
+    saved: Vec<Saved>,
+}
+
+/// How a parameter goes into its function's saved state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Saved {
+    /// Its name and type.
+    As,
+    /// Left out: a reordered instance's parameter without a location or
+    /// optimized out, or one a true signature does not have.
+    Dropped,
+    /// (true signatures) Named `<name>__<member>` after the member of its
+    /// struct its pieces hold (an index into the CU's members), and typed
+    /// as that member if it is passed as it.
+    Member { member: u32, retyped: bool },
 }
 
 struct NextParams {
     params: Vec<ParamIn>,
     reordered: Vec<bool>,
     abi: Abi,
+    true_signature: bool,
 }
 
 impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
@@ -80,14 +95,14 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             layouts: None,
             verdicts: PackedCache::default(),
             next,
-            dropped: Vec::new(),
+            saved: Vec::new(),
         }
     }
 
-    /// Whether the saved state of the function [`FuncFlags::flags`] was
-    /// last asked about leaves out its `k`-th parameter.
-    pub(super) fn param_dropped(&self, k: usize) -> bool {
-        self.dropped.get(k).copied().unwrap_or(false)
+    /// How the saved state of the function [`FuncFlags::flags`] was last
+    /// asked about takes its `k`-th parameter.
+    pub(super) fn saved(&self, k: usize) -> Saved {
+        self.saved.get(k).copied().unwrap_or(Saved::As)
     }
 
     /// The flags of `fun` (the CU's `index`-th function), whose resolved
@@ -110,7 +125,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         let has_struct_param = || params.iter().any(|&(_, ty)| is_struct(ty));
         let mut out = match &self.next {
             None => function_flags(fun.params.range().map(|i| self.facts[i]), has_struct_param),
-            Some(next) => next.flags(cu, index, fun, has_struct_param, &mut self.dropped),
+            Some(next) => next.flags(cu, index, fun, has_struct_param, &mut self.saved),
         };
         let named_struct = |ty: Option<UnitOff>| {
             cu.type_at(ty)
@@ -134,27 +149,33 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
 
 impl NextParams {
     /// The next reference's flags of the CU's `index`-th function;
-    /// `dropped` gets which parameters its saved state leaves out: those of
-    /// a reordered instance that have no location or are optimized out.
+    /// `saved` gets how its saved state takes each parameter.
     fn flags(
         &self,
         cu: &crate::dwarf::Cu<'_>,
         index: usize,
         fun: &Func<'_>,
         has_struct_param: impl FnOnce() -> bool,
-        dropped: &mut Vec<bool>,
+        saved: &mut Vec<Saved>,
     ) -> u8 {
         let params = &self.params[fun.params.range()];
         let changed = cu.producer_clang && signature_changed(cu, fun);
-        let verdicts = paramabi::analyse(params, &self.abi, cu.producer_clang, changed);
+        let true_sig = self.true_signature && changed;
+        let verdicts = paramabi::analyse(params, &self.abi, cu.producer_clang, changed, true_sig);
         let reordered = self.reordered[index];
-        dropped.clear();
-        dropped.extend(
-            params
-                .iter()
-                .zip(&verdicts)
-                .map(|(p, v)| reordered && (!p.has_loc || v.optimized)),
-        );
+        saved.clear();
+        saved.extend(params.iter().zip(&verdicts).map(|(p, v)| {
+            if (reordered && (!p.has_loc || v.optimized)) || (true_sig && v.optimized) {
+                return Saved::Dropped;
+            }
+            match p.member {
+                Some(member) if true_sig && !v.member_dropped => Saved::Member {
+                    member,
+                    retyped: v.as_member,
+                },
+                _ => Saved::As,
+            }
+        }));
         let mut out = 0;
         if params.iter().zip(&verdicts).any(|(p, v)| v.optimized || !p.has_loc) {
             out |= flags::OPTIMIZED_PARMS;
@@ -192,6 +213,7 @@ fn signature_changed(cu: &crate::dwarf::Cu<'_>, fun: &Func<'_>) -> bool {
 fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
     let cu = enc.cu;
     let addr_size = cu.address_size;
+    let abi = Abi::new(enc.ctx.elf.machine, addr_size);
     // the position of each parameter in its function
     let mut position = vec![0u32; cu.fparams.len()];
     for fun in &cu.funcs {
@@ -214,12 +236,19 @@ fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
                 None if p.origin.is_some() => None,
                 None => p.ty,
             };
-            ParamIn {
+            let mut pin = ParamIn {
                 has_loc: p.loc.is_some(),
                 const_value: p.const_value,
                 loc: p.loc.unwrap_or_default(),
                 size: type_byte_size(cu, ty, addr_size) as u16,
+                member: None,
+            };
+            // a named parameter with its own type whose pieces hold one
+            // member of its struct
+            if p.has_type && !name_empty(p.name) {
+                pin.member = abi.single_piece(&pin).and_then(|off| member_at(cu, p.ty, off));
             }
+            pin
         })
         .collect();
     let mut reordered = vec![false; cu.funcs.len()];
@@ -238,8 +267,32 @@ fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
     NextParams {
         params,
         reordered,
-        abi: Abi::new(enc.ctx.elf.machine, addr_size),
+        abi,
+        true_signature: enc.ctx.features.true_signature,
     }
+}
+
+/// The member of the struct behind `ty` (through types without a size)
+/// at byte `off`, if it has a name and a type.
+fn member_at(cu: &crate::dwarf::Cu<'_>, mut ty: Option<UnitOff>, off: u64) -> Option<u32> {
+    for _ in 0..64 {
+        let s = cu.type_at(ty)?;
+        if s.size == 0 {
+            ty = s.ty;
+            continue;
+        }
+        if s.tag != dw::DW_TAG_structure_type {
+            return None;
+        }
+        let first = s.kids.range().start;
+        // the first member at that offset decides
+        let (i, m) = cu.members_of(s).iter().enumerate().find(|(_, m)| {
+            let at = cu.bits(m).data_bit_offset.or(m.loc.map(|l| l.wrapping_mul(8)));
+            at == Some(off.wrapping_mul(8))
+        })?;
+        return (!name_empty(m.name) && m.ty.is_some()).then_some((first + i) as u32);
+    }
+    None
 }
 
 /// A type's size as the next reference reads it: a pointer is an address,

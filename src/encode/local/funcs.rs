@@ -1,5 +1,6 @@
 //! The CU's saved function states.
 
+use super::funcflags::Saved;
 use super::out::Out;
 use super::{Ctx, Enc, funcflags, name_empty};
 use crate::btf;
@@ -77,9 +78,14 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         o.o.funcs
             .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
         for (k, &(pn, ty)) in params.iter().enumerate() {
-            if flags.param_dropped(k) {
-                continue;
-            }
+            let (pn, ty) = match flags.saved(k) {
+                Saved::As => (pn, ty),
+                Saved::Dropped => continue,
+                Saved::Member { member, retyped } => {
+                    let m = &cu.members[member as usize];
+                    (member_param_name(pn, nm(m.name)), if retyped { m.ty } else { ty })
+                }
+            };
             let n = o.s(pn);
             o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(local_id(cu.core(ty))));
         }
@@ -93,4 +99,28 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
             }
         }
     }
+}
+
+/// `<param>__<member>`, the name a true signature gives a parameter passed
+/// as one member of its struct. Such names are made, not read from DWARF,
+/// and the CU's string list borrows its strings for the whole run: each
+/// distinct one is kept once for the life of the process (a handful, from
+/// clang's `DW_CC_nocall` functions only).
+fn member_param_name(param: &[u8], member: &[u8]) -> &'static [u8] {
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<hashbrown::HashSet<&'static [u8]>>> = OnceLock::new();
+    let mut name = Vec::with_capacity(param.len() + 2 + member.len());
+    name.extend_from_slice(nm(param));
+    name.extend_from_slice(b"__");
+    name.extend_from_slice(member);
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(&kept) = names.get(name.as_slice()) {
+        return kept;
+    }
+    let kept: &'static [u8] = Box::leak(name.into_boxed_slice());
+    names.insert(kept);
+    kept
 }

@@ -24,6 +24,9 @@ pub(super) struct ParamIn {
     pub loc: LocFacts,
     /// Its type's size (`u16`, as the reference keeps it).
     pub size: u16,
+    /// The one member of its struct type its pieces hold (an index into
+    /// the CU's members), found from its own location.
+    pub member: Option<u32>,
 }
 
 impl ParamIn {
@@ -43,6 +46,11 @@ impl ParamIn {
         }
         if self.size != 0 {
             origin.size = self.size;
+        }
+        origin.loc.pieces[0] |= self.loc.pieces[0];
+        origin.loc.pieces[1] |= self.loc.pieces[1];
+        if origin.member.is_none() {
+            origin.member = self.member;
         }
     }
 }
@@ -99,6 +107,35 @@ impl Abi {
     fn expected(&self, idx: usize) -> Option<i32> {
         self.regs.expected(idx)
     }
+
+    /// The pieces the location holds, for a wide aggregate (none else).
+    pub fn pieces(&self, p: &ParamIn) -> [u64; 2] {
+        if p.size > self.addr_size && self.two_regs {
+            p.loc.pieces
+        } else {
+            [0, 0]
+        }
+    }
+
+    /// The byte offset of the one member a wide aggregate's pieces hold:
+    /// one piece in one of the two registers.
+    pub fn single_piece(&self, p: &ParamIn) -> Option<u64> {
+        match self.pieces(p) {
+            [f, 0] if f.count_ones() == 1 => Some(u64::from(f.trailing_zeros())),
+            [0, s] if s.count_ones() == 1 => Some(u64::from(self.addr_size) + u64::from(s.trailing_zeros())),
+            _ => None,
+        }
+    }
+
+    /// Whether the parameter after one that starts at register `reg_idx`
+    /// and takes `slots` arrives right after it.
+    fn next_follows(&self, next: Option<&ParamIn>, reg_idx: usize, slots: usize) -> bool {
+        let Some(reg) = next.and_then(|n| self.reg(n)) else {
+            return false;
+        };
+        let at = reg_idx + slots;
+        at < self.regs.count() && self.expected(at) == Some(i32::from(reg))
+    }
 }
 
 /// The analysis' verdict on one parameter.
@@ -106,11 +143,20 @@ impl Abi {
 pub(super) struct Verdict {
     pub optimized: bool,
     pub unexpected_reg: bool,
+    /// (true signatures) The member its pieces hold no longer names it:
+    /// the whole aggregate is passed after all.
+    pub member_dropped: bool,
+    /// (true signatures) It is passed as that member: its type is the
+    /// member's.
+    pub as_member: bool,
 }
 
 /// The verdicts on a function's parameters, in order. `clang`: its unit's
-/// producer is clang; `changed`: clang marked the signature as changed.
-pub(super) fn analyse(params: &[ParamIn], abi: &Abi, clang: bool, changed: bool) -> Vec<Verdict> {
+/// producer is clang; `changed`: clang marked the signature as changed;
+/// `true_sig`: the true signature is wanted (and `changed`), which reads
+/// constants, stack slots, missing locations and pieces as the compiled
+/// signature's.
+pub(super) fn analyse(params: &[ParamIn], abi: &Abi, clang: bool, changed: bool, true_sig: bool) -> Vec<Verdict> {
     let mut out = vec![Verdict::default(); params.len()];
     let nregs = abi.regs.count();
     let mut reg_idx = 0usize;
@@ -133,26 +179,61 @@ pub(super) fn analyse(params: &[ParamIn], abi: &Abi, clang: bool, changed: bool)
         }
         return out;
     }
-    for (p, v) in params.iter().zip(out.iter_mut()) {
+    for (k, p) in params.iter().enumerate() {
+        let next = params.get(k + 1);
+        let v = &mut out[k];
         let slots = abi.slots(p.size);
-        let taken = if abi.in_memory(p.size) { 1 } else { slots };
+        let regs_left = reg_idx < nregs;
+        // registers taken, if the parameter takes its own
+        let mut taken = Some(if abi.in_memory(p.size) { 1 } else { slots });
         if p.has_loc {
-            if reg_idx >= nregs {
-                // past the argument registers: nothing to compare, and
-                // no register taken
-                continue;
-            }
-            match abi.reg(p) {
-                None => v.optimized = true,
-                Some(reg) => {
-                    let expected = abi.expected(reg_idx).unwrap_or(-1);
-                    v.unexpected_reg = expected >= 0 && expected != i32::from(reg);
+            if true_sig && p.loc.constant {
+                v.optimized = true;
+                taken = None;
+            } else if !regs_left {
+                taken = None;
+            } else if true_sig && p.loc.stack {
+                if abi.in_memory(p.size) {
+                    taken = None;
+                } else {
+                    v.unexpected_reg = true;
+                }
+            } else {
+                match abi.reg(p) {
+                    None if true_sig => v.unexpected_reg = true,
+                    None => v.optimized = true,
+                    Some(reg) => {
+                        let expected = abi.expected(reg_idx).unwrap_or(-1);
+                        if expected >= 0 && expected != i32::from(reg) {
+                            v.unexpected_reg = true;
+                        } else if true_sig && abi.pieces(p) != [0, 0] {
+                            let [first, second] = abi.pieces(p);
+                            if first != 0 && second != 0 {
+                                // the whole aggregate
+                                taken = Some(slots);
+                            } else if abi.next_follows(next, reg_idx, slots) {
+                                v.member_dropped = true;
+                                taken = Some(slots);
+                            } else if p.member.is_some() {
+                                // one member, in one register
+                                v.as_member = true;
+                                taken = Some(1);
+                            }
+                        }
+                    }
                 }
             }
         } else if p.const_value && !clang {
             v.optimized = true;
+        } else if true_sig {
+            if regs_left && abi.next_follows(next, reg_idx, slots) {
+                taken = Some(slots);
+            } else {
+                v.optimized = true;
+                taken = None;
+            }
         }
-        reg_idx += taken;
+        reg_idx += taken.unwrap_or(0);
     }
     out
 }
@@ -188,12 +269,12 @@ mod tests {
         let abi = Abi::new(X86_64, 8);
         // f(__int128 a, long b): a in rdi:rsi, b in rdx
         let ps = [at(RDI, 16), at(RDX, 8)];
-        assert_eq!(verdicts(&analyse(&ps, &abi, false, false)), [(false, false); 2]);
+        assert_eq!(verdicts(&analyse(&ps, &abi, false, false, false)), [(false, false); 2]);
         // on s390 the same sizes take one register each: b is unexpected
         let s390 = Abi::new(EM_S390, 8);
         let ps = [at(0x52, 16), at(0x54, 8)];
         assert_eq!(
-            verdicts(&analyse(&ps, &s390, false, false)),
+            verdicts(&analyse(&ps, &s390, false, false, false)),
             [(false, false), (false, true)]
         );
     }
@@ -217,13 +298,13 @@ mod tests {
         };
         let ps = [stack, constant, at(RDX, 8)];
         assert_eq!(
-            verdicts(&analyse(&ps, &abi, false, false)),
+            verdicts(&analyse(&ps, &abi, false, false, false)),
             [(true, false), (true, false), (false, false)]
         );
         // clang: a constant is not judged, and the window check only
         // compares registers it knows
         assert_eq!(
-            verdicts(&analyse(&ps, &abi, true, false)),
+            verdicts(&analyse(&ps, &abi, true, false, false)),
             [(false, false), (false, false), (false, false)]
         );
     }
@@ -240,17 +321,17 @@ mod tests {
             at(RDI, 4),
         ];
         assert_eq!(
-            verdicts(&analyse(&ps, &abi, true, false)),
+            verdicts(&analyse(&ps, &abi, true, false, false)),
             [(false, false), (false, true)]
         );
         // marked DW_CC_nocall: judged as gcc's, the missing location is
         // no verdict (it counts as optimized later) and b is unexpected
         assert_eq!(
-            verdicts(&analyse(&ps, &abi, true, true)),
+            verdicts(&analyse(&ps, &abi, true, true, false)),
             [(false, false), (false, true)]
         );
         let ok = [at(RDI, 8), at(RSI, 8)];
-        assert_eq!(verdicts(&analyse(&ok, &abi, true, false)), [(false, false); 2]);
+        assert_eq!(verdicts(&analyse(&ok, &abi, true, false, false)), [(false, false); 2]);
     }
 
     #[test]
