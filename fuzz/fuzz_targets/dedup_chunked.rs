@@ -1,7 +1,8 @@
 //! Dedup's first passes run chunk by chunk ([`Incremental`], as the encoder
 //! runs them during its CU loop, offsets deferred so that structs are cut
 //! down to stubs) against the whole-BTF dedup, on any standalone BTF the
-//! reader accepts, chunked every 1–8 types (the first input byte): the same
+//! reader accepts, chunked every 1–8 types (the first input byte, whose
+//! bit 3 picks libbpf 1.8's rules instead of 374f7807's): the same
 //! bytes or the same error; or, when the passes gave up after stubbing,
 //! an error from `finish` (the encoder then encodes again), never a
 //! different result and never a panic. Inputs that refer across chunks
@@ -9,7 +10,7 @@
 #![no_main]
 
 use btfkit::btf::{Btf, TypeId, read, write};
-use btfkit::dedup::{Incremental, Options, StringMode, dedup};
+use btfkit::dedup::{Incremental, Options, Rules, StringMode, dedup};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -27,10 +28,11 @@ fuzz_target!(|data: &[u8]| {
     if b.raw_strings() != btf.raw_strings() {
         return;
     }
-    let keep = Options { strings: StringMode::Keep, ..Options::default() };
+    let rules = if seed & 8 != 0 { Rules::Libbpf1_8 } else { Rules::Libbpf374f7807 };
+    let keep = Options { strings: StringMode::Keep, rules, ..Options::default() };
     let whole = dedup(&btf, &keep).map(|d| write::to_bytes(&d)).map_err(|e| e.to_string());
     b.defer_offsets();
-    let mut inc = Incremental::new();
+    let mut inc = Incremental::new().with_rules(rules);
     let step = 1 + u32::from(seed % 8);
     for id in 1..=n {
         b.push_words(btf.ty(TypeId(id)).words);

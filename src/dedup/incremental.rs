@@ -89,6 +89,12 @@ impl Incremental {
         inc
     }
 
+    /// The passes by `rules` (libbpf 374f7807's by default).
+    pub fn with_rules(mut self, rules: Rules) -> Incremental {
+        self.st.rules = rules;
+        self
+    }
+
     /// The passes without stubbing: for a BTF whose later types may refer
     /// to earlier chunks' records (the encoder leaving out exact copies).
     pub fn keeping_records() -> Incremental {
@@ -234,14 +240,21 @@ impl Incremental {
         let mut stack = Vec::new();
         // the first struct or union mapped onto another: none, nothing to stub
         let mut first_mapped = None;
+        // (under libbpf 1.8 typedefs are compared in the struct pass too:
+        // what a canonical one refers to stays whole)
+        let typedefs = self.st.rules.typedefs_in_struct_pass();
         for id in from..end {
             let w = rec_from(words, &self.st.nodes, id);
-            if !is_composite(w.kind()) {
+            let composite = is_composite(w.kind());
+            let compared = composite || (typedefs && w.kind() == TYPEDEF);
+            if !compared {
                 continue;
             }
             let canonical = self.st.state.get(id) == ST_MAPPED && self.st.link.get(id) == id;
             if !canonical {
-                first_mapped = first_mapped.or(Some(id));
+                if composite {
+                    first_mapped = first_mapped.or(Some(id));
+                }
                 continue;
             }
             if mark(&mut live, id) {
@@ -290,9 +303,8 @@ impl Incremental {
     /// [`dedup_owned`] would: from the chunked passes' state if they went
     /// through, else from scratch.
     pub fn finish(mut self, btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
-        // (the chunked passes follow libbpf 374f7807's rules only)
         let usable = opts.base_index.is_none()
-            && opts.rules == Rules::Libbpf374f7807
+            && opts.rules == self.st.rules
             && (opts.strings == StringMode::Keep || strings_already_unique(&btf));
         let mut btf = btf;
         if usable {
@@ -467,18 +479,29 @@ mod tests {
     /// Returns the chunked result (or error) and whether records were
     /// stubbed, and checks a result against the whole-BTF dedup.
     fn stubbed_run(chunks: &[&dyn Fn(&mut Btf)]) -> (Result<Btf, DedupError>, bool, Option<&'static str>) {
+        stubbed_run_by(Rules::default(), chunks)
+    }
+
+    fn stubbed_run_by(
+        rules: Rules,
+        chunks: &[&dyn Fn(&mut Btf)],
+    ) -> (Result<Btf, DedupError>, bool, Option<&'static str>) {
         let mut plain = Btf::new(Endian::Little);
         let mut b = Btf::new(Endian::Little);
         b.defer_offsets();
-        let mut inc = Incremental::new();
+        let mut inc = Incremental::new().with_rules(rules);
         for add in chunks {
             add(&mut plain);
             add(&mut b);
             inc.feed(&mut b);
         }
         let (stubbed, why) = (inc.stubbed(), inc.gave_up());
-        let whole = dedup(&plain, &Options::default()).expect("whole dedup");
-        let chunked = inc.finish(b, &Options::default());
+        let opts = Options {
+            rules,
+            ..Options::default()
+        };
+        let whole = dedup(&plain, &opts).expect("whole dedup");
+        let chunked = inc.finish(b, &opts);
         if let Ok(c) = &chunked {
             assert_eq!(
                 to_bytes(c),
@@ -519,6 +542,36 @@ mod tests {
         assert_eq!((t.kind(), t.vlen(), t.size()), (Kind::Struct, 0, 8));
         let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &cu]);
         assert!(r.is_ok() && stubbed && why.is_none());
+    }
+
+    /// Under libbpf 1.8 a canonical typedef is compared in the struct pass
+    /// like a struct: the mapped struct it names stays whole, so that a
+    /// later typedef of the name whose struct differs is compared with it,
+    /// not with a stub.
+    #[test]
+    fn a_struct_a_canonical_typedef_names_is_not_stubbed_under_libbpf_1_8() {
+        let s_of = |b: &mut Btf, size: u32| {
+            let i = b.add_int(b"int", size, crate::btf::INT_SIGNED);
+            holder(b, b"s", i)
+        };
+        let cu1 = |b: &mut Btf| {
+            s_of(b, 4);
+        };
+        let cu2 = |b: &mut Btf| {
+            let s = s_of(b, 4);
+            b.add_typedef(b"T", s);
+        };
+        let cu3 = |b: &mut Btf| {
+            let s = s_of(b, 8);
+            b.add_typedef(b"T", s);
+        };
+        let (r, stubbed, why) = stubbed_run_by(Rules::Libbpf1_8, &[&cu1, &cu2, &cu3]);
+        assert!(r.is_ok(), "{:?}", r.err());
+        assert_eq!((stubbed, why), (false, None), "CU 2's s stays whole: T names it");
+        // the same under v1.31's rules, where typedefs wait for the
+        // reference pass
+        let (r, _, why) = stubbed_run_by(Rules::Libbpf374f7807, &[&cu1, &cu2, &cu3]);
+        assert!(r.is_ok() && why.is_none());
     }
 
     #[test]

@@ -340,16 +340,15 @@ fn encode_overlapped(
         collapse: opts.collapse && dedup,
         ..opts.clone()
     };
-    // (the chunked passes follow libbpf 374f7807's rules only)
-    let chunked_rules = dedup_rules(opts.reference) == dedup::Rules::default();
-    if !early || !standalone || !chunked_rules {
+    if !early || !standalone {
         return Ok((encode_with(base, &opts, &mut |_| {})?, None));
     }
     let mut inc = if opts.collapse {
         dedup::Incremental::keeping_records()
     } else {
         dedup::Incremental::new()
-    };
+    }
+    .with_rules(dedup_rules(opts.reference));
     let mut enc = encode_with(base.clone(), &opts, &mut |b| inc.feed(b))?;
     // the function phase's types
     inc.feed(&mut enc.btf);
