@@ -14,7 +14,8 @@ targets=("$@")
 export RUSTC_BOOTSTRAP=1
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo fuzz list)
 corpus="${BTFKIT_CORPUS:-$(cd ../.. && pwd)/shared/corpus}"
-fixtures=(../tests/fixtures/*.o ../tests/fixtures/*.exe)
+# (and the next reference's optimised, clang 19 and hand-made gcc 16-style objects)
+fixtures=(../tests/fixtures/*.o ../tests/fixtures/*.exe ../tests/next/bin/*.o)
 if [ -d "$corpus/fixtures/bin" ]; then
   mapfile -t -O ${#fixtures[@]} fixtures < <(find "$corpus/fixtures/bin" -name '*.o' -size -256k)
 fi
