@@ -227,18 +227,17 @@ pub fn loc_reg_exprs<R: Reader>(
     w.result
 }
 
-/// The walk over a location list at `offset`, raw: every entry except
-/// base-address selections counts, empty ranges included; a decode error
-/// ends the walk.
-fn loc_reg_list<R: Reader>(
+/// Feeds `feed` the entries of a location list at `offset`, raw: every
+/// entry except base-address selections counts, empty ranges included, in
+/// order, until `feed` says stop or an entry does not decode.
+fn list_entries<R: Reader>(
     locations: &LocationLists<R>,
     offset: gimli::LocationListsOffset<R::Offset>,
     enc: Encoding,
-    expected: i32,
-) -> i32 {
-    let mut w = Walk::new(expected);
+    feed: &mut impl FnMut(&Expression<R>) -> bool,
+) {
     let Ok(mut it) = locations.raw_locations(offset, enc) else {
-        return NO_REG;
+        return;
     };
     loop {
         let data = match it.next() {
@@ -254,17 +253,51 @@ fn loc_reg_list<R: Reader>(
             )) => data,
             Ok(None) | Err(_) => break,
         };
-        if !w.feed(&data, enc) {
+        if !feed(&data) {
             break;
         }
     }
-    w.result
 }
 
-/// [`loc_reg_exprs`] for a `DW_AT_location` attribute value, converted or
-/// raw: an expression (exprloc or block form) or a location list
-/// (`sec_offset`, `loclistx`, or DWARF 2/3 `data4`/`data8`).
-/// Other forms give [`NO_REG`], as libdw fails on them.
+/// Feeds `feed` the entries of a `DW_AT_location` value, converted or raw:
+/// an expression (exprloc or block form), or a location list
+/// (`sec_offset`, `loclistx`, or DWARF 2/3 `data4`/`data8`), as libdw's
+/// `dwarf_getlocations` returns them. Other forms have none (libdw fails
+/// on them).
+fn location_entries<R: Reader>(
+    value: &AttributeValue<R>,
+    locations: &LocationLists<R>,
+    enc: Encoding,
+    loclists_base: gimli::DebugLocListsBase<R::Offset>,
+    mut feed: impl FnMut(&Expression<R>) -> bool,
+) {
+    let list = match value {
+        AttributeValue::Exprloc(e) => {
+            feed(e);
+            return;
+        }
+        AttributeValue::Block(b) => {
+            feed(&Expression(b.clone()));
+            return;
+        }
+        AttributeValue::LocationListsRef(off) => Some(*off),
+        // Unconverted values (a decoder reading `raw_value()`): a section
+        // offset, or in DWARF 2/3 a data4/data8 constant, is a list offset.
+        AttributeValue::SecOffset(off) => Some(gimli::LocationListsOffset(*off)),
+        AttributeValue::Data4(off) if enc.version <= 3 => Some(gimli::LocationListsOffset(R::Offset::from_u32(*off))),
+        AttributeValue::Data8(off) if enc.version <= 3 => {
+            R::Offset::from_u64(*off).ok().map(gimli::LocationListsOffset)
+        }
+        AttributeValue::DebugLocListsIndex(idx) => locations.get_offset(enc, loclists_base, *idx).ok(),
+        _ => None,
+    };
+    if let Some(off) = list {
+        list_entries(locations, off, enc, &mut feed);
+    }
+}
+
+/// [`loc_reg_exprs`] for a `DW_AT_location` attribute value (the forms of
+/// [`location_entries`]; others give [`NO_REG`]).
 pub fn loc_reg<R: Reader>(
     value: &AttributeValue<R>,
     locations: &LocationLists<R>,
@@ -272,29 +305,9 @@ pub fn loc_reg<R: Reader>(
     loclists_base: gimli::DebugLocListsBase<R::Offset>,
     expected: i32,
 ) -> i32 {
-    match value {
-        AttributeValue::Exprloc(e) => loc_reg_exprs([Ok(e.clone())], enc, expected),
-        AttributeValue::Block(b) => loc_reg_exprs([Ok(Expression(b.clone()))], enc, expected),
-        AttributeValue::LocationListsRef(off) => loc_reg_list(locations, *off, enc, expected),
-        // Unconverted values (a decoder reading `raw_value()`): a section
-        // offset, or in DWARF 2/3 a data4/data8 constant, is a list offset.
-        AttributeValue::SecOffset(off) => loc_reg_list(locations, gimli::LocationListsOffset(*off), enc, expected),
-        AttributeValue::Data4(off) if enc.version <= 3 => loc_reg_list(
-            locations,
-            gimli::LocationListsOffset(R::Offset::from_u32(*off)),
-            enc,
-            expected,
-        ),
-        AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
-            Ok(o) => loc_reg_list(locations, gimli::LocationListsOffset(o), enc, expected),
-            Err(_) => NO_REG,
-        },
-        AttributeValue::DebugLocListsIndex(idx) => match locations.get_offset(enc, loclists_base, *idx) {
-            Ok(off) => loc_reg_list(locations, off, enc, expected),
-            Err(_) => NO_REG,
-        },
-        _ => NO_REG,
-    }
+    let mut w = Walk::new(expected);
+    location_entries(value, locations, enc, loclists_base, |e| w.feed(e, enc));
+    w.result
 }
 
 /// [`loc_reg`] with the unit's encoding and `DW_AT_loclists_base`.
@@ -460,38 +473,6 @@ impl LocFacts {
         f
     }
 
-    fn of_list<R: Reader>(
-        locations: &LocationLists<R>,
-        offset: gimli::LocationListsOffset<R::Offset>,
-        enc: Encoding,
-    ) -> Self {
-        let mut f = LocFacts::default();
-        let Ok(mut it) = locations.raw_locations(offset, enc) else {
-            return f;
-        };
-        let mut k = 0;
-        loop {
-            let data = match it.next() {
-                Ok(Some(RawLocListEntry::BaseAddress { .. } | RawLocListEntry::BaseAddressx { .. })) => continue,
-                Ok(Some(
-                    RawLocListEntry::AddressOrOffsetPair { data, .. }
-                    | RawLocListEntry::OffsetPair { data, .. }
-                    | RawLocListEntry::StartEnd { data, .. }
-                    | RawLocListEntry::StartLength { data, .. }
-                    | RawLocListEntry::StartxEndx { data, .. }
-                    | RawLocListEntry::StartxLength { data, .. }
-                    | RawLocListEntry::DefaultLocation { data },
-                )) => data,
-                Ok(None) | Err(_) => break,
-            };
-            if !f.feed(k, &data, enc) {
-                break;
-            }
-            k += 1;
-        }
-        f
-    }
-
     /// The facts of a `DW_AT_location` value, in the forms [`loc_reg`]
     /// takes (others: nothing known, as libdw fails on them).
     pub fn of_value<R: Reader>(
@@ -500,24 +481,13 @@ impl LocFacts {
         enc: Encoding,
         loclists_base: gimli::DebugLocListsBase<R::Offset>,
     ) -> Self {
-        match value {
-            AttributeValue::Exprloc(e) => Self::of_exprs([Ok(e.clone())], enc),
-            AttributeValue::Block(b) => Self::of_exprs([Ok(Expression(b.clone()))], enc),
-            AttributeValue::LocationListsRef(off) => Self::of_list(locations, *off, enc),
-            AttributeValue::SecOffset(off) => Self::of_list(locations, gimli::LocationListsOffset(*off), enc),
-            AttributeValue::Data4(off) if enc.version <= 3 => {
-                Self::of_list(locations, gimli::LocationListsOffset(R::Offset::from_u32(*off)), enc)
-            }
-            AttributeValue::Data8(off) if enc.version <= 3 => match R::Offset::from_u64(*off) {
-                Ok(o) => Self::of_list(locations, gimli::LocationListsOffset(o), enc),
-                Err(_) => LocFacts::default(),
-            },
-            AttributeValue::DebugLocListsIndex(idx) => match locations.get_offset(enc, loclists_base, *idx) {
-                Ok(off) => Self::of_list(locations, off, enc),
-                Err(_) => LocFacts::default(),
-            },
-            _ => LocFacts::default(),
-        }
+        let mut f = LocFacts::default();
+        let mut k = 0;
+        location_entries(value, locations, enc, loclists_base, |e| {
+            k += 1;
+            f.feed(k - 1, e, enc)
+        });
+        f
     }
 }
 

@@ -477,20 +477,27 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         } else if !at.abbrev.has_children {
             self.leaf(s, ctx, gnu)?;
         } else {
-            let mut f = frame(at.depth, ctx);
-            f.kids_start = match ctx {
-                Ctx::Struct => self.scratch.members.len(),
-                Ctx::Enum => self.scratch.enums.len(),
-                Ctx::SubrType => self.scratch.params.len(),
-                _ => 0,
-            };
-            f.annots_start = self.scratch.annots.len();
-            f.last_tag = s.ty;
-            f.gnu = gnu;
-            f.slot = Some(s);
+            let f = self.type_frame(at.depth, ctx, s, gnu);
             self.stack.push(f);
         }
         Ok(())
+    }
+
+    /// The frame of a type DIE whose children (or gcc annotation chain)
+    /// are still to come.
+    fn type_frame(&self, depth: isize, ctx: Ctx, s: Slot<'a>, gnu: u64) -> Frame<'a> {
+        let mut f = frame(depth, ctx);
+        f.kids_start = match ctx {
+            Ctx::Struct => self.scratch.members.len(),
+            Ctx::Enum => self.scratch.enums.len(),
+            Ctx::SubrType => self.scratch.params.len(),
+            _ => 0,
+        };
+        f.annots_start = self.scratch.annots.len();
+        f.last_tag = s.ty;
+        f.gnu = gnu;
+        f.slot = Some(s);
+        f
     }
 
     /// What `finish` makes of a type's frame without children, without
@@ -499,17 +506,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn leaf(&mut self, mut s: Slot<'a>, ctx: Ctx, gnu: u64) -> Result<(), DecodeError> {
         if gnu != ABSENT && self.dec.opts.gnu_annotations {
             // (rare: gcc 16's tags) as a frame without children ends
-            let mut f = frame(0, ctx);
-            f.kids_start = match ctx {
-                Ctx::Struct => self.scratch.members.len(),
-                Ctx::Enum => self.scratch.enums.len(),
-                Ctx::SubrType => self.scratch.params.len(),
-                _ => 0,
-            };
-            f.annots_start = self.scratch.annots.len();
-            f.last_tag = s.ty;
-            f.gnu = gnu;
-            f.slot = Some(s);
+            let f = self.type_frame(0, ctx, s, gnu);
             return self.finish(f);
         }
         let cu = &mut self.cu;
@@ -773,22 +770,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     "a DW_TAG_GNU_annotation type tag shared by two pointers is not supported".to_string(),
                 ));
             }
-            let s = Slot {
-                tag: DW_TAG_LLVM_ANNOTATION,
-                die: self.cu.offset + u64::from(uoff.get()) - self.base,
-                uoff,
-                name: value,
-                spec: None,
-                ty: chain[..n].get(k + 1).map(|a| a.uoff).or(pointee),
-                size: 0,
-                encoding: 0,
-                declaration: false,
-                varargs: false,
-                nelems: 0,
-                kids: IdxRange::EMPTY,
-                annots: IdxRange::EMPTY,
-            };
-            self.cu.place(s);
+            let die = self.cu.offset + u64::from(uoff.get()) - self.base;
+            let to = chain[..n].get(k + 1).map(|a| a.uoff).or(pointee);
+            self.cu.place(type_tag(die, uoff, value, to));
         }
         Ok(if n > 0 { Some(chain[0].uoff) } else { pointee })
     }
@@ -806,21 +790,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         match parent {
             Ctx::Pointer if dec.opts.type_tag && name == b"btf_type_tag" => {
                 let f = self.stack.last_mut().unwrap();
-                let s = Slot {
-                    tag: DW_TAG_LLVM_ANNOTATION,
-                    die: at.die(self.cu.offset),
-                    uoff: at.uoff(self.base),
-                    name: value()?,
-                    spec: None,
-                    ty: f.last_tag,
-                    size: 0,
-                    encoding: 0,
-                    declaration: false,
-                    varargs: false,
-                    nelems: 0,
-                    kids: IdxRange::EMPTY,
-                    annots: IdxRange::EMPTY,
-                };
+                let s = type_tag(at.die(self.cu.offset), at.uoff(self.base), value()?, f.last_tag);
                 f.last_tag = Some(at.uoff(self.base));
                 f.child_tags = true;
                 self.cu.place(s);
@@ -939,6 +909,26 @@ struct Frame<'a> {
     /// The DIE's DW_AT_GNU_annotation, as references are kept (gcc 16's
     /// decl and type tags: a chain read when the frame ends).
     gnu: u64,
+}
+
+/// A `btf_type_tag` as the slot of its annotation DIE (at `die`, `uoff`),
+/// whose text is `value`, naming the type at `to`.
+fn type_tag(die: u64, uoff: UnitOff, value: &[u8], to: Option<UnitOff>) -> Slot<'_> {
+    Slot {
+        tag: DW_TAG_LLVM_ANNOTATION,
+        die,
+        uoff,
+        name: value,
+        spec: None,
+        ty: to,
+        size: 0,
+        encoding: 0,
+        declaration: false,
+        varargs: false,
+        nelems: 0,
+        kids: IdxRange::EMPTY,
+        annots: IdxRange::EMPTY,
+    }
 }
 
 fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
