@@ -110,6 +110,8 @@ pub(super) struct Walker<'w, 'a, 'd> {
     /// gimli's abbreviations of the unit, parsed on the first gcc
     /// annotation chain ([`Walker::gnu_chain`]).
     gnu_abbrevs: std::cell::OnceCell<gimli::Abbreviations>,
+    /// The annotation DIEs placed as type tags from gcc's chains.
+    gnu_tags_placed: hashbrown::HashSet<UnitOff>,
 }
 
 impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
@@ -173,6 +175,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             own: base..base + unit_end,
             far: track_far.then(|| std::cell::RefCell::new(Vec::new())),
             gnu_abbrevs: std::cell::OnceCell::new(),
+            gnu_tags_placed: hashbrown::HashSet::new(),
         })
     }
 
@@ -763,7 +766,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         for (k, &GnuAnnotation { value, uoff, .. }) in chain[..n].iter().enumerate() {
             // A tag is placed under its DIE's offset: a chain two pointers
             // share would give two types one offset.
-            if self.cu.index.iter().any(|e| e.0 == uoff) {
+            if !self.gnu_tags_placed.insert(uoff) {
                 return Err(self.dec.err(
                     self.cu.offset,
                     Some(self.cu.offset + u64::from(uoff.get())),

@@ -171,17 +171,22 @@ fn prefix32(key: &[u8]) -> (u128, u128) {
 /// The key of a function symbol, or `None` if the symbol is dropped (a
 /// `.cold` or `.part` anywhere after the first dot).
 pub fn func_key(name: &[u8]) -> Option<&[u8]> {
-    match name.iter().position(|&b| b == b'.') {
+    match suffixes(name) {
         None => Some(name),
-        Some(dot) => {
-            let tail = &name[dot..];
-            if contains(tail, b".cold") || contains(tail, b".part") {
-                None
-            } else {
-                Some(&name[..dot])
-            }
-        }
+        Some(tail) if contains(tail, b".cold") || contains(tail, b".part") => None,
+        Some(tail) => Some(&name[..name.len() - tail.len()]),
     }
+}
+
+/// Whether a function symbol names a clone the compiler made with another
+/// signature: `.isra` or `.constprop` anywhere after the first dot.
+pub fn is_signature_clone(name: &[u8]) -> bool {
+    suffixes(name).is_some_and(|tail| contains(tail, b".isra") || contains(tail, b".constprop"))
+}
+
+/// A symbol's suffixes: from its first dot on, if it has one.
+fn suffixes(name: &[u8]) -> Option<&[u8]> {
+    name.iter().position(|&b| b == b'.').map(|dot| &name[dot..])
 }
 
 fn contains(h: &[u8], n: &[u8]) -> bool {
@@ -232,6 +237,11 @@ mod tests {
         assert_eq!(func_key(b"f.cold"), None);
         assert_eq!(func_key(b"f.isra.0.cold"), None);
         assert_eq!(func_key(b"f.partial"), None);
+        assert!(is_signature_clone(b"f.isra.0"));
+        assert!(is_signature_clone(b"f.constprop.0.isra.0"));
+        assert!(is_signature_clone(b"f.part.0.constprop.1"));
+        assert!(!is_signature_clone(b"f.cold"));
+        assert!(!is_signature_clone(b"isra"));
         assert_eq!(func_key(b""), Some(&b""[..]));
     }
 

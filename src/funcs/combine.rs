@@ -190,7 +190,7 @@ pub fn emit_funcs_logged(
                 Some(Emit::TrueSignature(chosen, sym)) => {
                     emit_one(btf, states, chosen, sym, entry as u32, None, opts, &mut sum)?
                 }
-                None => continue,
+                None => {}
             }
             continue;
         }
@@ -228,16 +228,18 @@ pub fn emit_funcs_logged(
         }
         let chosen = match opts.pick {
             Pick::First => a,
-            Pick::Linked => group
-                .iter()
-                .copied()
-                .find(|&s| syms.iter().any(|&(_, addr)| addr == states.low_pc(s)))
-                .unwrap_or(a),
+            Pick::Linked => group.iter().copied().find(|&s| linked(states, s, syms)).unwrap_or(a),
         };
         let kfunc = kfuncs.flags(entry as u32);
         emit_one(btf, states, chosen, e.key, entry as u32, kfunc, opts, &mut sum)?;
     }
     Ok(sum)
+}
+
+/// Whether state `s` is at one of the name's symbol addresses: the
+/// definition the linker kept.
+fn linked(states: &FuncStates, s: StateId, syms: &[(&[u8], u64)]) -> bool {
+    syms.iter().any(|&(_, at)| at == states.low_pc(s))
 }
 
 /// The next reference's combine and decision for one name's `group` of
@@ -294,18 +296,17 @@ fn decide_next<'t>(
         let addr = states.low_pc(s);
         f & flags::OPTIMIZED_PARMS != 0
             && (f & flags::SIGNATURE_CHANGED != 0
-                || (addr != 0 && syms.iter().any(|&(name, at)| at == addr && is_optimized_clone(name))))
+                || (addr != 0
+                    && syms
+                        .iter()
+                        .any(|&(name, at)| at == addr && crate::elf::functab::is_signature_clone(name))))
     };
     let chosen = if rest.is_empty() {
         a
     } else {
-        let linked = group
-            .iter()
-            .copied()
-            .filter(|&s| syms.iter().any(|&(_, at)| at == states.low_pc(s)));
         let mut first = None;
         let mut pick = None;
-        for s in linked {
+        for s in group.iter().copied().filter(|&s| linked(states, s, syms)) {
             first.get_or_insert(s);
             if !drops_optimized(s) {
                 pick = Some(s);
@@ -345,18 +346,6 @@ fn decide_next<'t>(
         }
         None => Some(Emit::Func(chosen)),
     }
-}
-
-/// A clone the compiler made with another signature: the part after the
-/// first `.` of the symbol has `.isra` or `.constprop`.
-fn is_optimized_clone(sym: &[u8]) -> bool {
-    let Some(dot) = sym.iter().position(|&c| c == b'.') else {
-        return false;
-    };
-    let rest = &sym[dot..];
-    [&b".constprop"[..], b".isra"]
-        .iter()
-        .any(|s| rest.windows(s.len()).any(|w| w == *s))
 }
 
 #[cfg(test)]
@@ -698,15 +687,6 @@ mod tests {
         // an unexpected register in the clone: joined into the group, the
         // whole name is left out
         assert_eq!(run(&mut t, flags::UNEXPECTED_REG), []);
-    }
-
-    #[test]
-    fn optimized_clones_are_named_after_the_first_dot() {
-        assert!(is_optimized_clone(b"f.isra.0"));
-        assert!(is_optimized_clone(b"f.constprop.0.isra.0"));
-        assert!(is_optimized_clone(b"f.part.0.constprop.1"));
-        assert!(!is_optimized_clone(b"f.cold"));
-        assert!(!is_optimized_clone(b"isra"));
     }
 
     #[test]

@@ -75,19 +75,15 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
     /// function's flags are computed, as in the reference.
     pub(super) fn new(enc: &'c Enc<'c, 'e, 'a>, by_off: &[(UnitOff, u32)]) -> Self {
         let cu = enc.cu;
-        let mut facts: Vec<u8> = cu.fparams.iter().map(|p| p.facts).collect();
-        for fun in &cu.funcs {
-            for i in fun.params.range() {
-                let p = &cu.fparams[i];
-                if !p.has_type
-                    && let Some(origin) = p.origin
-                    && let Ok(j) = by_off.binary_search_by_key(&origin, |e| e.0)
-                {
-                    crate::dwarf::loc::propagate(&mut facts, i, by_off[j].1 as usize);
-                }
+        // v1.31's facts, or the next reference's reading (not both)
+        let next = (enc.ctx.reference == Reference::Next).then(|| next_params(enc, by_off));
+        let mut facts: Vec<u8> = Vec::new();
+        if next.is_none() {
+            facts = cu.fparams.iter().map(|p| p.facts).collect();
+            for (_, i, j) in instances(cu, by_off) {
+                crate::dwarf::loc::propagate(&mut facts, i, j);
             }
         }
-        let next = (enc.ctx.reference == Reference::Next).then(|| next_params(enc, by_off));
         FuncFlags {
             enc,
             facts,
@@ -105,9 +101,16 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         self.saved.get(k).copied().unwrap_or(Saved::As)
     }
 
-    /// The flags of `fun` (the CU's `index`-th function), whose resolved
-    /// parameters are `params` (name, DWARF type reference).
-    pub(super) fn flags(&mut self, index: usize, fun: &Func<'a>, params: &[(&'a [u8], Option<UnitOff>)]) -> u8 {
+    /// The flags of `fun` (the CU's `index`-th function, an instance of
+    /// `origin` if that is in the CU), whose resolved parameters are
+    /// `params` (name, DWARF type reference).
+    pub(super) fn flags(
+        &mut self,
+        index: usize,
+        fun: &Func<'a>,
+        origin: Option<&Func<'a>>,
+        params: &[(&'a [u8], Option<UnitOff>)],
+    ) -> u8 {
         let cu = self.enc.cu;
         // A struct parameter (behind const and typedefs) exempts the function
         // from the register rule.
@@ -125,7 +128,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         let has_struct_param = || params.iter().any(|&(_, ty)| is_struct(ty));
         let mut out = match &self.next {
             None => function_flags(fun.params.range().map(|i| self.facts[i]), has_struct_param),
-            Some(next) => next.flags(cu, index, fun, has_struct_param, &mut self.saved),
+            Some(next) => next.flags(cu, index, fun, origin, has_struct_param, &mut self.saved),
         };
         let named_struct = |ty: Option<UnitOff>| {
             cu.type_at(ty)
@@ -155,11 +158,12 @@ impl NextParams {
         cu: &crate::dwarf::Cu<'_>,
         index: usize,
         fun: &Func<'_>,
+        origin: Option<&Func<'_>>,
         has_struct_param: impl FnOnce() -> bool,
         saved: &mut Vec<Saved>,
     ) -> u8 {
         let params = &self.params[fun.params.range()];
-        let changed = cu.producer_clang && signature_changed(cu, fun);
+        let changed = cu.producer_clang && signature_changed(fun, origin);
         let true_sig = self.true_signature && changed;
         let verdicts = paramabi::analyse(params, &self.abi, cu.producer_clang, changed, true_sig);
         let reordered = self.reordered[index];
@@ -196,14 +200,40 @@ impl NextParams {
 /// Clang's mark of a changed signature, `DW_CC_nocall`, on the function
 /// or (for a concrete instance) on its abstract origin; never on an
 /// abstract instance itself.
-fn signature_changed(cu: &crate::dwarf::Cu<'_>, fun: &Func<'_>) -> bool {
+fn signature_changed(fun: &Func<'_>, origin: Option<&Func<'_>>) -> bool {
     if fun.inlined {
         return false;
     }
     match fun.origin {
         None => fun.nocall,
-        Some(origin) => cu.funcs.iter().find(|f| f.uoff == origin).is_some_and(|f| f.nocall),
+        Some(_) => origin.is_some_and(|f| f.nocall),
     }
+}
+
+/// The CU's formal parameter `i`'s abstract origin among its formal
+/// parameters (`by_off`: theirs by unit offset), if it names one there.
+fn origin_index(cu: &crate::dwarf::Cu<'_>, by_off: &[(UnitOff, u32)], i: usize) -> Option<usize> {
+    let o = cu.fparams[i].origin?;
+    by_off
+        .binary_search_by_key(&o, |e| e.0)
+        .ok()
+        .map(|j| by_off[j].1 as usize)
+}
+
+/// Each formal parameter that is a concrete instance of another (no type
+/// of its own, an origin in the CU): (its function's index, its index,
+/// its origin's), in the CU's function order, the order in which the
+/// reference's type recoding shares what instances know.
+fn instances<'x>(
+    cu: &'x crate::dwarf::Cu<'_>,
+    by_off: &'x [(UnitOff, u32)],
+) -> impl Iterator<Item = (usize, usize, usize)> + 'x {
+    cu.funcs.iter().enumerate().flat_map(move |(f, fun)| {
+        fun.params
+            .range()
+            .filter(|&i| !cu.fparams[i].has_type)
+            .filter_map(move |i| origin_index(cu, by_off, i).map(|j| (f, i, j)))
+    })
 }
 
 /// What the next reference's analysis reads of each of the CU's formal
@@ -221,17 +251,11 @@ fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
             position[i] = k as u32;
         }
     }
-    let origin_of = |i: usize| {
-        let p = &cu.fparams[i];
-        p.origin
-            .and_then(|o| by_off.binary_search_by_key(&o, |e| e.0).ok())
-            .map(|j| by_off[j].1 as usize)
-    };
     let mut params: Vec<ParamIn> = (0..cu.fparams.len())
         .map(|i| {
             let p = &cu.fparams[i];
             // the size of the origin's type, for an instance of one
-            let ty = match origin_of(i) {
+            let ty = match origin_index(cu, by_off, i) {
                 Some(j) => cu.fparams[j].ty,
                 None if p.origin.is_some() => None,
                 None => p.ty,
@@ -252,17 +276,10 @@ fn next_params(enc: &Enc<'_, '_, '_>, by_off: &[(UnitOff, u32)]) -> NextParams {
         })
         .collect();
     let mut reordered = vec![false; cu.funcs.len()];
-    for (f, fun) in cu.funcs.iter().enumerate() {
-        for i in fun.params.range() {
-            if cu.fparams[i].has_type {
-                continue;
-            }
-            if let Some(j) = origin_of(i) {
-                reordered[f] |= position[i] != position[j];
-                let p = params[i];
-                p.share_into(&mut params[j]);
-            }
-        }
+    for (f, i, j) in instances(cu, by_off) {
+        reordered[f] |= position[i] != position[j];
+        let p = params[i];
+        p.share_into(&mut params[j]);
     }
     NextParams {
         params,

@@ -74,7 +74,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         } else {
             func(fun.origin).and_then(|f| f.ty)
         };
-        let fl = flags.flags(index, fun, &params);
+        let fl = flags.flags(index, fun, func(fun.origin), &params);
         o.o.funcs
             .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
         for (k, &(pn, ty)) in params.iter().enumerate() {
