@@ -100,7 +100,7 @@ fn fixture_headers_match_bpftool() {
         let t = load(&rel, None);
         if t.own_ids().any(|id| {
             let ty = t.ty(id);
-            ty.kind() == btfkit::btf::Kind::Array && ty.array().0.0 == 0
+            ty.kind() == btfkit::btf::Kind::Array && ty.array().0.get() == 0
         }) {
             // bpftool crashes on an array of void (SIGFPE): btfkit refuses it.
             let e = cdump::to_c(&t).unwrap_err().to_string();
@@ -289,16 +289,16 @@ fn layout_asserts(btf: &Btf, members: bool) -> String {
     use btfkit::btf::{Kind, TypeId};
     let mut uses: std::collections::HashMap<Vec<u8>, u32> = Default::default();
     for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         let tag =
             matches!(t.kind(), Kind::Struct | Kind::Union | Kind::Enum64) || (t.kind() == Kind::Enum && t.vlen() > 0);
-        if tag && t.name_off().0 != 0 {
+        if tag && t.name_off().get() != 0 {
             *uses.entry(btf.str_at(t.name_off()).unwrap().to_vec()).or_default() += 1;
         }
     }
     let mut s = String::from("#include \"vmlinux.h\"\n");
     for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         let kw = match t.kind() {
             Kind::Struct => "struct",
             Kind::Union => "union",
@@ -321,7 +321,7 @@ fn layout_asserts(btf: &Btf, members: bool) -> String {
             } else {
                 (off, 0)
             };
-            let m = btf.name(btfkit::btf::StrOff(m));
+            let m = btf.name(btfkit::btf::StrOff::new(m));
             if !m.is_empty() && bits == 0 && bit_off % 8 == 0 {
                 s += &format!(
                     "_Static_assert(__builtin_offsetof({kw} {name}, {m}) == {}, \"{kw} {name}\");\n",

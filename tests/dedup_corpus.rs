@@ -116,14 +116,14 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
     // the first FUNC: the reference's CUs emit none, its function phase
     // starts with one
     let tail = (1..=n)
-        .find(|&id| btf.ty(TypeId(id)).kind() == Kind::Func)
+        .find(|&id| btf.ty(TypeId::new(id)).kind() == Kind::Func)
         .unwrap_or(n + 1);
     // the lowest id referred to from each type on, before the tail
     let mut min_after = vec![u32::MAX; n as usize + 2];
     if stub {
         for id in (1..tail).rev() {
             let mut m = min_after[id as usize + 1];
-            Btf::for_each_type_ref(btf.ty(TypeId(id)).words, |t| {
+            Btf::for_each_type_ref(btf.ty(TypeId::new(id)).words, |t| {
                 if t != 0 {
                     m = m.min(t)
                 }
@@ -135,7 +135,7 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
     let mut cuts = Vec::new();
     let mut max_ref = 0;
     for id in 1..=n {
-        Btf::for_each_type_ref(btf.ty(TypeId(id)).words, |t| max_ref = max_ref.max(t));
+        Btf::for_each_type_ref(btf.ty(TypeId::new(id)).words, |t| max_ref = max_ref.max(t));
         if max_ref <= id && (!stub || (id < tail && min_after[id as usize + 1] > id)) {
             cuts.push(id);
         }
@@ -157,7 +157,7 @@ fn chunked_matches_whole(c: &Case, steps: &[usize], stub: bool) -> Result<usize,
         let mut next = 1;
         for &cut in cuts.iter().skip(step - 1).step_by(step).chain(std::iter::once(&n)) {
             for id in next..=cut {
-                b.push_words(btf.ty(TypeId(id)).words);
+                b.push_words(btf.ty(TypeId::new(id)).words);
             }
             next = cut + 1;
             inc.feed(&mut b);

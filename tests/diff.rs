@@ -25,11 +25,11 @@ fn permuted(src: &Btf, order: &[u32]) -> Btf {
     let mut out = Btf::new(src.endian());
     out.add_str(b"a string nothing refers to, to shift every offset");
     for &old in order {
-        let mut w = src.ty(TypeId(old)).words.to_vec();
+        let mut w = src.ty(TypeId::new(old)).words.to_vec();
         Btf::for_each_type_ref_mut(&mut w, |r| *r = map[*r as usize]);
         Btf::for_each_str_ref_mut(&mut w, |s| {
-            let text = src.str_at(StrOff(*s)).expect("valid string offset").to_vec();
-            *s = out.add_str(&text).0;
+            let text = src.str_at(StrOff::new(*s)).expect("valid string offset").to_vec();
+            *s = out.add_str(&text).get();
         });
         out.push_words(&w);
     }
@@ -141,21 +141,25 @@ fn single_changes_deep_in_vmlinux_are_found_after_reordering() {
     // struct sk_buff's `len` becomes a signed int.
     let int = find(&b, Kind::Int, "int");
     let skb = find(&b, Kind::Struct, "sk_buff");
-    let len = b.ty(skb).triples().position(|m| b.name(StrOff(m[0])) == "len").unwrap();
-    b.words_mut(skb)[3 + 3 * len + 1] = int.0;
+    let len = b
+        .ty(skb)
+        .triples()
+        .position(|m| b.name(StrOff::new(m[0])) == "len")
+        .unwrap();
+    b.words_mut(skb)[3 + 3 * len + 1] = int.get();
     // tcp_sendmsg gets a prototype of its own (the one it has is shared with
     // other functions) whose third parameter is an int.
     let func = find(&b, Kind::Func, "tcp_sendmsg");
     let mut proto = b.ty(b.ty(func).type_id()).words.to_vec();
-    proto[3 + 2 * 2 + 1] = int.0;
+    proto[3 + 2 * 2 + 1] = int.get();
     let new_proto = b.push_words(&proto);
-    b.words_mut(func)[2] = new_proto.0;
+    b.words_mut(func)[2] = new_proto.get();
     // SOCK_RAW changes its value.
     let e = find(&b, Kind::Enum, "sock_type");
     let raw = b
         .ty(e)
         .pairs()
-        .position(|v| b.name(StrOff(v[0])) == "SOCK_RAW")
+        .position(|v| b.name(StrOff::new(v[0])) == "SOCK_RAW")
         .unwrap();
     b.words_mut(e)[3 + 2 * raw + 1] = 33;
     let r = diff::compare(&a, &b);
@@ -309,7 +313,7 @@ fn sample(v: &V) -> Btf {
     let anon = b.begin(Kind::Union, b"", 8, false);
     b.push_member(b"a", int, 0, 0);
     b.push_member(b"b", if v.anon_b_unsigned { ulong } else { long }, 0, 0);
-    let skb = TypeId(b.type_count() + 2);
+    let skb = TypeId::new(b.type_count() + 2);
     let pskb = b.add_ref(Kind::Ptr, skb);
     let s = b.begin(Kind::Struct, b"sk_buff", v.skb_size, false);
     assert_eq!(s, skb);
@@ -319,7 +323,7 @@ fn sample(v: &V) -> Btf {
     let sock = b.begin(Kind::Struct, b"sock", 4, false);
     b.push_member(b"x", int, 0, 0);
     let psock = b.add_ref(Kind::Ptr, sock);
-    let proto = b.begin(Kind::FuncProto, b"", int.0, false);
+    let proto = b.begin(Kind::FuncProto, b"", int.get(), false);
     b.push_param(v.param1_name.as_bytes(), psock);
     b.push_param(b"msg", pcch);
     b.push_param(b"size", if v.param3_int { int } else { size_t });
@@ -638,7 +642,7 @@ fn changed_function_pointer_member_and_added_param() {
         let mut b = Btf::new(Endian::Little);
         let int = b.add_int(b"int", 4, 1);
         let vp = b.add_ref(Kind::Ptr, TypeId::VOID);
-        let p = b.begin(Kind::FuncProto, b"", int.0, false);
+        let p = b.begin(Kind::FuncProto, b"", int.get(), false);
         b.push_param(b"", vp);
         if extra {
             b.push_param(b"", int);
@@ -646,7 +650,7 @@ fn changed_function_pointer_member_and_added_param() {
         let fp = b.add_ref(Kind::Ptr, p);
         b.begin(Kind::Struct, b"ops", 8, false);
         b.push_member(b"open", fp, 0, 0);
-        let q = b.begin(Kind::FuncProto, b"", int.0, false);
+        let q = b.begin(Kind::FuncProto, b"", int.get(), false);
         b.push_param(b"a", vp);
         if extra {
             b.push_param(b"n", int);
@@ -759,9 +763,9 @@ fn split_btf_against_a_shared_and_against_different_bases() {
             1,
         );
         let _ = int;
-        let skb = TypeId(
+        let skb = TypeId::new(
             (1..=base.type_count())
-                .find(|&i| base.name(base.ty(TypeId(i)).name_off()) == "sk_buff")
+                .find(|&i| base.name(base.ty(TypeId::new(i)).name_off()) == "sk_buff")
                 .unwrap(),
         );
         let p = b.add_ref(Kind::Ptr, skb);

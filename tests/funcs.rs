@@ -201,9 +201,9 @@ fn ptr_to(b: &Btf, id: TypeId, kind: Kind, name: &str) -> bool {
     let t = b.ty(id);
     t.kind() == Kind::Ptr
         && (if kind == Kind::Unkn {
-            t.type_id().0 == 0
+            t.type_id().get() == 0
         } else {
-            t.type_id().0 != 0 && named(b, t.type_id(), kind, name)
+            t.type_id().get() != 0 && named(b, t.type_id(), kind, name)
         })
 }
 
@@ -282,7 +282,7 @@ fn kfuncs_fixture_emission_matches_reference_prededup() {
                         .strtab()
                         .find_own(pn.as_bytes())
                         .unwrap_or_else(|| panic!("{rel}: param name {pn}"));
-                    st.push_param(btfkit::btf::StrOff(off), *ty);
+                    st.push_param(btfkit::btf::StrOff::new(off), *ty);
                 }
             }
             let marks = if opts.decl_tag_kfuncs {

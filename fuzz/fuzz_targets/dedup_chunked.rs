@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     let mut inc = Incremental::new().with_rules(rules);
     let step = 1 + u32::from(seed % 8);
     for id in 1..=n {
-        b.push_words(btf.ty(TypeId(id)).words);
+        b.push_words(btf.ty(TypeId::new(id)).words);
         if id % step == 0 {
             inc.feed(&mut b);
         }

@@ -257,7 +257,7 @@ mod tests {
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
         assert_eq!(deferred.raw_words(), plain.raw_words());
-        assert_eq!(deferred.ty(TypeId(4)).vlen(), 2);
+        assert_eq!(deferred.ty(TypeId::new(4)).vlen(), 2);
         // building again is a no-op
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
@@ -308,11 +308,11 @@ mod tests {
         assert_eq!(deferred.type_count(), n);
         for id in 1..=n {
             assert!(
-                deferred.get(TypeId(id)).map(|t| t.words) == plain.get(TypeId(id)).map(|t| t.words),
+                deferred.get(TypeId::new(id)).map(|t| t.words) == plain.get(TypeId::new(id)).map(|t| t.words),
                 "type {id}"
             );
         }
-        assert!(deferred.get(TypeId(n + 1)).is_none());
+        assert!(deferred.get(TypeId::new(n + 1)).is_none());
         deferred.build_offsets();
         assert_eq!(deferred.type_offsets(), plain.type_offsets());
     }
@@ -320,12 +320,12 @@ mod tests {
     #[test]
     fn cut_records_move_the_later_ones_down() {
         let mut b = build(true);
-        let before: Vec<Vec<u32>> = (1..=5).map(|id| b.ty(TypeId(id)).words.to_vec()).collect();
+        let before: Vec<Vec<u32>> = (1..=5).map(|id| b.ty(TypeId::new(id)).words.to_vec()).collect();
         let start = b.raw_words().len() - before[3].len() - before[4].len();
         let mut placed = Vec::new();
         // type 4, the struct, cut to its common part with vlen 0
         b.cut_deferred(
-            TypeId(4),
+            TypeId::new(4),
             start,
             |id, rec| {
                 if id == 4 {
@@ -339,18 +339,18 @@ mod tests {
         );
         assert_eq!(placed, [(4, start), (5, start + 3)]);
         assert_eq!(b.cut_words(), 6);
-        assert_eq!(b.ty(TypeId(4)).words, &[0, make_info(Kind::Struct, true, 0), 8]);
-        assert_eq!(b.ty(TypeId(5)).words, &before[4][..]);
-        assert_eq!(b.ty(TypeId(3)).words, &before[2][..]);
+        assert_eq!(b.ty(TypeId::new(4)).words, &[0, make_info(Kind::Struct, true, 0), 8]);
+        assert_eq!(b.ty(TypeId::new(5)).words, &before[4][..]);
+        assert_eq!(b.ty(TypeId::new(3)).words, &before[2][..]);
         b.build_offsets();
-        assert_eq!(b.ty(TypeId(5)).words, &before[4][..]);
+        assert_eq!(b.ty(TypeId::new(5)).words, &before[4][..]);
     }
 
     #[test]
     #[should_panic(expected = "deferred")]
     fn the_offset_column_while_deferred_panics() {
         let b = build(true);
-        assert_eq!(b.ty(TypeId(4)).vlen(), 2, "look-ups work while deferred");
+        assert_eq!(b.ty(TypeId::new(4)).vlen(), 2, "look-ups work while deferred");
         b.type_offsets();
     }
 
@@ -369,7 +369,7 @@ mod tests {
         let at = b.append_records(&words, &[0, 3]);
         b.words_from_mut(at)[5] = 1;
         assert_eq!(b.type_count(), 3);
-        assert_eq!(b.ty(TypeId(2)).kind(), Kind::Ptr);
-        assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
+        assert_eq!(b.ty(TypeId::new(2)).kind(), Kind::Ptr);
+        assert_eq!(b.ty(TypeId::new(3)).type_id(), TypeId::new(1));
     }
 }

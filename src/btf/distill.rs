@@ -78,7 +78,7 @@ pub fn distill(split: &Btf) -> Result<(Arc<Btf>, Btf), DistillError> {
                 if to == 0 || to >= start || place[to as usize] != Place::Unmarked {
                     continue;
                 }
-                let t = base.ty(TypeId(to));
+                let t = base.ty(TypeId::new(to));
                 let k = t.kind();
                 if !allowed(k) {
                     return Err(DistillError::UnsupportedKind {
@@ -111,7 +111,7 @@ pub fn distill(split: &Btf) -> Result<(Arc<Btf>, Btf), DistillError> {
         if place[id as usize] != Place::Base {
             continue;
         }
-        let t = base.ty(TypeId(id));
+        let t = base.ty(TypeId::new(id));
         let name = base.str_at(t.name_off()).unwrap_or(b"").to_vec();
         let new = match t.kind() {
             Kind::Int | Kind::Float | Kind::Fwd => {
@@ -133,7 +133,7 @@ pub fn distill(split: &Btf) -> Result<(Arc<Btf>, Btf), DistillError> {
         let mut w = words.to_vec();
         Btf::for_each_str_ref_mut(&mut w, |s| {
             if *s != 0 {
-                let text = split.str_at(StrOff(*s)).unwrap_or(b"").to_vec();
+                let text = split.str_at(StrOff::new(*s)).unwrap_or(b"").to_vec();
                 *s = ns.add_str(&text).0;
             }
         });
@@ -144,7 +144,7 @@ pub fn distill(split: &Btf) -> Result<(Arc<Btf>, Btf), DistillError> {
     }
     for id in 1..start {
         if place[id as usize] == Place::Split {
-            map[id as usize] = copy(&mut ns, base.ty(TypeId(id)).words).0;
+            map[id as usize] = copy(&mut ns, base.ty(TypeId::new(id)).words).0;
         }
     }
     let shift = start - new_base_count - 1;

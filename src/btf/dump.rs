@@ -78,7 +78,7 @@ pub fn write_raw_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) 
                 write!(
                     out,
                     "\n\t'{}' type_id={} bits_offset={}",
-                    name_or_anon(btf, StrOff(n)),
+                    name_or_anon(btf, StrOff::new(n)),
                     ty,
                     bit_off
                 )?;
@@ -98,9 +98,9 @@ pub fn write_raw_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) 
             )?;
             for [n, v] in t.pairs() {
                 if signed {
-                    write!(out, "\n\t'{}' val={}", name_or_anon(btf, StrOff(n)), v as i32)?;
+                    write!(out, "\n\t'{}' val={}", name_or_anon(btf, StrOff::new(n)), v as i32)?;
                 } else {
-                    write!(out, "\n\t'{}' val={}", name_or_anon(btf, StrOff(n)), v)?;
+                    write!(out, "\n\t'{}' val={}", name_or_anon(btf, StrOff::new(n)), v)?;
                 }
             }
         }
@@ -116,9 +116,9 @@ pub fn write_raw_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) 
             for [n, lo, hi] in t.triples() {
                 let v = ((hi as u64) << 32) | lo as u64;
                 if signed {
-                    write!(out, "\n\t'{}' val={}LL", name_or_anon(btf, StrOff(n)), v as i64)?;
+                    write!(out, "\n\t'{}' val={}LL", name_or_anon(btf, StrOff::new(n)), v as i64)?;
                 } else {
-                    write!(out, "\n\t'{}' val={}ULL", name_or_anon(btf, StrOff(n)), v)?;
+                    write!(out, "\n\t'{}' val={}ULL", name_or_anon(btf, StrOff::new(n)), v)?;
                 }
             }
         }
@@ -127,14 +127,14 @@ pub fn write_raw_type(out: &mut impl Write, btf: &Btf, id: TypeId, t: Type<'_>) 
         Kind::FuncProto => {
             write!(out, " ret_type_id={} vlen={}", t.type_id().0, t.vlen())?;
             for [n, ty] in t.pairs() {
-                write!(out, "\n\t'{}' type_id={}", name_or_anon(btf, StrOff(n)), ty)?;
+                write!(out, "\n\t'{}' type_id={}", name_or_anon(btf, StrOff::new(n)), ty)?;
             }
         }
         Kind::Var => write!(out, " type_id={}, linkage={}", t.type_id().0, var_linkage(t.extra()))?,
         Kind::Datasec => {
             write!(out, " size={} vlen={}", t.size(), t.vlen())?;
             for [ty, off, sz] in t.triples() {
-                let (vk, vn) = match btf.get(TypeId(ty)) {
+                let (vk, vn) = match btf.get(TypeId::new(ty)) {
                     Some(v) => (v.kind().name(), name_or_anon(btf, v.name_off())),
                     None => ("UNKNOWN", "(invalid)".to_string()),
                 };
@@ -192,7 +192,7 @@ fn json_str(out: &mut impl Write, s: &[u8]) -> io::Result<()> {
 
 /// A type's name as bpftool shows it (`(anon)`, `(invalid)`), JSON-quoted.
 fn json_name(out: &mut impl Write, btf: &Btf, off: u32) -> io::Result<()> {
-    json_str(out, name_bytes(btf, StrOff(off)))
+    json_str(out, name_bytes(btf, StrOff::new(off)))
 }
 
 /// One type as bpftool's `btf dump file X -j` writes it: an object with

@@ -103,7 +103,7 @@ pub fn kernel_warnings_with(btf: &Btf, ptr_size: u64) -> Vec<Warning> {
 
 /// A name of a type, own or member, as the kernel reads it.
 fn ident(btf: &Btf, off: u32) -> &[u8] {
-    btf.str_at(StrOff(off)).unwrap_or(b"")
+    btf.str_at(StrOff::new(off)).unwrap_or(b"")
 }
 
 /// Which kinds must be named by a valid identifier, may be, or must be anonymous.
@@ -219,7 +219,7 @@ fn member_rules(btf: &Btf, t: Type<'_>, ptr_size: u64, warn: &mut impl FnMut(Str
         let end_bits = if bits != 0 {
             bit_off as u64 + bits as u64
         } else {
-            let size = type_size_with(btf, TypeId(ty), ptr_size).unwrap_or(0);
+            let size = type_size_with(btf, TypeId::new(ty), ptr_size).unwrap_or(0);
             (bit_off as u64).saturating_add(size.saturating_mul(8))
         };
         if end_bits.div_ceil(8) > t.size() as u64 {
@@ -385,11 +385,11 @@ mod tests {
         let int = b.add_int(b"int", 4, 1);
         b.begin(Kind::FuncProto, b"", int.0, false);
         b.push_param(b"x", int);
-        b.push_param(b"u", TypeId(0));
+        b.push_param(b"u", TypeId::new(0));
         b.begin(Kind::FuncProto, b"", int.0, false);
         b.push_param(b"x", int);
-        b.push_param(b"", TypeId(0));
-        b.add_array(TypeId(0), int, 2);
+        b.push_param(b"", TypeId::new(0));
+        b.add_array(TypeId::new(0), int, 2);
         let w: Vec<String> = kernel_warnings(&b).iter().map(|w| w.to_string()).collect();
         assert_eq!(
             w,

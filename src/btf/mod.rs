@@ -31,19 +31,46 @@ pub use refs::needed_by;
 pub use strtab::StrTab;
 
 /// A BTF type id. Id 0 is the implicit `void`.
+///
+/// The value is private, as in la-arena's `Idx`: an id is made from a raw
+/// number only where one is read from a record or computed from a count,
+/// and code that needs the number says so with [`TypeId::get`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct TypeId(pub u32);
+#[repr(transparent)]
+pub struct TypeId(u32);
 
 impl TypeId {
     pub const VOID: TypeId = TypeId(0);
+
+    /// The id whose number is `raw` (as stored in a record's words).
+    #[inline(always)]
+    pub const fn new(raw: u32) -> TypeId {
+        TypeId(raw)
+    }
+    /// The id's number, as a record stores it.
+    #[inline(always)]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
 }
 
 /// An offset into the (combined base + split) string space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct StrOff(pub u32);
+#[repr(transparent)]
+pub struct StrOff(u32);
 
 impl StrOff {
     pub const EMPTY: StrOff = StrOff(0);
+
+    #[inline(always)]
+    pub const fn new(raw: u32) -> StrOff {
+        StrOff(raw)
+    }
+    /// The offset as a record stores it.
+    #[inline(always)]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
 }
 
 pub const BTF_MAGIC: u16 = 0xEB9F;
@@ -89,7 +116,7 @@ pub struct Type<'a> {
 impl<'a> Type<'a> {
     #[inline]
     pub fn name_off(&self) -> StrOff {
-        StrOff(self.words[0])
+        StrOff::new(self.words[0])
     }
     #[inline]
     pub fn info(&self) -> u32 {
@@ -116,7 +143,7 @@ impl<'a> Type<'a> {
     /// The size/type word, as a type id.
     #[inline]
     pub fn type_id(&self) -> TypeId {
-        TypeId(self.words[2])
+        TypeId::new(self.words[2])
     }
     #[inline]
     pub fn trailing(&self) -> &'a [u32] {
@@ -134,7 +161,7 @@ impl<'a> Type<'a> {
     }
     /// ARRAY: (elem type, index type, nelems).
     pub fn array(&self) -> (TypeId, TypeId, u32) {
-        (TypeId(self.words[3]), TypeId(self.words[4]), self.words[5])
+        (TypeId::new(self.words[3]), TypeId::new(self.words[4]), self.words[5])
     }
     /// STRUCT/UNION members, DATASEC entries and ENUM64 values: triples.
     pub fn triples(&self) -> impl ExactSizeIterator<Item = [u32; 3]> + 'a {
@@ -415,7 +442,7 @@ impl Btf {
         if s.is_empty() {
             return StrOff::EMPTY;
         }
-        StrOff(self.strs.intern(s))
+        StrOff::new(self.strs.intern(s))
     }
 
     /// Appends a record; returns its id.
@@ -424,14 +451,14 @@ impl Btf {
         self.push_offset();
         self.words.extend_from_slice(&[name.0, info, size_or_type]);
         self.words.extend_from_slice(trailing);
-        TypeId(self.type_count())
+        TypeId::new(self.type_count())
     }
 
     /// Appends a complete record of words (common part included).
     pub fn push_words(&mut self, w: &[u32]) -> TypeId {
         self.push_offset();
         extend_words(&mut self.words, w);
-        TypeId(self.type_count())
+        TypeId::new(self.type_count())
     }
 
     /// Records that a type starts at the end of the words.
@@ -520,12 +547,14 @@ impl Btf {
             b"int unsigned long",
             b"int long unsigned",
         ];
-        (1..=self.type_count()).map(|id| self.ty(TypeId(id))).find_map(|t| {
-            let long = t.kind() == Kind::Int
-                && (t.size() == 4 || t.size() == 8)
-                && self.str_at(t.name_off()).is_some_and(|n| LONGS.contains(&n));
-            long.then(|| t.size())
-        })
+        (1..=self.type_count())
+            .map(|id| self.ty(TypeId::new(id)))
+            .find_map(|t| {
+                let long = t.kind() == Kind::Int
+                    && (t.size() == 4 || t.size() == 8)
+                    && self.str_at(t.name_off()).is_some_and(|n| LONGS.contains(&n));
+                long.then(|| t.size())
+            })
     }
 
     /// Byte length of the type section as written.

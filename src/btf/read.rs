@@ -526,13 +526,13 @@ mod tests {
         let base = Arc::new(parse(&sample()).unwrap());
         let mut split = Btf::new_split(base.clone());
         let l = split.add_int(b"long", 8, 1);
-        split.add_ref(Kind::Ptr, TypeId(1));
-        assert_eq!(l, TypeId(4));
+        split.add_ref(Kind::Ptr, TypeId::new(1));
+        assert_eq!(l, TypeId::new(4));
         let bytes = to_bytes(&split);
         let back = parse_split(&bytes, Some(base.clone())).unwrap();
         assert_eq!(back.start_id(), 4);
-        assert_eq!(back.name(back.ty(TypeId(4)).name_off()), "long");
-        assert_eq!(back.name(back.ty(TypeId(1)).name_off()), "int");
+        assert_eq!(back.name(back.ty(TypeId::new(4)).name_off()), "long");
+        assert_eq!(back.name(back.ty(TypeId::new(1)).name_off()), "int");
         // split string section has no leading NUL
         assert_eq!(back.raw_strings(), b"long\0");
         // without its base, the split blob is not valid standalone BTF
@@ -601,10 +601,10 @@ mod tests {
         let strs = b"\0int\0new\0";
         let b = parse(&blob(32, &types, &layout, strs)).unwrap();
         assert_eq!(b.type_count(), 3);
-        assert_eq!(b.unknown_kinds().collect::<Vec<_>>(), [(TypeId(2), 20)]);
-        assert_eq!(b.ty(TypeId(3)).kind(), Kind::Ptr);
-        assert_eq!(b.ty(TypeId(3)).type_id(), TypeId(1));
-        assert_eq!(b.ty(TypeId(2)).words.len(), 7);
+        assert_eq!(b.unknown_kinds().collect::<Vec<_>>(), [(TypeId::new(2), 20)]);
+        assert_eq!(b.ty(TypeId::new(3)).kind(), Kind::Ptr);
+        assert_eq!(b.ty(TypeId::new(3)).type_id(), TypeId::new(1));
+        assert_eq!(b.ty(TypeId::new(2)).words.len(), 7);
         assert_eq!(to_bytes(&b), blob(32, &types, &layout, strs));
         // without a layout entry for it, the kind cannot be read past
         let short = &layout[..20];
@@ -620,7 +620,7 @@ mod tests {
         let base = Arc::new(parse(&blob(32, &int, &layout, b"\0int\0")).unwrap());
         let split_types: Vec<u32> = [&unknown[..]].concat();
         let split = parse_split(&blob(32, &split_types, &[], b"new\0"), Some(base)).unwrap();
-        assert_eq!(split.unknown_kinds().collect::<Vec<_>>(), [(TypeId(2), 20)]);
+        assert_eq!(split.unknown_kinds().collect::<Vec<_>>(), [(TypeId::new(2), 20)]);
     }
 
     #[test]
@@ -635,7 +635,7 @@ mod tests {
         assert!(70_000 <= b.format().vlen_limit());
         let bytes = to_bytes(&b);
         let back = parse(&bytes).unwrap();
-        let s = back.ty(TypeId(2));
+        let s = back.ty(TypeId::new(2));
         assert_eq!(s.vlen(), 70_000);
         assert_eq!(s.triples().len(), 70_000);
         // An original-format reader takes 16 bits and sees 4,464 members,

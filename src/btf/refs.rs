@@ -78,7 +78,7 @@ pub fn needed_by(btf: &Btf, roots: &[TypeId]) -> Vec<TypeId> {
             continue;
         }
         if let Some(t) = btf.get(id) {
-            Btf::for_each_type_ref(t.words, |r| stack.push(TypeId(r)));
+            Btf::for_each_type_ref(t.words, |r| stack.push(TypeId::new(r)));
         }
     }
     seen.into_iter().collect()

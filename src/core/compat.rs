@@ -93,8 +93,8 @@ fn types_are_compat_at(
                     if level <= 0 {
                         return Err(errno::EINVAL);
                     }
-                    let lp = skip_mods(lb, TypeId(lp[1])).map_or(TypeId(lp[1]), |x| x.0);
-                    let tp = skip_mods(tb, TypeId(tp[1])).map_or(TypeId(tp[1]), |x| x.0);
+                    let lp = skip_mods(lb, TypeId::new(lp[1])).map_or(TypeId::new(lp[1]), |x| x.0);
+                    let tp = skip_mods(tb, TypeId::new(tp[1])).map_or(TypeId::new(tp[1]), |x| x.0);
                     if !types_are_compat_at(lb, lp, tb, tp, level - 1, log)? {
                         return Ok(false);
                     }
@@ -114,8 +114,8 @@ fn unexpected_kind(lt: &crate::btf::Type<'_>, lid: TypeId, tid: TypeId, log: &mu
         format!(
             "unexpected kind {} relocated, local [{}], target [{}]",
             types::kind_str(lt),
-            lid.0,
-            tid.0
+            lid.get(),
+            tid.get()
         )
     });
     false
@@ -155,7 +155,7 @@ fn types_match_at(
         let (l, lt) = skip_mods(lb, lid).ok_or(errno::EINVAL)?;
         let (t, tt) = skip_mods(tb, tid).ok_or(errno::EINVAL)?;
         (lid, tid) = (l, t);
-        if !names_match(lb, lt.name_off().0, tb, tt.name_off().0) {
+        if !names_match(lb, lt.name_off().get(), tb, tt.name_off().get()) {
             return Ok(false);
         }
         let (lk, tk) = (lt.kind(), tt.kind());
@@ -246,7 +246,15 @@ fn types_match_at(
                     return Ok(false);
                 }
                 for (lp, tp) in lt.pairs().zip(tt.pairs()) {
-                    if !types_match_at(lb, TypeId(lp[1]), tb, TypeId(tp[1]), behind_ptr, level - 1, log)? {
+                    if !types_match_at(
+                        lb,
+                        TypeId::new(lp[1]),
+                        tb,
+                        TypeId::new(tp[1]),
+                        behind_ptr,
+                        level - 1,
+                        log,
+                    )? {
                         return Ok(false);
                     }
                 }

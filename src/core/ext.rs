@@ -146,7 +146,7 @@ pub fn parse(data: &[u8]) -> Result<(BtfExt, Endian), ExtError> {
             |sec_name, at| {
                 if sec_name.is_some() {
                     ext.blocks.push(ReloBlock {
-                        sec_name: StrOff(sec_name.unwrap_or(0)),
+                        sec_name: StrOff::new(sec_name.unwrap_or(0)),
                         relos: Vec::new(),
                     });
                 }
@@ -154,8 +154,8 @@ pub fn parse(data: &[u8]) -> Result<(BtfExt, Endian), ExtError> {
                     let r = |k: u64| rd.u32(at + k).unwrap_or(0);
                     ext.blocks.last_mut().expect("a block is open").relos.push(CoreRelo {
                         insn_off: r(0),
-                        type_id: TypeId(r(4)),
-                        access: StrOff(r(8)),
+                        type_id: TypeId::new(r(4)),
+                        access: StrOff::new(r(8)),
                         kind: r(12),
                     });
                 }
@@ -272,13 +272,13 @@ mod tests {
             let (ext, e) = parse(&section(big, &relos)).unwrap();
             assert_eq!(e, if big { Endian::Big } else { Endian::Little });
             assert_eq!(ext.blocks.len(), 1);
-            assert_eq!(ext.blocks[0].sec_name, StrOff(7));
+            assert_eq!(ext.blocks[0].sec_name, StrOff::new(7));
             assert_eq!(
                 ext.blocks[0].relos[1],
                 CoreRelo {
                     insn_off: 16,
-                    type_id: TypeId(4),
-                    access: StrOff(9),
+                    type_id: TypeId::new(4),
+                    access: StrOff::new(9),
                     kind: 2
                 }
             );

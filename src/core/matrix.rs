@@ -132,7 +132,7 @@ pub fn check_one(obj: &BpfObject, target: &super::Target, verbose: bool) -> Obje
                 insn: r.insn,
                 kind: r.kind.map_or("unknown", |k| k.log_name()),
                 path: r.path.clone(),
-                target: r.target.as_ref().map(|(n, id)| (n.clone(), id.0)),
+                target: r.target.as_ref().map(|(n, id)| (n.clone(), id.get())),
                 outcome: match &r.outcome {
                     Outcome::Poisoned(PoisonCause::MemSize) => "poisoned (load width)",
                     Outcome::Skipped(SkipCause::NotLoaded) => "skipped (not loaded)",

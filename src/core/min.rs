@@ -170,9 +170,9 @@ impl<'t> Marks<'t> {
     /// The BTF a type id of `r.btf`'s id space belongs to: a module's ids
     /// below its first own id are the vmlinux's.
     fn owner(&self, r: Ref) -> Ref {
-        if r.btf.0 != 0 && r.id.0 < self.btf(r.btf).start_id() {
+        if r.btf.get() != 0 && r.id.get() < self.btf(r.btf).start_id() {
             Ref {
-                btf: BtfIdx(0),
+                btf: BtfIdx::new(0),
                 id: r.id,
             }
         } else {
@@ -188,7 +188,7 @@ impl<'t> Marks<'t> {
     fn unsupported(&self, r: Ref) -> MinError {
         MinError::UnsupportedKind {
             kernel: self.target.btf(r.btf).name.clone(),
-            id: r.id.0,
+            id: r.id.get(),
             kind: super::types::kind_str(&self.ty(r)),
         }
     }
@@ -214,7 +214,7 @@ impl<'t> Marks<'t> {
                     self.at(r, index)
                 }
                 Kind::FuncProto => {
-                    let params: Vec<TypeId> = t.pairs().map(|[_, ty]| TypeId(ty)).collect();
+                    let params: Vec<TypeId> = t.pairs().map(|[_, ty]| TypeId::new(ty)).collect();
                     if let Some(ret) = self.at(r, t.type_id()) {
                         self.mark(ret, follow_pointers)?;
                     }
@@ -256,7 +256,7 @@ impl<'t> Marks<'t> {
                 Kind::Struct | Kind::Union => {
                     let m = t.triples().nth(idx as usize).expect("a matched spec indexes a member");
                     self.members.insert((cur, idx as u32));
-                    match self.at(cur, TypeId(m[1])) {
+                    match self.at(cur, TypeId::new(m[1])) {
                         Some(mt) => {
                             self.mark(mt, false)?;
                             cur = mt;
@@ -291,7 +291,7 @@ impl<'t> Marks<'t> {
                 let types: Vec<u32> = t.triples().map(|m| m[1]).collect();
                 for (i, ty) in types.into_iter().enumerate() {
                     self.members.insert((r, i as u32));
-                    if let Some(m) = self.at(r, TypeId(ty)) {
+                    if let Some(m) = self.at(r, TypeId::new(ty)) {
                         self.type_match(m, false)?;
                     }
                 }
@@ -316,7 +316,7 @@ impl<'t> Marks<'t> {
             }
             Kind::FuncProto => {
                 let mut ids = vec![t.type_id()];
-                ids.extend(t.pairs().map(|[_, ty]| TypeId(ty)));
+                ids.extend(t.pairs().map(|[_, ty]| TypeId::new(ty)));
                 for x in ids {
                     if let Some(x) = self.at(r, x) {
                         self.type_match(x, false)?;
@@ -335,18 +335,18 @@ impl<'t> Marks<'t> {
         let new_id: HashMap<Ref, TypeId> = kept
             .iter()
             .enumerate()
-            .map(|(i, r)| (*r, TypeId(i as u32 + 1)))
+            .map(|(i, r)| (*r, TypeId::new(i as u32 + 1)))
             .collect();
         let map = |from: Ref, id: u32| -> u32 {
-            self.at(from, TypeId(id))
+            self.at(from, TypeId::new(id))
                 .and_then(|r| new_id.get(&r))
-                .map_or(0, |n| n.0)
+                .map_or(0, |n| n.get())
         };
         // bpftool writes the host's byte order, whatever the input's.
         let mut out = Btf::new(Endian::native());
         let mut per_module: Vec<usize> = vec![0; self.target.btfs.len()];
         for &r in &kept {
-            per_module[r.btf.0 as usize] += 1;
+            per_module[r.btf.get() as usize] += 1;
             let src = self.btf(r.btf);
             let t = self.ty(r);
             let name = src.str_at(t.name_off()).unwrap_or(b"");
@@ -366,7 +366,7 @@ impl<'t> Marks<'t> {
                         let bitfield = bits != 0 || !off.is_multiple_of(8);
                         let bad = |what| MinError::BadMember {
                             kernel: self.target.btf(r.btf).name.clone(),
-                            id: r.id.0,
+                            id: r.id.get(),
                             member: i,
                             what,
                         };
@@ -376,8 +376,8 @@ impl<'t> Marks<'t> {
                         if union && off != 0 {
                             return Err(bad("a union member at a non-zero offset"));
                         }
-                        let mname = src.str_at(crate::btf::StrOff(m[0])).unwrap_or(b"");
-                        out.push_member(mname, TypeId(map(r, m[1])), off, bits);
+                        let mname = src.str_at(crate::btf::StrOff::new(m[0])).unwrap_or(b"");
+                        out.push_member(mname, TypeId::new(map(r, m[1])), off, bits);
                     }
                 }
                 kind => {
@@ -386,17 +386,23 @@ impl<'t> Marks<'t> {
                     match kind {
                         Kind::Enum => {
                             for v in trailing.chunks_exact_mut(2) {
-                                v[0] = out.add_str(src.str_at(crate::btf::StrOff(v[0])).unwrap_or(b"")).0;
+                                v[0] = out
+                                    .add_str(src.str_at(crate::btf::StrOff::new(v[0])).unwrap_or(b""))
+                                    .get();
                             }
                         }
                         Kind::Enum64 => {
                             for v in trailing.chunks_exact_mut(3) {
-                                v[0] = out.add_str(src.str_at(crate::btf::StrOff(v[0])).unwrap_or(b"")).0;
+                                v[0] = out
+                                    .add_str(src.str_at(crate::btf::StrOff::new(v[0])).unwrap_or(b""))
+                                    .get();
                             }
                         }
                         Kind::FuncProto => {
                             for p in trailing.chunks_exact_mut(2) {
-                                p[0] = out.add_str(src.str_at(crate::btf::StrOff(p[0])).unwrap_or(b"")).0;
+                                p[0] = out
+                                    .add_str(src.str_at(crate::btf::StrOff::new(p[0])).unwrap_or(b""))
+                                    .get();
                                 p[1] = map(r, p[1]);
                             }
                         }
@@ -407,7 +413,7 @@ impl<'t> Marks<'t> {
                         _ => {}
                     }
                     let size_or_type = if kind.has_type_ref() {
-                        map(r, t.type_id().0)
+                        map(r, t.type_id().get())
                     } else {
                         t.size()
                     };
@@ -473,8 +479,8 @@ mod tests {
         let target = Target::single("cycle", Arc::new(b));
         let mut m = Marks::new(&target);
         let one = Ref {
-            btf: BtfIdx(0),
-            id: TypeId(1),
+            btf: BtfIdx::new(0),
+            id: TypeId::new(1),
         };
         m.mark(one, true).unwrap();
         m.type_match(one, false).unwrap();

@@ -110,7 +110,20 @@ pub struct Program {
 
 /// An ELF section index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SecIdx(pub usize);
+#[repr(transparent)]
+pub struct SecIdx(usize);
+
+impl SecIdx {
+    #[inline]
+    pub fn new(index: usize) -> SecIdx {
+        SecIdx(index)
+    }
+    /// The index in the object's section header table.
+    #[inline]
+    pub fn get(self) -> usize {
+        self.0
+    }
+}
 
 /// A call from one instruction to another function of the object, resolved
 /// through the ELF relocation when the call has one.
@@ -210,7 +223,7 @@ impl BpfObject {
                 return Err(ObjectError::BadBlockName {
                     path: p(),
                     block,
-                    off: b.sec_name.0,
+                    off: b.sec_name.get(),
                 });
             }
         }
@@ -222,7 +235,7 @@ impl BpfObject {
                 .map_err(|e| sec_err("?", format!("unreadable section name: {e}")))?;
             let sh = s.elf_section_header();
             sections.push(Section {
-                index: SecIdx(s.index().0),
+                index: SecIdx::new(s.index().0),
                 name: name.to_string(),
                 executable: sh.sh_type(e) == elf::SHT_PROGBITS
                     && sh.sh_flags(e).0 & elf::SHF_EXECINSTR.0 != 0

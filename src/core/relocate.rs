@@ -298,9 +298,12 @@ fn resolve(
 ) -> Result<Res, Fault> {
     let (cache, search) = (&mut cands.cache, cands.search);
     let local = &*obj.btf;
-    let lt = local
-        .get(rec.type_id)
-        .ok_or_else(|| (errno::EINVAL, format!("local type [{}] does not exist", rec.type_id.0)))?;
+    let lt = local.get(rec.type_id).ok_or_else(|| {
+        (
+            errno::EINVAL,
+            format!("local type [{}] does not exist", rec.type_id.get()),
+        )
+    })?;
     let lname = types::name(local, &lt);
     let kind = ReloKind::from_raw(rec.kind);
     if kind != Some(ReloKind::TypeIdLocal) && !cache.contains_key(&rec.type_id) {
@@ -308,7 +311,7 @@ fn resolve(
             log.line(|| {
                 format!(
                     "prog '{pname}': relo #{i}: target candidate search failed for [{}] {} {}: -{}",
-                    rec.type_id.0,
+                    rec.type_id.get(),
                     types::kind_str(&lt),
                     "",
                     errno::EINVAL
@@ -316,7 +319,11 @@ fn resolve(
             });
             return Err((
                 errno::EINVAL,
-                format!("relocation on anonymous {} [{}]", types::kind_str(&lt), rec.type_id.0),
+                format!(
+                    "relocation on anonymous {} [{}]",
+                    types::kind_str(&lt),
+                    rec.type_id.get()
+                ),
             ));
         }
         let cands = if lname.is_empty() {
@@ -330,10 +337,10 @@ fn resolve(
                 let t = tb.btf.ty(c.id);
                 format!(
                     "CO-RE relocating [{}] {} {}: found target candidate [{}] {} {} in [{}]",
-                    rec.type_id.0,
+                    rec.type_id.get(),
                     types::kind_str(&lt),
                     String::from_utf8_lossy(lname),
-                    c.id.0,
+                    c.id.get(),
                     types::kind_str(&t),
                     String::from_utf8_lossy(types::name(&tb.btf, &t)),
                     tb.name
@@ -347,7 +354,7 @@ fn resolve(
         log.line(|| {
             format!(
                 "prog '{pname}': relo #{i}: parsing [{}] {} {} + {} failed: -{}",
-                rec.type_id.0,
+                rec.type_id.get(),
                 types::kind_str(&lt),
                 types::show(lname),
                 String::from_utf8_lossy(access),
@@ -363,14 +370,15 @@ fn resolve(
                 log.line(|| {
                     format!(
                         "prog '{pname}': relo for [{}]  (at idx {at}) captures type [{}] of unexpected kind {k}",
-                        rec.type_id.0, id.0
+                        rec.type_id.get(),
+                        id.get()
                     )
                 });
             }
             log.line(|| {
                 format!(
                     "prog '{pname}': relo #{i}: parsing [{}] {} {} + {} failed: -{e}",
-                    rec.type_id.0,
+                    rec.type_id.get(),
                     types::kind_str(&lt),
                     types::show(lname),
                     String::from_utf8_lossy(access),
@@ -397,8 +405,8 @@ fn resolve(
     let path = lspec.path();
     if kind == ReloKind::TypeIdLocal {
         return Ok(Res {
-            orig: rec.type_id.0 as u64,
-            new: rec.type_id.0 as u64,
+            orig: rec.type_id.get() as u64,
+            new: rec.type_id.get() as u64,
             validate: false,
             path,
             ..Res::default()
@@ -422,7 +430,7 @@ fn resolve(
                 });
                 return Err((
                     e,
-                    format!("matching candidate [{}] in {} fails (errno {e})", c.id.0, tb.name),
+                    format!("matching candidate [{}] in {} fails (errno {e})", c.id.get(), tb.name),
                 ));
             }
             Ok(m) => m,
@@ -685,12 +693,12 @@ fn field(spec: Option<&Spec<'_>>, big: bool, rec: &CoreRelo, pname: &str, log: &
 /// The word libbpf 1.1 reads as an INT encoding for a record with no
 /// trailing data: the first word of the next record (its name offset).
 fn next_word(spec: &Spec<'_>, id: TypeId) -> u32 {
-    spec.btf.get(TypeId(id.0 + 1)).map_or(0, |t| t.words[0])
+    spec.btf.get(TypeId::new(id.get() + 1)).map_or(0, |t| t.words[0])
 }
 
 fn type_value(spec: &Spec<'_>, kind: ReloKind) -> Result<u64, Fault> {
     Ok(match kind {
-        ReloKind::TypeIdTarget | ReloKind::TypeIdLocal => spec.root.0 as u64,
+        ReloKind::TypeIdTarget | ReloKind::TypeIdLocal => spec.root.get() as u64,
         ReloKind::TypeExists | ReloKind::TypeMatches => 1,
         ReloKind::TypeSize => types::resolve_size(spec.btf, spec.root, spec.ptr_size)
             .map_err(|_| (errno::EINVAL, format!("the size of {} cannot be resolved", spec.path())))?

@@ -80,7 +80,7 @@ impl<'b> Spec<'b> {
             Some(t) => (types::kind_str(t), types::show(types::name(btf, t)).into_owned()),
             None => ("unknown", "<anon>".into()),
         };
-        let _ = write!(s, "<{}> [{}] {} {}", self.kind.log_name(), self.root.0, kstr, name);
+        let _ = write!(s, "<{}> [{}] {} {}", self.kind.log_name(), self.root.get(), kstr, name);
         if self.kind.is_type_based() {
             return cut(s);
         }
@@ -129,7 +129,7 @@ impl<'b> Spec<'b> {
         let btf = self.btf;
         let mut s = match types::type_of(btf, self.root) {
             Some(t) => format!("{} {}", types::kind_str(&t), types::show(types::name(btf, &t))),
-            None => format!("[{}]", self.root.0),
+            None => format!("[{}]", self.root.get()),
         };
         if self.kind.is_enumval_based() {
             if let Some(n) = self.acc[0].name {

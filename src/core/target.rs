@@ -64,7 +64,21 @@ pub struct Target {
 
 /// Which BTF of a target a candidate lives in (0 is the vmlinux).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BtfIdx(pub u16);
+#[repr(transparent)]
+pub struct BtfIdx(u16);
+
+impl BtfIdx {
+    pub const VMLINUX: BtfIdx = BtfIdx(0);
+    #[inline]
+    pub fn new(index: u16) -> BtfIdx {
+        BtfIdx(index)
+    }
+    /// The position in the target's list of BTFs.
+    #[inline]
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
 
 /// A candidate target type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +130,7 @@ impl Target {
                     k == kind || (matches!(k, Kind::Enum | Kind::Enum64) && matches!(kind, Kind::Enum | Kind::Enum64));
                 if compat {
                     out.push(Cand {
-                        btf: BtfIdx(i as u16),
+                        btf: BtfIdx::new(i as u16),
                         id,
                     });
                 }

@@ -63,7 +63,7 @@ pub fn name<'b>(btf: &'b Btf, t: &Type<'_>) -> &'b [u8] {
 }
 
 pub fn str_at(btf: &Btf, off: u32) -> &[u8] {
-    btf.str_at(StrOff(off)).unwrap_or(b"")
+    btf.str_at(StrOff::new(off)).unwrap_or(b"")
 }
 
 /// A name for display: the bytes, lossily, or `<anon>` when empty.
@@ -107,7 +107,7 @@ pub fn member(t: &Type<'_>, i: usize) -> Option<(u32, TypeId, u32, u32)> {
     } else {
         (w[2], 0)
     };
-    Some((w[0], TypeId(w[1]), bit_off, bits))
+    Some((w[0], TypeId::new(w[1]), bit_off, bits))
 }
 
 /// Enumerator `i` of an ENUM (value sign-extended from 32 bits, as libbpf

@@ -123,7 +123,7 @@ pub(super) fn compact(
         offs.push(at as u32);
         if !renumber(&mut out[at..at + len], link, start) {
             return Err(DedupError::Invalid {
-                id: TypeId(id),
+                id: TypeId::new(id),
                 what: "a referenced type has no surviving representative",
             });
         }

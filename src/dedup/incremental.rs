@@ -289,7 +289,7 @@ impl Incremental {
         let nodes = &mut self.st.nodes;
         stub_deferred(
             btf,
-            TypeId(first),
+            TypeId::new(first),
             at,
             |id| !is_live(id),
             |id, off| nodes.move_down(id, off as u32),
@@ -538,7 +538,7 @@ mod tests {
         assert_eq!(lens, vec![19, 19 + 13, 19 + 26]);
         assert!(inc.stubbed() && inc.gave_up().is_none());
         // stubs keep name, kind and size for the function phase
-        let t = b.get(TypeId(6)).expect("type 6");
+        let t = b.get(TypeId::new(6)).expect("type 6");
         assert_eq!((t.kind(), t.vlen(), t.size()), (Kind::Struct, 0, 8));
         let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &cu]);
         assert!(r.is_ok() && stubbed && why.is_none());
@@ -606,7 +606,7 @@ mod tests {
             holder(b, b"s", i);
         };
         let back = |b: &mut Btf| {
-            let p = b.add_ref(Kind::Ptr, TypeId(4));
+            let p = b.add_ref(Kind::Ptr, TypeId::new(4));
             holder(b, b"h", p);
         };
         let (r, stubbed, why) = stubbed_run(&[&cu, &cu, &back]);
@@ -635,7 +635,7 @@ mod tests {
     fn a_reference_past_the_chunk_gives_up_with_the_same_result() {
         let cu1 = |b: &mut Btf| {
             // a pointer to the type the next chunk adds
-            let next = TypeId(b.type_count() + 2);
+            let next = TypeId::new(b.type_count() + 2);
             b.add_ref(Kind::Ptr, next);
         };
         let cu2 = |b: &mut Btf| {

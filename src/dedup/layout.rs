@@ -364,7 +364,7 @@ fn push_own_states(
 
 pub(super) fn bad_record(id: u32) -> DedupError {
     DedupError::Invalid {
-        id: TypeId(id),
+        id: TypeId::new(id),
         what: "record runs past the type data or references an id past the last type",
     }
 }

@@ -235,11 +235,11 @@ impl Rules {
 /// Why dedup failed; the input is never modified.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum DedupError {
-    #[error("type [{}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)", .id.0)]
+    #[error("type [{}]: reference types form a cycle that no struct or union breaks (libbpf: -ELOOP)", .id.get())]
     Loop { id: TypeId },
-    #[error("type [{}]: {what} (libbpf: -EINVAL)", .id.0)]
+    #[error("type [{}]: {what} (libbpf: -EINVAL)", .id.get())]
     Invalid { id: TypeId, what: &'static str },
-    #[error("type [{}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)", .id.0)]
+    #[error("type [{}]: structs embed each other more than {depth} levels deep (libbpf would overflow its stack)", .id.get())]
     TooDeep { id: TypeId, depth: u32 },
     /// [`Incremental::finish`] after the chunked passes gave up, having cut
     /// records down to stubs: the whole-BTF dedup cannot run on them.

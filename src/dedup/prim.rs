@@ -107,7 +107,7 @@ impl<L: Links> Dedup<'_, L> {
                 }
                 _ => {
                     return Err(DedupError::Invalid {
-                        id: TypeId(id),
+                        id: TypeId::new(id),
                         what: "unknown kind",
                     });
                 }

@@ -286,7 +286,7 @@ impl<'d> RefPass<'d> {
                 continue;
             }
             match get_in(self.state, id) {
-                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id: TypeId(id) })),
+                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id: TypeId::new(id) })),
                 ST_MAPPED => continue,
                 _ => {}
             }
@@ -319,7 +319,7 @@ impl<'d> RefPass<'d> {
                 }
                 _ => {
                     return Err(Err(DedupError::Invalid {
-                        id: TypeId(id),
+                        id: TypeId::new(id),
                         what: "reference pass reached an unexpected kind",
                     }));
                 }
@@ -650,7 +650,7 @@ mod tests {
                     2 => b.add_typedef(&name("t", rnd(3)), to),
                     3 => b.add_array(to, i, 1 + rnd(2)),
                     4 => {
-                        let p = b.begin(Kind::FuncProto, b"", to.0, false);
+                        let p = b.begin(Kind::FuncProto, b"", to.get(), false);
                         b.push_param(b"", own[rnd(own.len() as u32) as usize]);
                         p
                     }
@@ -660,13 +660,13 @@ mod tests {
             }
             if let Some(last) = cross.filter(|_| cu == 0) {
                 // a reference from the first CU past every CU boundary
-                b.add_ref(Kind::Const, TypeId(last));
+                b.add_ref(Kind::Const, TypeId::new(last));
             }
             refs.extend(own);
         }
         for _ in 0..2 + rnd(5) {
             let ret = refs[rnd(refs.len() as u32) as usize];
-            let p = b.begin(Kind::FuncProto, b"", ret.0, false);
+            let p = b.begin(Kind::FuncProto, b"", ret.get(), false);
             for _ in 0..rnd(3) {
                 b.push_param(b"x", refs[rnd(refs.len() as u32) as usize]);
             }
@@ -678,7 +678,7 @@ mod tests {
             // an earlier CU
             let p = b.type_count() + 1;
             b.begin(Kind::FuncProto, b"", p + 1, false);
-            b.push_param(b"y", TypeId(p + 2));
+            b.push_param(b"y", TypeId::new(p + 2));
             b.add_ref(Kind::Const, refs[refs.len() - 1 - rnd(4) as usize]);
             b.add_ref(Kind::Ptr, refs[rnd(refs.len() as u32) as usize]);
         }
@@ -729,7 +729,7 @@ mod tests {
             b.add_ref(Kind::Const, p);
         }
         // two pointers to each other
-        let p = b.add_ref(Kind::Ptr, TypeId(b.type_count() + 2));
+        let p = b.add_ref(Kind::Ptr, TypeId::new(b.type_count() + 2));
         b.add_ref(Kind::Ptr, p);
         for _ in 0..6 {
             let i = int(&mut b);

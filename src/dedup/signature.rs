@@ -129,7 +129,7 @@ pub(super) fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
         FUNC_PROTO => hash_fnproto(w),
         _ => {
             return Err(DedupError::Invalid {
-                id: TypeId(id),
+                id: TypeId::new(id),
                 what: "unknown kind in the base",
             });
         }

@@ -36,7 +36,7 @@ pub(super) fn dedup_strings(btf: &Btf) -> (Vec<u32>, StrTab) {
                 *off = m;
                 return;
             }
-            let s = btf.str_at(crate::btf::StrOff(*off)).unwrap_or(b"");
+            let s = btf.str_at(crate::btf::StrOff::new(*off)).unwrap_or(b"");
             // `intern` looks in the base first, then the new table: libbpf's order.
             let new = tab.intern(s);
             if let Some(m) = slot {

@@ -104,7 +104,7 @@ pub(super) fn prefetch(words: &[u32], at: u32) {
 #[cold]
 pub(super) fn stub_reached(a: u32, b: u32) -> DedupError {
     DedupError::Invalid {
-        id: TypeId(a.min(b)),
+        id: TypeId::new(a.min(b)),
         what: "a struct walk reached a record stubbed after an earlier chunk",
     }
 }
@@ -124,7 +124,7 @@ impl<L: Links> Dedup<'_, L> {
     pub(super) fn identical_structs(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
         if depth > MAX_EMBED_DEPTH {
             return Err(DedupError::TooDeep {
-                id: TypeId(a),
+                id: TypeId::new(a),
                 depth: MAX_EMBED_DEPTH,
             });
         }
@@ -182,7 +182,7 @@ impl<L: Links> Dedup<'_, L> {
                     }
                     chain += 1;
                     if chain > self.st.end {
-                        return Err(DedupError::Loop { id: TypeId(a) });
+                        return Err(DedupError::Loop { id: TypeId::new(a) });
                     }
                     (a, b) = (x[2], y[2]);
                     continue;
@@ -391,7 +391,7 @@ impl<L: Links> Dedup<'_, L> {
                 Ok(true)
             }
             _ => Err(DedupError::Invalid {
-                id: TypeId(c),
+                id: TypeId::new(c),
                 what: "struct equivalence reached a VAR, DATASEC or DECL_TAG",
             }),
         }

@@ -76,7 +76,10 @@ fn fwd_word_past_the_last_id_is_an_error() {
             ..Options::default()
         };
         let e = dedup(&b, &o).expect_err("refused");
-        assert!(matches!(e, DedupError::Invalid { id: TypeId(2), .. }), "{e}");
+        assert!(
+            matches!(e, DedupError::Invalid { id, .. } if id == TypeId::new(2)),
+            "{e}"
+        );
     }
 }
 
@@ -89,7 +92,7 @@ fn deferred_copy(b: &Btf) -> Btf {
     }
     d.defer_offsets();
     for id in 1..=b.type_count() {
-        d.push_words(b.ty(TypeId(id)).words);
+        d.push_words(b.ty(TypeId::new(id)).words);
     }
     d
 }
@@ -101,7 +104,7 @@ fn deferred_records_are_laid_out_by_one_walk() {
         let i = int(&mut b);
         b.begin(Kind::Struct, b"s", 8, false);
         b.push_member(b"a", i, 0, 0);
-        b.add_ref(Kind::Ptr, TypeId(2));
+        b.add_ref(Kind::Ptr, TypeId::new(2));
     }
     // 66 003 words in one 64-id block: the general packing takes over
     let i = int(&mut b);
@@ -145,7 +148,10 @@ fn deferred_records_are_packed_in_parallel_stretches() {
                 b.add_var(b"v", i, 1);
             }
             _ => {
-                b.add_ref(if n % 2 == 0 { Kind::Ptr } else { Kind::Const }, TypeId(b.type_count()));
+                b.add_ref(
+                    if n % 2 == 0 { Kind::Ptr } else { Kind::Const },
+                    TypeId::new(b.type_count()),
+                );
             }
         }
     }
@@ -199,13 +205,13 @@ fn self_referential_structs_close_their_cycle() {
     let mut b = Btf::new(Endian::Little);
     let i = int(&mut b); // 1
     b.begin(Kind::Struct, b"list", 16, false); // 2
-    b.push_member(b"next", TypeId(3), 0, 0);
+    b.push_member(b"next", TypeId::new(3), 0, 0);
     b.push_member(b"val", i, 64, 0);
-    b.add_ref(Kind::Ptr, TypeId(2)); // 3
+    b.add_ref(Kind::Ptr, TypeId::new(2)); // 3
     let i2 = int(&mut b); // 4
-    b.add_ref(Kind::Ptr, TypeId(6)); // 5
+    b.add_ref(Kind::Ptr, TypeId::new(6)); // 5
     b.begin(Kind::Struct, b"list", 16, false); // 6
-    b.push_member(b"next", TypeId(5), 0, 0);
+    b.push_member(b"next", TypeId::new(5), 0, 0);
     b.push_member(b"val", i2, 64, 0);
     let out = run(&b);
     assert_eq!(out.own_type_count(), 3);
@@ -243,7 +249,7 @@ fn func_linkage_and_param_names_are_identity() {
     let mut b = Btf::new(Endian::Little);
     let i = int(&mut b);
     for (param, linkage) in [(&b"x"[..], 1), (b"x", 1), (b"y", 1), (b"x", 0)] {
-        let p = b.begin(Kind::FuncProto, b"", i.0, false);
+        let p = b.begin(Kind::FuncProto, b"", i.get(), false);
         b.push_param(param, i);
         b.add_func(b"f", p, linkage);
     }
@@ -258,26 +264,29 @@ fn enum_fwd_takes_a_full_enum_and_full_enum_repoints_fwd() {
     b.begin(Kind::Enum, b"e", 4, false); // 1: fwd
     let full = b.begin(Kind::Enum, b"e", 4, false); // 2
     b.push_enum_value(b"A", 0);
-    b.add_typedef(b"t", TypeId(1)); // 3 -> fwd, re-pointed to 2
+    b.add_typedef(b"t", TypeId::new(1)); // 3 -> fwd, re-pointed to 2
     b.begin(Kind::Enum, b"e", 8, false); // 4: fwd of another size, takes 2
     let out = run(&b);
     assert_eq!(out.own_type_count(), 2);
-    assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.0 - 1));
+    assert_eq!(lines(&out)[1], format!("[2] TYPEDEF 't' type_id={}", full.get() - 1));
 }
 
 #[test]
 fn out_of_range_id_is_an_error_not_a_panic() {
     let mut b = Btf::new(Endian::Little);
     int(&mut b);
-    b.add_ref(Kind::Ptr, TypeId(99));
+    b.add_ref(Kind::Ptr, TypeId::new(99));
     let e = dedup(&b, &Options::default()).unwrap_err();
-    assert!(matches!(e, DedupError::Invalid { id: TypeId(2), .. }), "{e}");
+    assert!(
+        matches!(e, DedupError::Invalid { id, .. } if id == TypeId::new(2)),
+        "{e}"
+    );
 }
 
 #[test]
 fn recursive_typedef_is_eloop() {
     let mut b = Btf::new(Endian::Little);
-    b.add_typedef(b"t", TypeId(1));
+    b.add_typedef(b"t", TypeId::new(1));
     let e = dedup(&b, &Options::default()).unwrap_err();
     assert_eq!(e.errno(), -40);
 }
@@ -288,7 +297,7 @@ fn recursive_typedef_is_eloop() {
 fn recursive_typedefs_dedup_under_libbpf_1_8() {
     let mut b = Btf::new(Endian::Little);
     for _ in 0..2 {
-        let t = b.add_typedef(b"t", TypeId(b.type_count() + 2));
+        let t = b.add_typedef(b"t", TypeId::new(b.type_count() + 2));
         b.add_ref(Kind::Ptr, t);
     }
     assert_eq!(dedup(&b, &Options::default()).unwrap_err().errno(), -40);
@@ -316,7 +325,7 @@ fn split_typedefs_stay_split_under_libbpf_1_8() {
     s.add_ref(Kind::Ptr, t2); // 6
     s.begin(Kind::Struct, b"s", 4, false); // 7
     s.push_member(b"x", t2, 0, 0);
-    s.add_ref(Kind::Ptr, TypeId(7)); // 8
+    s.add_ref(Kind::Ptr, TypeId::new(7)); // 8
     assert_eq!(
         lines(&run_by(&s, Rules::Libbpf374f7807)),
         ["[4] PTR '(anon)' type_id=2", "[5] PTR '(anon)' type_id=3"]
@@ -402,24 +411,24 @@ fn structs_embedding_each_other_stop_instead_of_overflowing() {
     let mut b = Btf::new(Endian::Little);
     // canonical side: x { w }, w { x }, k { x a; x b }
     b.begin(Kind::Struct, b"x", 4, false); // 1
-    b.push_member(b"w", TypeId(2), 0, 0);
+    b.push_member(b"w", TypeId::new(2), 0, 0);
     b.begin(Kind::Struct, b"w", 4, false); // 2
-    b.push_member(b"x", TypeId(1), 0, 0);
+    b.push_member(b"x", TypeId::new(1), 0, 0);
     b.begin(Kind::Struct, b"k", 8, false); // 3
-    b.push_member(b"a", TypeId(1), 0, 0);
-    b.push_member(b"b", TypeId(1), 32, 0);
+    b.push_member(b"a", TypeId::new(1), 0, 0);
+    b.push_member(b"b", TypeId::new(1), 32, 0);
     // candidate: k { x1 a; x2 b } with x1 != x2, each in its own cycle
     b.begin(Kind::Struct, b"k", 8, false); // 4
-    b.push_member(b"a", TypeId(5), 0, 0);
-    b.push_member(b"b", TypeId(6), 32, 0);
+    b.push_member(b"a", TypeId::new(5), 0, 0);
+    b.push_member(b"b", TypeId::new(6), 32, 0);
     b.begin(Kind::Struct, b"x", 4, false); // 5
-    b.push_member(b"w", TypeId(7), 0, 0);
+    b.push_member(b"w", TypeId::new(7), 0, 0);
     b.begin(Kind::Struct, b"x", 4, false); // 6
-    b.push_member(b"w", TypeId(8), 0, 0);
+    b.push_member(b"w", TypeId::new(8), 0, 0);
     b.begin(Kind::Struct, b"w", 4, false); // 7
-    b.push_member(b"x", TypeId(5), 0, 0);
+    b.push_member(b"x", TypeId::new(5), 0, 0);
     b.begin(Kind::Struct, b"w", 4, false); // 8
-    b.push_member(b"x", TypeId(6), 0, 0);
+    b.push_member(b"x", TypeId::new(6), 0, 0);
     let e = dedup(&b, &Options::default()).unwrap_err();
     assert!(matches!(e, DedupError::TooDeep { .. }), "{e}");
 }
@@ -513,7 +522,7 @@ fn xorshift(mut seed: u64) -> impl FnMut(u32) -> u32 {
 fn random_cus(b: &mut Btf, rnd: &mut impl FnMut(u32) -> u32, cus: u32) {
     for _ in 0..cus {
         let base = b.type_count() + 1;
-        let t = |o: u32| TypeId(base + o);
+        let t = |o: u32| TypeId::new(base + o);
         let name = |k: &str, n: u32| format!("{k}{n}").into_bytes();
         let i = int(b);
         b.add_fwd(&name("s", rnd(3)), false);
@@ -529,7 +538,7 @@ fn random_cus(b: &mut Btf, rnd: &mut impl FnMut(u32) -> u32, cus: u32) {
         b.add_typedef(&name("t", rnd(2)), pick(rnd(3), &[0, 4, 6]));
         b.add_ref(Kind::Const, pick(rnd(3), &[1, 2, 3]));
         b.add_array(pick(rnd(2), &[0, 4]), i, 1 + rnd(2));
-        b.begin(Kind::FuncProto, b"", pick(rnd(2), &[0, 4]).0, false);
+        b.begin(Kind::FuncProto, b"", pick(rnd(2), &[0, 4]).get(), false);
         b.push_param(b"", t(5));
         b.push_param(b"", t(6));
         b.add_ref(Kind::Ptr, t(8));
@@ -586,7 +595,7 @@ fn modules_in_turn_over_one_base_index_each_give_their_own_result() {
         let cus = rnd(12);
         random_cus(&mut s, &mut rnd, cus);
         // types of the split that refer to the base's
-        let p = s.add_ref(Kind::Ptr, TypeId(1 + rnd(base.type_count())));
+        let p = s.add_ref(Kind::Ptr, TypeId::new(1 + rnd(base.type_count())));
         s.add_typedef(b"t0", p);
         if round == 17 {
             let i = int(&mut s);
@@ -625,7 +634,7 @@ fn a_base_fwd_resolved_by_a_split_struct_is_followed() {
     let i2 = int(&mut s);
     s.begin(Kind::Struct, b"s", 4, false);
     s.push_member(b"x", i2, 0, 0);
-    let p2 = s.add_ref(Kind::Ptr, TypeId(6));
+    let p2 = s.add_ref(Kind::Ptr, TypeId::new(6));
     s.begin(Kind::Struct, b"a", 8, false);
     s.push_member(b"p", p2, 0, 0);
     let pf = s.add_ref(Kind::Ptr, f);

@@ -193,7 +193,7 @@ impl Engine<'_> {
         let rank = |id: TypeId| match self.a.get(id).map(|t| t.kind()) {
             Some(Kind::DeclTag | Kind::Datasec) => 2,
             Some(Kind::Func | Kind::Var) => 1,
-            Some(k) if self.a.ty(id).name_off().0 == 0 && k != Kind::Fwd => 1,
+            Some(k) if self.a.ty(id).name_off().get() == 0 && k != Kind::Fwd => 1,
             _ => 0,
         };
         let mut order: Vec<(u8, &String)> = groups
@@ -213,22 +213,22 @@ impl Engine<'_> {
             let (va, vb) = &groups[label];
             let (pairs, only_a, only_b) = self.match_group(va, vb);
             for &(x, y) in &pairs {
-                self.pair[x.0 as usize] = y.0;
-                self.paired_b[y.0 as usize] = true;
+                self.pair[x.get() as usize] = y.get();
+                self.paired_b[y.get() as usize] = true;
                 paired.push((label.as_str(), x, y));
             }
             for x in only_a {
                 // An anonymous type that is a root here but reached from an
                 // item on the other side is not missing there.
                 let c = self.cls.a(x);
-                if self.a.ty(x).name_off().0 == 0 && self.classes_b().contains(&c) {
+                if self.a.ty(x).name_off().get() == 0 && self.classes_b().contains(&c) {
                     continue;
                 }
                 self.removed(DiffKind::Removed, label.clone(), describe(self.a, x));
             }
             for y in only_b {
                 let c = self.cls.b(y);
-                if self.b.ty(y).name_off().0 == 0 && self.classes_a().contains(&c) {
+                if self.b.ty(y).name_off().get() == 0 && self.classes_a().contains(&c) {
                     continue;
                 }
                 self.added(DiffKind::Added, label.clone(), describe(self.b, y));
@@ -254,12 +254,18 @@ impl Engine<'_> {
             &mut pairs,
             &ra,
             &rb,
-            |x| definition(self.a, &|i| self.cls.local_a(i), &|i| self.pair[i.0 as usize], x),
+            |x| definition(self.a, &|i| self.cls.local_a(i), &|i| self.pair[i.get() as usize], x),
             |y| {
                 definition(
                     self.b,
                     &|i| self.cls.local_b(i),
-                    &|i| if self.paired_b[i.0 as usize] { i.0 } else { UNPAIRED },
+                    &|i| {
+                        if self.paired_b[i.get() as usize] {
+                            i.get()
+                        } else {
+                            UNPAIRED
+                        }
+                    },
                     y,
                 )
             },
@@ -379,7 +385,7 @@ mod tests {
     fn self_referencing_anonymous(n: u32, changed: bool) -> Btf {
         let mut b = Btf::new(Endian::Little);
         let int = b.add_int(b"int", 4, 1);
-        let p = b.add_ref(Kind::Ptr, TypeId(3));
+        let p = b.add_ref(Kind::Ptr, TypeId::new(3));
         b.begin(Kind::Struct, b"", 8 * n + 4, false);
         for i in 0..n {
             b.push_member(format!("p{i}").as_bytes(), p, 64 * i, 0);

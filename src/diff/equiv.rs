@@ -83,19 +83,19 @@ pub struct Classes {
 impl Classes {
     #[inline]
     pub fn a(&self, id: TypeId) -> u32 {
-        self.class[id.0 as usize]
+        self.class[id.get() as usize]
     }
     #[inline]
     pub fn b(&self, id: TypeId) -> u32 {
-        self.class[(self.a_nodes + id.0) as usize]
+        self.class[(self.a_nodes + id.get()) as usize]
     }
     #[inline]
     pub fn local_a(&self, id: TypeId) -> u32 {
-        self.local[id.0 as usize]
+        self.local[id.get() as usize]
     }
     #[inline]
     pub fn local_b(&self, id: TypeId) -> u32 {
-        self.local[(self.a_nodes + id.0) as usize]
+        self.local[(self.a_nodes + id.get()) as usize]
     }
 }
 
@@ -119,7 +119,7 @@ pub fn compute(a: &Btf, b: &Btf) -> Classes {
         local.push(local_sigs.intern(&VOID_KEY));
         for id in 1..=btf.type_count() {
             refs_start.push(refs.len() as u32);
-            let t = btf.ty(TypeId(id));
+            let t = btf.ty(TypeId::new(id));
             scratch.clear();
             scratch.extend_from_slice(t.words);
             // Member offset words below 2^24 mean the same with or without
@@ -128,7 +128,7 @@ pub fn compute(a: &Btf, b: &Btf) -> Classes {
                 scratch[1] &= !(1 << 31);
             }
             Btf::for_each_str_ref_mut(&mut scratch, |s| {
-                let text = btf.str_at(crate::btf::StrOff(*s)).unwrap_or(b"");
+                let text = btf.str_at(crate::btf::StrOff::new(*s)).unwrap_or(b"");
                 let next = strs.len() as u32;
                 *s = *strs.entry(text).or_insert(next);
             });
@@ -187,7 +187,7 @@ mod tests {
             b.add_int(b"long", 8, 1);
         }
         let int = b.add_int(b"int", 4, 1);
-        let s = TypeId(b.type_count() + 2);
+        let s = TypeId::new(b.type_count() + 2);
         let p = b.add_ref(Kind::Ptr, s);
         let s2 = b.begin(Kind::Struct, b"list", 16, false);
         assert_eq!(s, s2);
@@ -202,7 +202,7 @@ mod tests {
         let (b, sb) = list(true, b"v");
         let c = compute(&a, &b);
         assert_eq!(c.a(sa), c.b(sb));
-        assert_ne!(c.a(sa), c.b(TypeId(1)), "struct vs long");
+        assert_ne!(c.a(sa), c.b(TypeId::new(1)), "struct vs long");
     }
 
     #[test]
@@ -212,10 +212,10 @@ mod tests {
         let c = compute(&a, &b);
         assert_ne!(c.a(sa), c.b(sb));
         // the pointers to them differ too, although their own records match
-        assert_eq!(c.local_a(TypeId(2)), c.local_b(TypeId(2)));
-        assert_ne!(c.a(TypeId(2)), c.b(TypeId(2)));
+        assert_eq!(c.local_a(TypeId::new(2)), c.local_b(TypeId::new(2)));
+        assert_ne!(c.a(TypeId::new(2)), c.b(TypeId::new(2)));
         // int is untouched
-        assert_eq!(c.a(TypeId(1)), c.b(TypeId(1)));
+        assert_eq!(c.a(TypeId::new(1)), c.b(TypeId::new(1)));
     }
 
     #[test]
@@ -223,19 +223,19 @@ mod tests {
         // a: struct s { struct s *p; }
         // b: struct s { struct s' *p; } struct s' { struct s *p; } — same infinite tree
         let mut a = Btf::new(Endian::Little);
-        let p = a.add_ref(Kind::Ptr, TypeId(2));
+        let p = a.add_ref(Kind::Ptr, TypeId::new(2));
         a.begin(Kind::Struct, b"s", 8, false);
         a.push_member(b"p", p, 0, 0);
         let mut b = Btf::new(Endian::Little);
-        let p1 = b.add_ref(Kind::Ptr, TypeId(4));
+        let p1 = b.add_ref(Kind::Ptr, TypeId::new(4));
         b.begin(Kind::Struct, b"s", 8, false);
         b.push_member(b"p", p1, 0, 0);
-        let p2 = b.add_ref(Kind::Ptr, TypeId(2));
+        let p2 = b.add_ref(Kind::Ptr, TypeId::new(2));
         b.begin(Kind::Struct, b"s", 8, false);
         b.push_member(b"p", p2, 0, 0);
         let c = compute(&a, &b);
-        assert_eq!(c.a(TypeId(2)), c.b(TypeId(2)));
-        assert_eq!(c.a(TypeId(2)), c.b(TypeId(4)));
+        assert_eq!(c.a(TypeId::new(2)), c.b(TypeId::new(2)));
+        assert_eq!(c.a(TypeId::new(2)), c.b(TypeId::new(4)));
     }
 
     #[test]
@@ -245,14 +245,14 @@ mod tests {
             let int = b.add_int(b"int", 4, 1);
             b.begin(Kind::Struct, b"s", 4, kflag);
             b.push_member(b"m", int, 0, 0);
-            b.words_mut(TypeId(2))[5] = word;
+            b.words_mut(TypeId::new(2))[5] = word;
             b
         };
         let c = compute(&build(false, 8), &build(true, 8));
-        assert_eq!(c.a(TypeId(2)), c.b(TypeId(2)));
+        assert_eq!(c.a(TypeId::new(2)), c.b(TypeId::new(2)));
         // 5 << 24 | 3: a 5-bit field at bit 3 with kind_flag, bit 83886083 without
         let c = compute(&build(false, 5 << 24 | 3), &build(true, 5 << 24 | 3));
-        assert_ne!(c.a(TypeId(2)), c.b(TypeId(2)));
+        assert_ne!(c.a(TypeId::new(2)), c.b(TypeId::new(2)));
     }
 
     #[test]

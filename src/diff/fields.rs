@@ -14,11 +14,11 @@ impl Engine<'_> {
     /// work budget is spent (shared sub-graphs in crafted input could make
     /// the descent exponential).
     fn enter(&mut self, x: TypeId, y: TypeId, depth: u32) -> bool {
-        if depth > MAX_NEST || self.budget == 0 || self.stack.contains(&(x.0, y.0)) {
+        if depth > MAX_NEST || self.budget == 0 || self.stack.contains(&(x.get(), y.get())) {
             return false;
         }
         self.budget -= 1;
-        self.stack.push((x.0, y.0));
+        self.stack.push((x.get(), y.get()));
         true
     }
 
@@ -54,8 +54,8 @@ impl Engine<'_> {
         }
         let (ma, mb) = (members(ta), members(tb));
         let (pairs, only_a, only_b) = pair_by_key(
-            ma.iter().map(|m| a.str_at(StrOff(m.0)).unwrap_or(b"")),
-            mb.iter().map(|m| b.str_at(StrOff(m.0)).unwrap_or(b"")),
+            ma.iter().map(|m| a.str_at(StrOff::new(m.0)).unwrap_or(b"")),
+            mb.iter().map(|m| b.str_at(StrOff::new(m.0)).unwrap_or(b"")),
         );
         for &(i, j) in &pairs {
             let ((na, tya, offa, bitsa), (_, tyb, offb, bitsb)) = (ma[i], mb[j]);
@@ -67,7 +67,7 @@ impl Engine<'_> {
                 let show = |n: u32| if n == 0 { "none".to_string() } else { n.to_string() };
                 self.push(DiffKind::Bitfield, &mp, "bitfield", show(bitsa), show(bitsb));
             }
-            let (ra, rb) = (TypeId(tya), TypeId(tyb));
+            let (ra, rb) = (TypeId::new(tya), TypeId::new(tyb));
             if self.cls.a(ra) != self.cls.b(rb) {
                 if self.anon_aggregate(a, ra) && self.anon_aggregate(b, rb) {
                     self.composite(&mp, ra, rb, depth + 1);
@@ -83,7 +83,7 @@ impl Engine<'_> {
             self.removed(
                 DiffKind::Member,
                 mp,
-                format!("{} @{off}{}", type_name(a, TypeId(ty)), bits(bs)),
+                format!("{} @{off}{}", type_name(a, TypeId::new(ty)), bits(bs)),
             );
         }
         for j in only_b {
@@ -92,7 +92,7 @@ impl Engine<'_> {
             self.added(
                 DiffKind::Member,
                 mp,
-                format!("{} @{off}{}", type_name(b, TypeId(ty)), bits(bs)),
+                format!("{} @{off}{}", type_name(b, TypeId::new(ty)), bits(bs)),
             );
         }
         if pairs.windows(2).any(|w| w[0].1 > w[1].1) {
@@ -102,7 +102,7 @@ impl Engine<'_> {
 
     fn anon_aggregate(&self, btf: &Btf, id: TypeId) -> bool {
         btf.get(id)
-            .is_some_and(|t| matches!(t.kind(), Kind::Struct | Kind::Union) && t.name_off().0 == 0)
+            .is_some_and(|t| matches!(t.kind(), Kind::Struct | Kind::Union) && t.name_off().get() == 0)
     }
 
     pub(super) fn enumeration(&mut self, path: &str, x: TypeId, y: TypeId) {
@@ -127,8 +127,8 @@ impl Engine<'_> {
         }
         let (va, vb) = (enum_values(ta), enum_values(tb));
         let (pairs, only_a, only_b) = pair_by_key(
-            va.iter().map(|v| a.str_at(StrOff(v.0)).unwrap_or(b"")),
-            vb.iter().map(|v| b.str_at(StrOff(v.0)).unwrap_or(b"")),
+            va.iter().map(|v| a.str_at(StrOff::new(v.0)).unwrap_or(b"")),
+            vb.iter().map(|v| b.str_at(StrOff::new(v.0)).unwrap_or(b"")),
         );
         for (i, j) in pairs {
             if va[i].1 != vb[j].1 {
@@ -171,8 +171,8 @@ impl Engine<'_> {
             );
         }
         let entry_name = |btf: &Btf, v: u32| {
-            btf.get(TypeId(v))
-                .map(|t| text(btf, t.name_off().0))
+            btf.get(TypeId::new(v))
+                .map(|t| text(btf, t.name_off().get()))
                 .unwrap_or_default()
         };
         let ea: Vec<[u32; 3]> = ta.triples().collect();
@@ -251,8 +251,8 @@ impl Engine<'_> {
                 path,
                 &format!("param {}", i + 1),
                 DiffKind::Param,
-                TypeId(p[1]),
-                TypeId(q[1]),
+                TypeId::new(p[1]),
+                TypeId::new(q[1]),
                 depth,
             );
         }
@@ -260,7 +260,11 @@ impl Engine<'_> {
             if p[1] == 0 && i + 1 == n {
                 format!("param {} ...", i + 1)
             } else {
-                format!("param {} {}", i + 1, declaration(btf, TypeId(p[1]), &text(btf, p[0])))
+                format!(
+                    "param {} {}",
+                    i + 1,
+                    declaration(btf, TypeId::new(p[1]), &text(btf, p[0]))
+                )
             }
         };
         for (i, &p) in pa.iter().enumerate().skip(pb.len()) {
@@ -315,7 +319,7 @@ impl Engine<'_> {
                 break;
             };
             let (kx, ky) = (tx.kind(), ty.kind());
-            let anonymous = tx.name_off().0 == 0 && ty.name_off().0 == 0;
+            let anonymous = tx.name_off().get() == 0 && ty.name_off().get() == 0;
             match (kx, ky) {
                 (kx, ky)
                     if kx == ky
@@ -355,7 +359,7 @@ impl Engine<'_> {
                     self.enumeration(&sub, x, y);
                     return;
                 }
-                _ if tx.name_off().0 != 0 || ty.name_off().0 != 0 => {
+                _ if tx.name_off().get() != 0 || ty.name_off().get() != 0 => {
                     self.named_leaf(path, aspect, &shown, x, y);
                     return;
                 }
@@ -372,7 +376,7 @@ impl Engine<'_> {
     /// A named type reached from a reference whose C name did not change.
     fn named_leaf(&mut self, path: &str, aspect: &str, shown: &str, x: TypeId, y: TypeId) {
         let (a, b) = (self.a, self.b);
-        let (base_x, base_y) = (x.0 < a.start_id(), y.0 < b.start_id());
+        let (base_x, base_y) = (x.get() < a.start_id(), y.get() < b.start_id());
         if base_x || base_y {
             let leaf = type_name(a, x);
             let note = if base_x && base_y {
@@ -387,7 +391,7 @@ impl Engine<'_> {
             self.push_note(DiffKind::Retarget, path, note);
             return;
         }
-        if self.pair[x.0 as usize] == y.0 {
+        if self.pair[x.get() as usize] == y.get() {
             // The pair is an item of its own and reports its differences there.
             return;
         }

@@ -22,7 +22,7 @@ fn for_each_ref(t: Type<'_>, f: impl FnMut(u32)) {
 }
 
 pub(super) fn text(btf: &Btf, off: u32) -> String {
-    btf.name(StrOff(off)).into_owned()
+    btf.name(StrOff::new(off)).into_owned()
 }
 
 pub(super) fn linkage(l: u32) -> &'static str {
@@ -49,7 +49,7 @@ pub(super) fn member_label(btf: &Btf, name: u32, ty: u32, bit_off: u32) -> Strin
     if name != 0 {
         return text(btf, name);
     }
-    match tag_keyword(btf, TypeId(ty)) {
+    match tag_keyword(btf, TypeId::new(ty)) {
         "" => format!("(anon @{bit_off})"),
         kw => format!("(anon {kw} @{bit_off})"),
     }
@@ -159,15 +159,17 @@ fn define(
     let Some(t) = btf.get(id) else { return };
     let _ = write!(out, "#{}(", local(id));
     for_each_ref(t, |r| {
-        out.push_str(&type_name(btf, TypeId(r)));
-        match below(btf, TypeId(r)) {
-            Some(agg) if btf.ty(agg).name_off().0 == 0 && depth < MAX_NEST => {
+        out.push_str(&type_name(btf, TypeId::new(r)));
+        match below(btf, TypeId::new(r)) {
+            Some(agg) if btf.ty(agg).name_off().get() == 0 && depth < MAX_NEST => {
                 out.push('{');
                 define(btf, local, partner, agg, out, depth + 1);
                 out.push('}');
             }
             Some(named)
-                if btf.ty(named).name_off().0 != 0 && named.0 >= btf.start_id() && partner(named) != UNPAIRED =>
+                if btf.ty(named).name_off().get() != 0
+                    && named.get() >= btf.start_id()
+                    && partner(named) != UNPAIRED =>
             {
                 let _ = write!(out, "@{}", partner(named));
             }
@@ -187,7 +189,7 @@ fn below(btf: &Btf, mut id: TypeId) -> Option<TypeId> {
             Kind::Ptr | Kind::Const | Kind::Volatile | Kind::Restrict | Kind::TypeTag => id = t.type_id(),
             Kind::Array => id = t.array().0,
             Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 => return Some(id),
-            _ if t.name_off().0 != 0 => return Some(id),
+            _ if t.name_off().get() != 0 => return Some(id),
             _ => return None,
         }
     }
@@ -240,7 +242,7 @@ fn anon_label(btf: &Btf, id: TypeId) -> String {
                 Kind::Struct | Kind::Union => t
                     .triples()
                     .next()
-                    .map(|m| format!(": {}", type_name(btf, TypeId(m[1])))),
+                    .map(|m| format!(": {}", type_name(btf, TypeId::new(m[1])))),
                 _ => None,
             };
             match first.filter(|&n| n != 0) {
@@ -275,7 +277,7 @@ fn decl_tag_label(btf: &Btf, id: TypeId) -> String {
         _ => format!(" component {comp}"),
     };
     let attr = if t.kflag() { " (attribute)" } else { "" };
-    format!("decl_tag {}{attr} on {tl}{component}", text(btf, t.name_off().0))
+    format!("decl_tag {}{attr} on {tl}{component}", text(btf, t.name_off().get()))
 }
 
 /// The top-level items of a BTF's own types, as (label, id).
@@ -301,7 +303,7 @@ pub(super) fn items(btf: &Btf) -> Vec<(String, TypeId)> {
             decl_tag_label(btf, id)
         } else if let Some(l) = named_label(btf, id) {
             l
-        } else if !referenced[(id.0 - start) as usize] {
+        } else if !referenced[(id.get() - start) as usize] {
             anon_label(btf, id)
         } else {
             continue;
@@ -329,7 +331,7 @@ mod tests {
         let mut b = Btf::new(Endian::Little);
         let int = b.add_int(b"int", 4, 1);
         let s = b.begin(Kind::Struct, b"s", 8, false);
-        b.push_member(b"", TypeId(4), 0, 0);
+        b.push_member(b"", TypeId::new(4), 0, 0);
         b.add_decl_tag(b"tagged", s, 0, false);
         b.begin(Kind::Union, b"", 4, false); // [4], reached from s: not an item
         b.push_member(b"u", int, 0, 0);
@@ -365,10 +367,13 @@ mod tests {
         let s = b.begin(Kind::Struct, b"s", 4, false);
         b.push_member(b"", u, 0, 0);
         let p = b.add_ref(Kind::Ptr, s);
-        let local = |i: TypeId| i.0 * 10;
+        let local = |i: TypeId| i.get() * 10;
         let none = |_: TypeId| UNPAIRED;
         assert_eq!(definition(&b, &local, &none, s), "#30(union {...}{#20(int;)};)");
         assert_eq!(definition(&b, &local, &none, p), "#40(struct s;)");
-        assert_eq!(definition(&b, &local, &|i: TypeId| i.0 + 100, p), "#40(struct s@103;)");
+        assert_eq!(
+            definition(&b, &local, &|i: TypeId| i.get() + 100, p),
+            "#40(struct s@103;)"
+        );
     }
 }

@@ -66,14 +66,14 @@ fn decl(btf: &Btf, id: TypeId, inner: &str, depth: u32) -> String {
         return join("void", inner);
     }
     let Some(t) = btf.get(id) else {
-        return join(&format!("<bad type id {}>", id.0), inner);
+        return join(&format!("<bad type id {}>", id.get()), inner);
     };
     let kind = t.kind();
     match kind {
         Kind::Int | Kind::Float | Kind::Typedef => join(&name(btf, t.name_off()), inner),
         Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 | Kind::Fwd => {
             let kw = tag_keyword(btf, id);
-            if t.name_off().0 == 0 {
+            if t.name_off().get() == 0 {
                 join(&format!("{kw} {{...}}"), inner)
             } else {
                 join(&format!("{kw} {}", name(btf, t.name_off())), inner)
@@ -145,7 +145,7 @@ fn params(btf: &Btf, proto: TypeId, depth: u32) -> String {
         if ty == 0 && i + 1 == n {
             out.push_str("...");
         } else {
-            out.push_str(&decl(btf, TypeId(ty), "", depth + 1));
+            out.push_str(&decl(btf, TypeId::new(ty), "", depth + 1));
         }
     }
     out
@@ -177,7 +177,7 @@ pub fn func_signature(btf: &Btf, func: TypeId) -> String {
 /// anonymous types and kinds that are never items by name.
 pub fn named_label(btf: &Btf, id: TypeId) -> Option<String> {
     let t = btf.get(id)?;
-    if t.name_off().0 == 0 {
+    if t.name_off().get() == 0 {
         return None;
     }
     let n = btf.name(t.name_off());
@@ -218,7 +218,7 @@ mod tests {
         let parr = b.add_ref(Kind::Ptr, arr);
         assert_eq!(type_name(&b, parr), "int (*)[16]");
         let vp = b.add_ref(Kind::Ptr, TypeId::VOID);
-        let proto = b.begin(Kind::FuncProto, b"", int.0, false);
+        let proto = b.begin(Kind::FuncProto, b"", int.get(), false);
         b.push_param(b"p", vp);
         b.push_param(b"n", size_t);
         assert_eq!(type_name(&b, proto), "int (void *, size_t)");
@@ -256,8 +256,8 @@ mod tests {
     #[test]
     fn a_pointer_cycle_without_names_terminates() {
         let mut b = Btf::new(Endian::Little);
-        b.add_ref(Kind::Ptr, TypeId(2));
-        let p = b.add_ref(Kind::Ptr, TypeId(1));
+        b.add_ref(Kind::Ptr, TypeId::new(2));
+        let p = b.add_ref(Kind::Ptr, TypeId::new(1));
         assert!(type_name(&b, p).starts_with("..."));
     }
 }

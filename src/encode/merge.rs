@@ -141,7 +141,7 @@ impl Merger {
         }
         let id = self.btf.push_words(&self.scratch);
         if let Some(c) = &mut self.collapse {
-            c.push(id.0, None);
+            c.push(id.get(), None);
         }
         id
     }
@@ -149,7 +149,7 @@ impl Merger {
     fn intern_range<'a>(&mut self, out: &CuOut<'a>, from: usize, to: usize) {
         let Some(str_cache) = &self.str_cache else {
             for i in from..to {
-                self.map[i + 1] = self.btf.add_str(dwarf::nm(out.strs[i])).0;
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(out.strs[i])).get();
             }
             return;
         };
@@ -163,13 +163,13 @@ impl Merger {
             let off = out.strs_off[i];
             if off != local::NOT_IN_DEBUG_STR {
                 let btf = &mut self.btf;
-                let mut intern = || btf.add_str(dwarf::nm(s)).0;
+                let mut intern = || btf.add_str(dwarf::nm(s)).get();
                 self.map[i + 1] = match str_cache.get_or_insert_with(off, &mut intern) {
                     Some(b) => b,
                     None => *self.tail_strs.entry(off).or_insert_with(intern),
                 };
             } else {
-                self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).0;
+                self.map[i + 1] = self.btf.add_str(dwarf::nm(s)).get();
             }
         }
     }
@@ -268,7 +268,7 @@ impl Merger {
         if out.has_arrays && !self.has_index {
             let id = self.btf.add_int(b"int", 4, btf::INT_SIGNED);
             if let Some(c) = &mut self.collapse {
-                c.push(id.0, None);
+                c.push(id.get(), None);
             }
             self.has_index = true;
             self.index = candidate;
@@ -287,20 +287,20 @@ impl Merger {
                 self.datasecs
                     .entry(v.section)
                     .or_default()
-                    .push((id.0, v.offset, v.size));
+                    .push((id.get(), v.offset, v.size));
                 self.summary.vars += 1;
-                last_var = id.0;
+                last_var = id.get();
                 vars.next();
             }
         }
         let (map, ids) = (&self.map, &self.ids);
-        let ty = |t: TypeId| match t.0 {
+        let ty = |t: TypeId| match t.get() {
             0 => t,
-            x if collapsing => TypeId(ids[x as usize]),
-            x => TypeId(x + off),
+            x if collapsing => TypeId::new(ids[x as usize]),
+            x => TypeId::new(x + off),
         };
         self.funcs
-            .extend_relocated(&out.funcs, ty, |s| btf::StrOff(map[s.0 as usize]));
+            .extend_relocated(&out.funcs, ty, |s| btf::StrOff::new(map[s.get() as usize]));
         self.summary.func_states = self.funcs.len();
         Ok(())
     }
@@ -381,9 +381,9 @@ impl Merger {
             }
             let start = self.btf.raw_words().len() as u32;
             let id = self.btf.push_words(&self.scratch);
-            debug_assert_eq!(id.0, self.ids[i + 1]);
-            c.push(id.0, Some(start));
-            c.index(out, i as u32 + 1, id.0, &self.scratch);
+            debug_assert_eq!(id.get(), self.ids[i + 1]);
+            c.push(id.get(), Some(start));
+            c.index(out, i as u32 + 1, id.get(), &self.scratch);
         }
     }
 
@@ -447,7 +447,11 @@ impl Merger {
             let name = elf.sections[sec as usize].name;
             let n = self.btf.add_str(name);
             let vlen = entries.len() as u32;
-            let mut words = vec![n.0, make_info(Kind::Datasec, false, vlen), last.1.wrapping_add(last.2)];
+            let mut words = vec![
+                n.get(),
+                make_info(Kind::Datasec, false, vlen),
+                last.1.wrapping_add(last.2),
+            ];
             for (v, o, s) in entries {
                 words.extend_from_slice(&[v, o, s]);
             }
@@ -609,12 +613,12 @@ mod tests {
         // CU 1: char + char[4], no `int`: arrays use id off+N = 3, an `int` is appended there.
         m.merge(cu(vec![int(1, 1), arr(1, 4)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
-        assert_eq!(m.btf.ty(TypeId(2)).array(), (TypeId(1), TypeId(3), 4));
-        assert_eq!(m.btf.name(m.btf.ty(TypeId(3)).name_off()), "int");
+        assert_eq!(m.btf.ty(TypeId::new(2)).array(), (TypeId::new(1), TypeId::new(3), 4));
+        assert_eq!(m.btf.name(m.btf.ty(TypeId::new(3)).name_off()), "int");
         // CU 2 has its own `int`, but the index stays id 3.
         m.merge(cu(vec![int(1, 4), arr(1, 2)], vec![b"int"], Some(1), 3))
             .unwrap();
-        assert_eq!(m.btf.ty(TypeId(5)).array(), (TypeId(4), TypeId(3), 2));
+        assert_eq!(m.btf.ty(TypeId::new(5)).array(), (TypeId::new(4), TypeId::new(3), 2));
         // Strings: first use order, "int" not duplicated.
         assert_eq!(m.btf.raw_strings(), b"\0char\0int\0");
     }
@@ -648,7 +652,7 @@ mod tests {
         assert_eq!(m.btf.type_count(), 6);
         // (names are string offsets now: list 5, next 10, prev 15)
         assert_eq!(
-            m.btf.ty(TypeId(4)).words,
+            m.btf.ty(TypeId::new(4)).words,
             &st(5, &[(10, 5, 0)])[..],
             "references go to the new ids"
         );
@@ -660,7 +664,7 @@ mod tests {
         let two = vec![int(1, 4), st(2, &[(3, 3, 0), (4, 4, 64)]), ptr(1), ptr(1)];
         m.merge(hashed(cu(two, strs.clone(), Some(1), 5))).unwrap();
         assert_eq!(m.btf.type_count(), 10);
-        assert_eq!(m.btf.ty(TypeId(9)).words, &st(5, &[(10, 10, 0), (15, 8, 64)])[..]);
+        assert_eq!(m.btf.ty(TypeId::new(9)).words, &st(5, &[(10, 10, 0), (15, 8, 64)])[..]);
         // an enum is appended every time
         let e = || vec![int(1, 4), vec![2, make_info(Kind::Enum, false, 1), 4, 3, 7]];
         m.merge(hashed(cu(e(), strs.clone(), Some(1), 3))).unwrap();
@@ -705,7 +709,7 @@ mod tests {
         m.merge(cu(vec![int(1, 4)], vec![b"int"], Some(1), 2)).unwrap();
         m.merge(cu(vec![int(1, 1), arr(1, 8)], vec![b"char"], None, 3)).unwrap();
         assert_eq!(m.btf.type_count(), 3);
-        assert_eq!(m.btf.ty(TypeId(3)).array(), (TypeId(2), TypeId(1), 8));
+        assert_eq!(m.btf.ty(TypeId::new(3)).array(), (TypeId::new(2), TypeId::new(1), 8));
     }
 
     #[test]

@@ -112,10 +112,10 @@ fn sorted_order(states: &FuncStates, nentries: usize) -> (Vec<StateId>, Vec<u32>
         start[i + 1] += start[i];
     }
     let mut next = start.clone();
-    let mut order = vec![StateId(0); entries.len()];
+    let mut order = vec![StateId::new(0); entries.len()];
     for (s, &e) in entries.iter().enumerate() {
         let slot = &mut next[e as usize];
-        order[*slot as usize] = StateId(s as u32);
+        order[*slot as usize] = StateId::new(s as u32);
         *slot += 1;
     }
     (order, start)
@@ -415,16 +415,16 @@ mod tests {
         let arr4c = b.add_array(cint, long, 4);
         let e32 = b.begin(Kind::Enum, b"e", 4, false);
         let e64 = b.begin(Kind::Enum64, b"e", 8, false);
-        let proto_ii = b.begin(Kind::FuncProto, b"", int.0, false);
+        let proto_ii = b.begin(Kind::FuncProto, b"", int.get(), false);
         b.push_param(b"", int);
         b.push_param(b"", int);
-        let proto_il = b.begin(Kind::FuncProto, b"", int2.0, false);
+        let proto_il = b.begin(Kind::FuncProto, b"", int2.get(), false);
         b.push_param(b"", long);
         b.push_param(b"", long);
-        let proto_li = b.begin(Kind::FuncProto, b"", long.0, false);
+        let proto_li = b.begin(Kind::FuncProto, b"", long.get(), false);
         b.push_param(b"", int);
         b.push_param(b"", int);
-        let proto_i = b.begin(Kind::FuncProto, b"", int.0, false);
+        let proto_i = b.begin(Kind::FuncProto, b"", int.get(), false);
         b.push_param(b"", int);
         let pint = b.add_ref(Kind::Ptr, int);
         let flt = b.add_float(b"float", 4);
@@ -468,9 +468,9 @@ mod tests {
     fn types_match_rules() {
         let t = types();
         let m = |x: TypeId, y: TypeId| types_match(&t.btf, x, y, ProtoMatch::ReturnOnly);
-        assert!(m(TypeId(0), TypeId(0)));
-        assert!(!m(TypeId(0), t.int));
-        assert!(!m(t.int, TypeId(0)));
+        assert!(m(TypeId::new(0), TypeId::new(0)));
+        assert!(!m(TypeId::new(0), t.int));
+        assert!(!m(t.int, TypeId::new(0)));
         // INT: size, encoding word and name.
         assert!(m(t.int, t.int2));
         assert!(!m(t.int, t.uint));
@@ -542,11 +542,14 @@ mod tests {
     fn funcs(b: &Btf, from: u32) -> Vec<Emitted> {
         let mut out = Vec::new();
         for id in from..=b.type_count() {
-            let t = b.ty(TypeId(id));
+            let t = b.ty(TypeId::new(id));
             if t.kind() == Kind::Func {
                 let p = b.ty(t.type_id());
-                let params = p.pairs().map(|[n, ty]| (b.name(StrOff(n)).into_owned(), ty)).collect();
-                out.push((b.name(t.name_off()).into_owned(), p.type_id().0, params));
+                let params = p
+                    .pairs()
+                    .map(|[n, ty]| (b.name(StrOff::new(n)).into_owned(), ty))
+                    .collect();
+                out.push((b.name(t.name_off()).into_owned(), p.type_id().get(), params));
             }
         }
         out
@@ -581,7 +584,7 @@ mod tests {
             emit_funcs(&mut b, &mut st.clone(), &tab, &KfuncMarks::none(tab.len()), &o).unwrap();
             let got = funcs(&b, start);
             assert_eq!(got.len(), 1, "{pick:?}");
-            assert_eq!(got[0].2, [(name.to_string(), t.int.0)], "{pick:?}");
+            assert_eq!(got[0].2, [(name.to_string(), t.int.get())], "{pick:?}");
         }
         // neither address linked: the first recorded
         let mut st2 = FuncStates::new();
@@ -682,7 +685,11 @@ mod tests {
         };
         assert_eq!(
             run(&mut t, flags::OPTIMIZED_PARMS),
-            [("f.isra.0".to_string(), t.int.0, vec![("b".to_string(), t.long.0)])]
+            [(
+                "f.isra.0".to_string(),
+                t.int.get(),
+                vec![("b".to_string(), t.long.get())]
+            )]
         );
         // an unexpected register in the clone: joined into the group, the
         // whole name is left out
@@ -710,8 +717,8 @@ mod tests {
             funcs(&b, start),
             vec![(
                 "helper".into(),
-                t.int.0,
-                vec![("x".into(), t.int.0), ("f".into(), t.pfoo.0)]
+                t.int.get(),
+                vec![("x".into(), t.int.get()), ("f".into(), t.pfoo.get())]
             )]
         );
         // "y" (only in the dropped instance) stays in the string table.
@@ -743,7 +750,7 @@ mod tests {
         assert_eq!((sum.groups, sum.emitted), (1, 1));
         assert_eq!(
             funcs(&t.btf, start),
-            vec![("f".into(), t.int.0, vec![("p".into(), t.pcfoo.0)])]
+            vec![("f".into(), t.int.get(), vec![("p".into(), t.pcfoo.get())])]
         );
     }
 
@@ -764,7 +771,7 @@ mod tests {
         emit_funcs(&mut b, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
         assert_eq!(
             funcs(&b, start),
-            vec![("f".into(), t.int.0, vec![("a".into(), t.int.0)])]
+            vec![("f".into(), t.int.get(), vec![("a".into(), t.int.get())])]
         );
     }
 
@@ -779,7 +786,11 @@ mod tests {
         emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!(
             funcs(&t.btf, start),
-            vec![("printk".into(), t.int.0, vec![("fmt".into(), t.pint.0), ("".into(), 0)])]
+            vec![(
+                "printk".into(),
+                t.int.get(),
+                vec![("fmt".into(), t.pint.get()), ("".into(), 0)]
+            )]
         );
     }
 
@@ -802,7 +813,7 @@ mod tests {
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!(sum.emitted, 1);
         assert_ne!(
-            st.flags(StateId(0)) & flags::OPTIMIZED_PARMS,
+            st.flags(StateId::new(0)) & flags::OPTIMIZED_PARMS,
             0,
             "flags accumulate into the first state"
         );
@@ -823,7 +834,7 @@ mod tests {
         emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(false)).unwrap();
         assert_eq!(
             funcs(&t.btf, start)[0].2,
-            vec![("unused".into(), t.int.0), ("p".into(), t.foo.0)]
+            vec![("unused".into(), t.int.get()), ("p".into(), t.foo.get())]
         );
     }
 
@@ -848,7 +859,7 @@ mod tests {
         let sum = emit_funcs(&mut b, &mut s2, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         assert_eq!((sum.emitted, sum.dropped_unexpected_reg), (0, 1));
         assert_eq!(
-            s2.flags(StateId(0)) & flags::INCONSISTENT,
+            s2.flags(StateId::new(0)) & flags::INCONSISTENT,
             0,
             "no comparison after unexpected_reg"
         );
@@ -962,7 +973,7 @@ mod tests {
         emit_funcs(&mut t.btf, &mut st, &tab, &KfuncMarks::none(tab.len()), &opts(true)).unwrap();
         let f = funcs(&t.btf, start);
         assert_eq!(f.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
-        assert_eq!(f[0].2, vec![("first".into(), t.int.0)]);
+        assert_eq!(f[0].2, vec![("first".into(), t.int.get())]);
         assert_eq!(f[2].1, 0);
     }
 
@@ -987,7 +998,7 @@ mod tests {
         assert_eq!((sum.kfunc_tags, sum.fastcall_tags), (2, 1));
         let kinds: Vec<(Kind, String, u32)> = (start..=t.btf.type_count())
             .map(|id| {
-                let ty = t.btf.ty(TypeId(id));
+                let ty = t.btf.ty(TypeId::new(id));
                 (
                     ty.kind(),
                     t.btf.name(ty.name_off()).into_owned(),
@@ -1010,8 +1021,8 @@ mod tests {
         ];
         assert_eq!(kinds, want);
         // FUNC linkage static; the tags point at the FUNC.
-        assert_eq!(t.btf.ty(TypeId(start + 1)).vlen(), LINKAGE_STATIC);
-        assert_eq!(t.btf.ty(TypeId(start + 2)).type_id(), TypeId(start + 1));
+        assert_eq!(t.btf.ty(TypeId::new(start + 1)).vlen(), LINKAGE_STATIC);
+        assert_eq!(t.btf.ty(TypeId::new(start + 2)).type_id(), TypeId::new(start + 1));
         // Strings in emission order, bpf_kfunc / bpf_fastcall once.
         assert_eq!(
             &t.btf.raw_strings()[strs..],
@@ -1055,7 +1066,7 @@ mod tests {
         let sum = emit_funcs(&mut t.btf, &mut st, &tab, &marks, &o).unwrap();
         assert_eq!(sum.arena_tags, 4);
         let b = &t.btf;
-        let k = |id: u32| b.ty(TypeId(id));
+        let k = |id: u32| b.ty(TypeId::new(id));
         // alloc: ret tag+ptr, arg2 tag+ptr, proto, func, bpf_kfunc.
         assert_eq!(
             (k(start).kind(), k(start).kflag(), k(start).type_id()),
@@ -1063,15 +1074,15 @@ mod tests {
         );
         assert_eq!(
             (k(start + 1).kind(), k(start + 1).type_id()),
-            (Kind::Ptr, TypeId(start))
+            (Kind::Ptr, TypeId::new(start))
         );
         assert_eq!((k(start + 2).kind(), k(start + 2).type_id()), (Kind::TypeTag, t.foo));
         assert_eq!(k(start + 3).kind(), Kind::Ptr);
         let proto = k(start + 4);
         assert_eq!(proto.kind(), Kind::FuncProto);
-        assert_eq!(proto.type_id(), TypeId(start + 1));
+        assert_eq!(proto.type_id(), TypeId::new(start + 1));
         let p: Vec<u32> = proto.pairs().map(|x| x[1]).collect();
-        assert_eq!(p, vec![t.pint.0, start + 3, t.int.0]);
+        assert_eq!(p, vec![t.pint.get(), start + 3, t.int.get()]);
         // walk: two pairs, then its proto.
         let proto = k(start + 11);
         assert_eq!(proto.kind(), Kind::FuncProto);

@@ -116,9 +116,13 @@ pub struct FuncStates {
 /// A state in a [`FuncStates`] (its index in every column).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 #[repr(transparent)]
-pub struct StateId(pub u32);
+pub struct StateId(u32);
 
 impl StateId {
+    #[inline]
+    pub(crate) fn new(index: u32) -> StateId {
+        StateId(index)
+    }
     #[inline]
     pub fn index(self) -> usize {
         self.0 as usize
@@ -147,7 +151,7 @@ impl FuncStates {
     /// (0 = void), the recording-time flags (see [`flags`]) and the
     /// function's DW_AT_low_pc.
     pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8, low_pc: Option<u64>) -> StateId {
-        let id = StateId(self.entry.len() as u32);
+        let id = StateId::new(self.entry.len() as u32);
         self.entry.push(entry);
         self.ret.push(ret);
         self.flags.push(flags);
@@ -297,15 +301,15 @@ mod tests {
 
     fn sample() -> FuncStates {
         let mut s = FuncStates::new();
-        s.push(3, TypeId(1), 0, None);
-        s.push_param(StrOff(5), TypeId(2));
-        s.push_param(StrOff(9), TypeId(0));
-        s.push_annot(StrOff(12), -1);
-        s.push(1, TypeId(0), flags::OPTIMIZED_PARMS, None);
-        s.push(2, TypeId(4), 0, None);
-        s.push_param(StrOff(5), TypeId(4));
+        s.push(3, TypeId::new(1), 0, None);
+        s.push_param(StrOff::new(5), TypeId::new(2));
+        s.push_param(StrOff::new(9), TypeId::new(0));
+        s.push_annot(StrOff::new(12), -1);
+        s.push(1, TypeId::new(0), flags::OPTIMIZED_PARMS, None);
+        s.push(2, TypeId::new(4), 0, None);
+        s.push_param(StrOff::new(5), TypeId::new(4));
         s.push_varargs();
-        s.push_annot(StrOff(20), 0);
+        s.push_annot(StrOff::new(20), 0);
         s
     }
 
@@ -314,43 +318,43 @@ mod tests {
         let s = sample();
         assert_eq!(s.len(), 3);
         assert_eq!(
-            s.params(StateId(0)),
+            s.params(StateId::new(0)),
             &[
                 Param {
-                    name: StrOff(5),
-                    ty: TypeId(2)
+                    name: StrOff::new(5),
+                    ty: TypeId::new(2)
                 },
                 Param {
-                    name: StrOff(9),
-                    ty: TypeId(0)
+                    name: StrOff::new(9),
+                    ty: TypeId::new(0)
                 }
             ]
         );
         assert_eq!(
-            s.annots(StateId(0)),
+            s.annots(StateId::new(0)),
             &[Annot {
-                value: StrOff(12),
+                value: StrOff::new(12),
                 component: -1
             }]
         );
-        assert!(s.params(StateId(1)).is_empty());
-        assert!(s.annots(StateId(1)).is_empty());
-        assert_eq!(s.flags(StateId(1)), flags::OPTIMIZED_PARMS);
+        assert!(s.params(StateId::new(1)).is_empty());
+        assert!(s.annots(StateId::new(1)).is_empty());
+        assert_eq!(s.flags(StateId::new(1)), flags::OPTIMIZED_PARMS);
         assert_eq!(
-            s.params(StateId(2))[1],
+            s.params(StateId::new(2))[1],
             Param {
                 name: StrOff::EMPTY,
                 ty: TypeId::VOID
             }
         );
         assert_eq!(
-            s.annots(StateId(2)),
+            s.annots(StateId::new(2)),
             &[Annot {
-                value: StrOff(20),
+                value: StrOff::new(20),
                 component: 0
             }]
         );
-        assert_eq!(s.entry(StateId(2)), 2);
+        assert_eq!(s.entry(StateId::new(2)), 2);
     }
 
     #[test]
@@ -359,28 +363,28 @@ mod tests {
         let cu = sample();
         run.extend_relocated(
             &cu,
-            |t| if t.0 == 0 { t } else { TypeId(t.0 + 100) },
-            |s| StrOff(s.0 + 1000),
+            |t| if t.get() == 0 { t } else { TypeId::new(t.get() + 100) },
+            |s| StrOff::new(s.get() + 1000),
         );
         assert_eq!(run.len(), 6);
-        assert_eq!(run.entry(StateId(3)), 3);
-        assert_eq!(run.ret(StateId(3)), TypeId(101));
-        assert_eq!(run.ret(StateId(4)), TypeId(0), "void stays void");
+        assert_eq!(run.entry(StateId::new(3)), 3);
+        assert_eq!(run.ret(StateId::new(3)), TypeId::new(101));
+        assert_eq!(run.ret(StateId::new(4)), TypeId::new(0), "void stays void");
         assert_eq!(
-            run.params(StateId(3)),
+            run.params(StateId::new(3)),
             &[
                 Param {
-                    name: StrOff(1005),
-                    ty: TypeId(102)
+                    name: StrOff::new(1005),
+                    ty: TypeId::new(102)
                 },
                 Param {
-                    name: StrOff(1009),
-                    ty: TypeId(0)
+                    name: StrOff::new(1009),
+                    ty: TypeId::new(0)
                 }
             ]
         );
         assert_eq!(
-            run.params(StateId(5))[1],
+            run.params(StateId::new(5))[1],
             Param {
                 name: StrOff::EMPTY,
                 ty: TypeId::VOID
@@ -388,16 +392,16 @@ mod tests {
             "varargs slot untouched"
         );
         assert_eq!(
-            run.annots(StateId(5)),
+            run.annots(StateId::new(5)),
             &[Annot {
-                value: StrOff(1020),
+                value: StrOff::new(1020),
                 component: 0
             }]
         );
         // The first half is unchanged.
-        assert_eq!(run.params(StateId(0)), sample().params(StateId(0)));
+        assert_eq!(run.params(StateId::new(0)), sample().params(StateId::new(0)));
         let mut plain = FuncStates::new();
         plain.extend(&cu);
-        assert_eq!(plain.params(StateId(2)), cu.params(StateId(2)));
+        assert_eq!(plain.params(StateId::new(2)), cu.params(StateId::new(2)));
     }
 }

@@ -257,7 +257,7 @@ fn more_than_65535_variables_in_a_section() {
         "not the reference's bytes"
     );
     let btf = btfkit::btf::read::parse(&bytes).unwrap();
-    let last = btf.ty(btfkit::btf::TypeId(btf.type_count()));
+    let last = btf.ty(btfkit::btf::TypeId::new(btf.type_count()));
     assert_eq!(
         (last.kind(), last.vlen(), last.size()),
         (btfkit::btf::Kind::Datasec, 4464, 4464 * 4)

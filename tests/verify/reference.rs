@@ -101,7 +101,7 @@ fn corrupted_blob_is_refused_with_the_kernel_log() {
         .map(|id| (id, b.ty(id)))
         .find(|(_, t)| t.kind() == btfkit::btf::Kind::Struct && t.vlen() > 0)
         .unwrap();
-    let word = b.type_offsets()[(id.0 - 1) as usize] as usize + 3 + 2; // first member's offset word
+    let word = b.type_offsets()[(id.get() - 1) as usize] as usize + 3 + 2; // first member's offset word
     let at = 24 + word * 4;
     let bogus = (t.size() * 8 + 64).to_le_bytes();
     bytes[at..at + 4].copy_from_slice(&bogus);

@@ -26,7 +26,7 @@ pub fn resolve_size(btf: &Btf, ptr_sz: u32, id: u32) -> Option<u64> {
         if id == 0 {
             return None;
         }
-        let t = btf.get(TypeId(id))?;
+        let t = btf.get(TypeId::new(id))?;
         match t.kind() {
             Kind::Int | Kind::Struct | Kind::Union | Kind::Enum | Kind::Enum64 | Kind::Datasec | Kind::Float => {
                 let size = t.size() as u64;
@@ -61,7 +61,7 @@ pub fn align_of(btf: &Btf, ptr_sz: u32, id: u32, depth: u32) -> u32 {
     if id == 0 || depth > MAX_DEPTH {
         return 0;
     }
-    let Some(t) = btf.get(TypeId(id)) else { return 0 };
+    let Some(t) = btf.get(TypeId::new(id)) else { return 0 };
     match t.kind() {
         Kind::Int | Kind::Enum | Kind::Enum64 | Kind::Float => ptr_sz.min(t.size()),
         Kind::Ptr => ptr_sz,

@@ -97,7 +97,7 @@ fn did_you_mean(near: &[String]) -> String {
 fn closest_names(btf: &Btf, name: &str) -> Vec<String> {
     let mut scored: Vec<(usize, String)> = Vec::new();
     for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         if t.name_off().0 == 0 || !is_named_kind(t.kind()) {
             continue;
         }
@@ -155,7 +155,7 @@ pub fn to_c_roots(btf: &Btf, roots: &[TypeId]) -> Result<Vec<u8>> {
 /// Renders `roots` (every type when None) and what they need.
 pub fn render(btf: &Btf, roots: Option<&[TypeId]>, opts: Options) -> Result<Vec<u8>> {
     if let Some(id) = (1..=btf.type_count()).find(|&id| {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         t.kind() == Kind::Array && t.array().0.0 == 0
     }) {
         return Err(CDumpError::VoidElements { id });
@@ -190,7 +190,7 @@ pub fn render(btf: &Btf, roots: Option<&[TypeId]>, opts: Options) -> Result<Vec<
                     if fastcall {
                         d.out.extend_from_slice(b"__bpf_fastcall ");
                     }
-                    let t = btf.ty(TypeId(f));
+                    let t = btf.ty(TypeId::new(f));
                     let name = btf.str_at(t.name_off()).unwrap_or(b"");
                     d.decl(t.type_id().0, name, 0, 0)?;
                     d.out.extend_from_slice(b" __weak __ksym;\n");
@@ -233,16 +233,16 @@ pub fn ids_named(btf: &Btf, name: &str) -> Result<Vec<TypeId>> {
     let mut defs = Vec::new();
     let mut fwds = Vec::new();
     for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         let k = t.kind();
         if !is_named_kind(k) || t.name_off().0 == 0 || !kind_ok(k, &t) {
             continue;
         }
         if btf.str_at(t.name_off()) == Some(bare) {
             if k == Kind::Fwd {
-                fwds.push(TypeId(id))
+                fwds.push(TypeId::new(id))
             } else {
-                defs.push(TypeId(id))
+                defs.push(TypeId::new(id))
             }
         }
     }
@@ -342,7 +342,7 @@ impl<'a> Dumper<'a> {
         let btf = self.btf;
         let last = btf.type_count();
         for id in 1..=last {
-            let t = btf.ty(TypeId(id));
+            let t = btf.ty(TypeId::new(id));
             let mark = |target: u32, st: &mut Vec<State>| {
                 if target > last {
                     return Err(CDumpError::BadRef { id, target });
@@ -416,7 +416,7 @@ impl<'a> Dumper<'a> {
     /// Type `id`; only called for ids other than 0 (void has no record).
     #[inline]
     fn ty(&self, id: u32) -> Type<'a> {
-        self.btf.ty(TypeId(id))
+        self.btf.ty(TypeId::new(id))
     }
 
     #[inline]
@@ -427,6 +427,6 @@ impl<'a> Dumper<'a> {
     #[inline]
     fn str(&self, off: u32) -> &'a [u8] {
         let btf: &'a Btf = self.btf;
-        btf.str_at(StrOff(off)).unwrap_or(b"")
+        btf.str_at(StrOff::new(off)).unwrap_or(b"")
     }
 }

@@ -56,13 +56,13 @@ fn name(btf: &Btf, id: u32) -> &[u8] {
     if id == 0 {
         return b"";
     }
-    btf.str_at(btf.ty(TypeId(id)).name_off()).unwrap_or(b"")
+    btf.str_at(btf.ty(TypeId::new(id)).name_off()).unwrap_or(b"")
 }
 
 /// The kind and target of `id` (void: no kind).
 fn kind_of(btf: &Btf, id: u32) -> Option<(Kind, TypeId)> {
     (id != 0).then(|| {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         let target = if t.kind() == Kind::Array {
             t.array().0
         } else {
@@ -76,7 +76,7 @@ fn rank(btf: &Btf, id: u32, has_name: bool, depth: u32) -> u32 {
     let Some((kind, target)) = kind_of(btf, id) else {
         return MAX_RANK;
     };
-    let has_name = has_name || btf.ty(TypeId(id)).name_off() != StrOff::EMPTY;
+    let has_name = has_name || btf.ty(TypeId::new(id)).name_off() != StrOff::EMPTY;
     // (a loop in damaged BTF, which bpftool would follow forever)
     if depth > MAX_DEPTH {
         return MAX_RANK;
@@ -98,12 +98,12 @@ fn sort_name(btf: &Btf, id: u32, from_ref: bool, depth: u32) -> &[u8] {
     if depth > MAX_DEPTH {
         return b"";
     }
-    let t = btf.ty(TypeId(id));
+    let t = btf.ty(TypeId::new(id));
     match kind {
         Kind::Enum | Kind::Enum64 => {
             let mut off = t.name_off();
             if !from_ref && off == StrOff::EMPTY && t.vlen() > 0 {
-                off = StrOff(t.trailing()[0]);
+                off = StrOff::new(t.trailing()[0]);
             }
             btf.str_at(off).unwrap_or(b"")
         }
@@ -126,14 +126,14 @@ fn mix_name(h: u64, btf: &Btf, off: u32) -> u64 {
     if off == 0 {
         return h;
     }
-    mix(h, str_hash(btf.str_at(StrOff(off)).unwrap_or(b"")))
+    mix(h, str_hash(btf.str_at(StrOff::new(off)).unwrap_or(b"")))
 }
 
 fn names_hash(btf: &Btf, id: u32, members: bool, depth: u32) -> u64 {
     let Some((kind, target)) = kind_of(btf, id) else {
         return 0;
     };
-    let t = btf.ty(TypeId(id));
+    let t = btf.ty(TypeId::new(id));
     let mut h = mix_name(0, btf, t.name_off().0);
     if depth > MAX_DEPTH {
         return h;
@@ -162,7 +162,7 @@ fn names_hash(btf: &Btf, id: u32, members: bool, depth: u32) -> u64 {
 pub(super) fn kfuncs(btf: &Btf) -> Vec<(u32, bool)> {
     let (mut kfuncs, mut fastcalls) = (Vec::new(), Vec::new());
     for id in 1..=btf.type_count() {
-        let t = btf.ty(TypeId(id));
+        let t = btf.ty(TypeId::new(id));
         if t.kind() != Kind::DeclTag || t.extra() as i32 != -1 {
             continue;
         }

@@ -18,9 +18,9 @@ fn pointer_cycle() -> Btf {
     let mut b = new();
     let int = b.add_int(b"int", 4, INT_SIGNED);
     let list = b.begin(Kind::Struct, b"list", 8, false);
-    b.push_member(b"head", TypeId(4), 0, 0);
+    b.push_member(b"head", TypeId::new(4), 0, 0);
     let node = b.begin(Kind::Struct, b"node", 16, false);
-    b.push_member(b"next", TypeId(4), 0, 0);
+    b.push_member(b"next", TypeId::new(4), 0, 0);
     b.push_member(b"owner", list, 64, 0);
     let p = b.add_ref(Kind::Ptr, node);
     assert_eq!((int.0, p.0), (1, 4));
@@ -40,13 +40,13 @@ fn pointer_cycle_gets_a_forward_declaration() {
 fn roots_pull_in_only_what_they_need() {
     let mut b = pointer_cycle();
     b.begin(Kind::Struct, b"unrelated", 4, false);
-    b.push_member(b"x", TypeId(1), 0, 0);
+    b.push_member(b"x", TypeId::new(1), 0, 0);
     // node needs list by value, list needs a declaration of node.
-    let out = String::from_utf8(to_c_roots(&b, &[TypeId(3)]).unwrap()).unwrap();
+    let out = String::from_utf8(to_c_roots(&b, &[TypeId::new(3)]).unwrap()).unwrap();
     let body = "struct node;\n\nstruct list {\n\tstruct node *head;\n};\n\nstruct node {\n";
     assert!(out.contains(body), "{out}");
     assert!(!out.contains("unrelated"), "{out}");
-    assert_eq!(ids_named(&b, "struct node").unwrap(), vec![TypeId(3)]);
+    assert_eq!(ids_named(&b, "struct node").unwrap(), vec![TypeId::new(3)]);
     assert_eq!(
         ids_named(&b, "union node"),
         Err(CDumpError::NoSuchName {
@@ -61,18 +61,18 @@ fn roots_pull_in_only_what_they_need() {
 fn by_value_cycle_is_an_error() {
     let mut b = new();
     b.begin(Kind::Struct, b"a", 4, false);
-    b.push_member(b"b", TypeId(2), 0, 0);
+    b.push_member(b"b", TypeId::new(2), 0, 0);
     b.begin(Kind::Struct, b"b", 4, false);
-    b.push_member(b"a", TypeId(1), 0, 0);
+    b.push_member(b"a", TypeId::new(1), 0, 0);
     assert_eq!(to_c(&b), Err(CDumpError::Cycle { id: 1 }));
 }
 
 #[test]
 fn modifier_loop_is_an_error_not_a_crash() {
     let mut b = new();
-    b.add_ref(Kind::Const, TypeId(2));
-    b.add_ref(Kind::Volatile, TypeId(1));
-    b.add_typedef(b"t", TypeId(1));
+    b.add_ref(Kind::Const, TypeId::new(2));
+    b.add_ref(Kind::Volatile, TypeId::new(1));
+    b.add_typedef(b"t", TypeId::new(1));
     assert!(matches!(to_c(&b), Err(CDumpError::TooDeep { .. })));
 }
 
@@ -85,10 +85,10 @@ fn deep_nesting_is_an_error_not_a_crash() {
     b.add_int(b"int", 4, INT_SIGNED);
     for i in 0..N {
         b.begin(Kind::Struct, if i == 0 { b"outer" } else { b"" }, 4, false);
-        b.push_member(b"m", TypeId(i + 3), 0, 0);
+        b.push_member(b"m", TypeId::new(i + 3), 0, 0);
     }
     b.begin(Kind::Struct, b"", 4, false);
-    b.push_member(b"x", TypeId(1), 0, 0);
+    b.push_member(b"x", TypeId::new(1), 0, 0);
     assert!(matches!(to_c(&b), Err(CDumpError::TooDeep { .. })));
 
     // A long typedef chain is fine when each link is written before the
@@ -96,12 +96,12 @@ fn deep_nesting_is_an_error_not_a_crash() {
     let mut b = new();
     b.add_int(b"int", 4, INT_SIGNED);
     for i in 0..N {
-        b.add_typedef(format!("t{i}").as_bytes(), TypeId(i + 1));
+        b.add_typedef(format!("t{i}").as_bytes(), TypeId::new(i + 1));
     }
     assert!(to_c(&b).is_ok());
     let mut b = new();
     for i in 0..N {
-        b.add_typedef(format!("t{i}").as_bytes(), TypeId(i + 2));
+        b.add_typedef(format!("t{i}").as_bytes(), TypeId::new(i + 2));
     }
     b.add_int(b"int", 4, INT_SIGNED);
     assert!(matches!(to_c(&b), Err(CDumpError::TooDeep { .. })));
@@ -109,17 +109,17 @@ fn deep_nesting_is_an_error_not_a_crash() {
     let mut b = new();
     b.add_int(b"int", 4, INT_SIGNED);
     for i in 0..N {
-        b.add_ref(Kind::Ptr, TypeId(i + 1));
+        b.add_ref(Kind::Ptr, TypeId::new(i + 1));
     }
     b.begin(Kind::Struct, b"s", 8, false);
-    b.push_member(b"p", TypeId(N + 1), 0, 0);
+    b.push_member(b"p", TypeId::new(N + 1), 0, 0);
     assert!(matches!(to_c(&b), Err(CDumpError::TooDeep { .. })));
 }
 
 #[test]
 fn dangling_reference_is_an_error() {
     let mut b = new();
-    b.add_ref(Kind::Ptr, TypeId(7));
+    b.add_ref(Kind::Ptr, TypeId::new(7));
     assert_eq!(to_c(&b), Err(CDumpError::BadRef { id: 1, target: 7 }));
 }
 
@@ -131,11 +131,11 @@ fn anon_nested() -> Btf {
     let long = b.add_int(b"long", 8, INT_SIGNED);
     b.begin(Kind::Struct, b"s", 16, false);
     b.push_member(b"kind", int, 0, 0);
-    b.push_member(b"", TypeId(5), 32, 0);
+    b.push_member(b"", TypeId::new(5), 32, 0);
     b.push_member(b"tail", long, 64, 0);
     b.begin(Kind::Union, b"", 4, false);
     b.push_member(b"i", int, 0, 0);
-    b.push_member(b"parts", TypeId(6), 0, 0);
+    b.push_member(b"parts", TypeId::new(6), 0, 0);
     b.begin(Kind::Struct, b"", 4, false);
     b.push_member(b"lo", short, 0, 0);
     b.push_member(b"hi", short, 16, 0);
@@ -219,7 +219,7 @@ fn assorted() -> Btf {
     let pcc = b.add_ref(Kind::Ptr, cc); // 9
     let fmt = b.begin(Kind::FuncProto, b"", int.0, false); // 10: int (const char *, ...)
     b.push_param(b"fmt", pcc);
-    b.push_param(b"", TypeId(0));
+    b.push_param(b"", TypeId::new(0));
     let noargs = b.begin(Kind::FuncProto, b"", 0, false); // 11: void (void)
     let pfmt = b.add_ref(Kind::Ptr, fmt); // 12
     let pnoargs = b.add_ref(Kind::Ptr, noargs); // 13
@@ -233,7 +233,7 @@ fn assorted() -> Btf {
     b.push_member(b"hooks", arr, 0, 0);
     b.push_member(b"p", cvp, 256, 0);
     b.push_member(b"ubuf", ptag, 320, 0);
-    b.push_member(b"big", TypeId(7), 384, 0);
+    b.push_member(b"big", TypeId::new(7), 384, 0);
     b
 }
 

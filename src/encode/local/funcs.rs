@@ -76,7 +76,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         };
         let fl = flags.flags(index, fun, func(fun.origin), &params);
         o.o.funcs
-            .push(entry, btf::TypeId(local_id(cu.core(ret_off))), fl, fun.low_pc);
+            .push(entry, btf::TypeId::new(local_id(cu.core(ret_off))), fl, fun.low_pc);
         for (k, &(pn, ty)) in params.iter().enumerate() {
             let (pn, ty) = match flags.saved(k) {
                 Saved::As => (pn, ty),
@@ -87,7 +87,8 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
                 }
             };
             let n = o.s(pn);
-            o.o.funcs.push_param(btf::StrOff(n), btf::TypeId(local_id(cu.core(ty))));
+            o.o.funcs
+                .push_param(btf::StrOff::new(n), btf::TypeId::new(local_id(cu.core(ty))));
         }
         if fun.varargs {
             o.o.funcs.push_varargs();
@@ -95,7 +96,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         if ctx.features.decl_tag {
             for a in &cu.annots[fun.annots] {
                 let n = o.s(a.value);
-                o.o.funcs.push_annot(btf::StrOff(n), a.component);
+                o.o.funcs.push_annot(btf::StrOff::new(n), a.component);
             }
         }
     }

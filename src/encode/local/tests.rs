@@ -507,15 +507,18 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
     let out = encode_cu(&ctx, &c).unwrap();
     // Both instances of `f` (entry 0 of the table) are saved.
     assert_eq!(out.funcs.len(), 2);
-    assert_eq!((out.funcs.entry(StateId(0)), out.funcs.entry(StateId(1))), (0, 0));
+    assert_eq!(
+        (out.funcs.entry(StateId::new(0)), out.funcs.entry(StateId::new(1))),
+        (0, 0)
+    );
     // Both intern the parameter name once; nothing else is interned.
     assert_eq!(out.strs, vec![&b"abs_a"[..]]);
     let p = crate::funcs::Param {
-        name: btf::StrOff(1),
-        ty: btf::TypeId(0),
+        name: btf::StrOff::new(1),
+        ty: btf::TypeId::new(0),
     };
     assert_eq!(
-        (out.funcs.params(StateId(0)), out.funcs.params(StateId(1))),
+        (out.funcs.params(StateId::new(0)), out.funcs.params(StateId::new(1))),
         (&[p][..], &[p][..])
     );
 }
@@ -569,7 +572,7 @@ fn recording_time_flags() {
     };
     let out = encode_cu(&ctx, &c).unwrap();
     let flags: Vec<u8> = (0..out.funcs.len() as u32)
-        .map(|s| out.funcs.flags(StateId(s)))
+        .map(|s| out.funcs.flags(StateId::new(s)))
         .collect();
     assert_eq!(flags, [UNEXPECTED_REG, UNEXPECTED_REG, 0, OPTIMIZED_PARMS]);
 }

@@ -18,7 +18,7 @@ fn match_kind(words: &[u32]) -> u32 {
 
 #[inline]
 fn names_match(btf: &Btf, a: u32, b: u32) -> bool {
-    a == b || btf.str_at(StrOff(a)).unwrap_or(b"") == btf.str_at(StrOff(b)).unwrap_or(b"")
+    a == b || btf.str_at(StrOff::new(a)).unwrap_or(b"") == btf.str_at(StrOff::new(b)).unwrap_or(b"")
 }
 
 /// How two FUNC_PROTOs reached through pointers are compared.
@@ -41,7 +41,7 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId, protos: ProtoMatch) 
         if x == y {
             return true;
         }
-        if x.0 == 0 || y.0 == 0 {
+        if x.get() == 0 || y.get() == 0 {
             return false;
         }
         let (Some(tx), Some(ty)) = (btf.get(x), btf.get(y)) else {
@@ -86,7 +86,7 @@ pub fn types_match(btf: &Btf, mut x: TypeId, mut y: TypeId, protos: ProtoMatch) 
                     && types_match(btf, tx.type_id(), ty.type_id(), protos)
                     && (protos == ProtoMatch::ReturnOnly
                         || (tx.pairs().zip(ty.pairs()))
-                            .all(|(p, q)| types_match(btf, TypeId(p[1]), TypeId(q[1]), protos)));
+                            .all(|(p, q)| types_match(btf, TypeId::new(p[1]), TypeId::new(q[1]), protos)));
             }
             _ => return false,
         }

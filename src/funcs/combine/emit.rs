@@ -15,7 +15,7 @@ const FASTCALL_TAG: &[u8] = b"bpf_fastcall";
 /// PTR to it; `None` if `ptr` is not a PTR.
 fn arena_ptr(btf: &mut Btf, ptr: TypeId) -> Option<TypeId> {
     let t = btf.get(ptr)?;
-    if ptr.0 == 0 || t.kind() != Kind::Ptr {
+    if ptr.get() == 0 || t.kind() != Kind::Ptr {
         return None;
     }
     let target = t.type_id();
@@ -31,7 +31,7 @@ fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name:
         let p = arena_ptr(btf, ret).ok_or_else(|| FuncsError::ArenaNotPtr {
             func: func(),
             flag: "KF_ARENA_RET",
-            what: format!("the return type (id {}) is not a pointer", ret.0),
+            what: format!("the return type (id {}) is not a pointer", ret.get()),
         })?;
         st.set_ret(s, p);
         n += 1;
@@ -53,7 +53,7 @@ fn arena_tags(btf: &mut Btf, st: &mut FuncStates, s: StateId, kflags: u32, name:
         let p = arena_ptr(btf, param.ty).ok_or_else(|| FuncsError::ArenaNotPtr {
             func: func(),
             flag,
-            what: format!("parameter {idx} (type id {}) is not a pointer", param.ty.0),
+            what: format!("parameter {idx} (type id {}) is not a pointer", param.ty.get()),
         })?;
         st.set_param_type(s, idx, p);
         n += 1;
@@ -103,9 +103,13 @@ pub(super) fn emit_one(
     // on the stack for up to 14 parameters: one allocation per function
     // added up in the serial tail of a vmlinux encode
     let mut words: smallvec::SmallVec<[u32; 32]> = smallvec::SmallVec::with_capacity(3 + 2 * params.len());
-    words.extend_from_slice(&[0, make_info(Kind::FuncProto, false, params.len() as u32), st.ret(s).0]);
+    words.extend_from_slice(&[
+        0,
+        make_info(Kind::FuncProto, false, params.len() as u32),
+        st.ret(s).get(),
+    ]);
     for p in params {
-        words.extend_from_slice(&[p.name.0, p.ty.0]);
+        words.extend_from_slice(&[p.name.get(), p.ty.get()]);
     }
     let proto = btf.push_words(&words);
     if name.is_empty() {
@@ -122,7 +126,7 @@ pub(super) fn emit_one(
         btf.push_raw(
             a.value,
             make_info(Kind::DeclTag, false, 0),
-            func.0,
+            func.get(),
             &[a.component as u32],
         );
     }
