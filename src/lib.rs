@@ -42,6 +42,7 @@ pub mod elf;
 pub mod error;
 pub mod funcs;
 pub mod heap;
+pub mod metrics;
 pub mod output;
 pub mod package;
 pub mod pipeline;

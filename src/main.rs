@@ -4,7 +4,7 @@
 mod cli;
 
 #[global_allocator]
-static ALLOC: cli::stats::CountingAlloc = cli::stats::CountingAlloc;
+static ALLOC: btfkit::metrics::CountingAlloc = btfkit::metrics::CountingAlloc;
 
 fn main() {
     // SIGPIPE stays ignored (Rust's default): a closed pipe comes back as

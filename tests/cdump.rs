@@ -204,9 +204,7 @@ fn vmlinux_header_compiles_with_gcc() {
     compile(&scratch("gcc"), &header, "gcc", &["-O2"]);
 }
 
-fn btfkit(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
-}
+use common::run as btfkit;
 
 #[test]
 fn filtered_header_holds_what_the_program_needs() {

@@ -56,13 +56,12 @@ fn module_same_bytes_at_any_jobs() {
 
 /// The corpus's vmlinux/kernel case: input, pahole arguments, expected sha256.
 fn vmlinux_row() -> (String, String, String) {
-    let manifest = std::fs::read_to_string(corpus_dir().join("manifest.tsv")).unwrap();
-    let row: Vec<String> = manifest
-        .lines()
-        .map(|l| l.split('\t').map(String::from).collect::<Vec<_>>())
-        .find(|f| f[0] == "vmlinux/kernel")
+    let mut row = read_manifest(&corpus_dir().join("manifest.tsv"))
+        .into_iter()
+        .find(|r| r["case_id"] == "vmlinux/kernel")
         .expect("vmlinux kernel row");
-    (row[1].clone(), row[5].clone(), row[7].clone())
+    let mut take = |c: &str| row.remove(c).unwrap_or_else(|| panic!("manifest column {c}"));
+    (take("input"), take("args"), take("expected_sha256"))
 }
 
 /// The vmlinux (2,401 CUs, many chunks through the decode/merge pipeline) at

@@ -45,8 +45,9 @@ fn tmp(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("diff-test-{name}"))
 }
 
-fn btfkit(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_btfkit"))
+/// `btfkit diff ARGS`: exit code, stdout, stderr.
+fn diff(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = common::btfkit()
         .arg("diff")
         .args(args)
         .output()
@@ -73,7 +74,7 @@ fn a_file_against_itself_is_identical_bytes() {
     let r = diff::compare(&a, &b);
     assert_eq!(r.verdict, Verdict::IdenticalBytes);
     assert!(r.differences.is_empty());
-    let (code, out, _) = btfkit(&[path.as_os_str(), path.as_os_str()]);
+    let (code, out, _) = diff(&[path.as_os_str(), path.as_os_str()]);
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
 }
 
@@ -97,17 +98,17 @@ fn a_longer_header_is_equivalent_not_identical_bytes() {
     long.extend([0; 8]);
     long.extend(&d[24..]);
     std::fs::write(&b, &long).unwrap();
-    let (code, out, err) = btfkit(&[a.as_os_str(), b.as_os_str()]);
+    let (code, out, err) = diff(&[a.as_os_str(), b.as_os_str()]);
     assert_eq!(
         (code, out.as_str()),
         (0, "equivalent (a 24-byte header against a 32-byte one)\n"),
         "{err}"
     );
-    let (code, out, _) = btfkit(&["--json".as_ref(), a.as_os_str(), b.as_os_str()]);
+    let (code, out, _) = diff(&["--json".as_ref(), a.as_os_str(), b.as_os_str()]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((code, v["result"].as_str()), (0, Some("equivalent")));
     assert_eq!(v["layout"], "a 24-byte header against a 32-byte one");
-    let (code, out, _) = btfkit(&[b.as_os_str(), b.as_os_str()]);
+    let (code, out, _) = diff(&[b.as_os_str(), b.as_os_str()]);
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
 }
 
@@ -124,7 +125,7 @@ fn reordered_vmlinux_with_relaid_strings_is_equivalent() {
     // Through the command line as well, from a file.
     let out = tmp("vmlinux-reversed.btf");
     btfkit::output::write_atomic(&out, &to_bytes(&b)).unwrap();
-    let (code, stdout, _) = btfkit(&[path.as_os_str(), out.as_os_str()]);
+    let (code, stdout, _) = diff(&[path.as_os_str(), out.as_os_str()]);
     assert_eq!((code, stdout.as_str()), (0, "equivalent\n"));
 }
 
@@ -252,7 +253,7 @@ fn debian_embedded_against_the_reference_kernel_output() {
     assert_eq!(s.get(&DiffKind::Added), Some(&346));
     assert_eq!(r.differences.len(), 418 + 132 + 1 + 346 + 1);
     // The command line agrees and exits 1.
-    let (code, out, _) = btfkit(&[kpath.as_os_str(), dpath.as_os_str()]);
+    let (code, out, _) = diff(&[kpath.as_os_str(), dpath.as_os_str()]);
     assert_eq!(code, 1);
     assert_eq!(out.lines().count(), r.differences.len() + 1);
     assert_eq!(out.lines().last().unwrap(), r.summary_line());
@@ -688,13 +689,13 @@ fn cli_text_and_json() {
             ..V::default()
         }),
     );
-    let (code, out, err) = btfkit(&[pa.as_os_str(), pb.as_os_str()]);
+    let (code, out, err) = diff(&[pa.as_os_str(), pb.as_os_str()]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(
         out,
         "- func bar: static void (void)\nstruct sk_buff.len: type unsigned int -> int\n2 differences: 1 removed, 1 member_type\n"
     );
-    let (code, out, _) = btfkit(&[pa.as_os_str(), pb.as_os_str(), "--json".as_ref()]);
+    let (code, out, _) = diff(&[pa.as_os_str(), pb.as_os_str(), "--json".as_ref()]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["result"], "different");
@@ -715,7 +716,7 @@ fn cli_text_and_json() {
     // equivalent, in JSON
     let a = sample(&V::default());
     let (pa, pb) = write_pair("json-eq", &a, &reversed(&a));
-    let (code, out, _) = btfkit(&[pa.as_os_str(), pb.as_os_str(), "--json".as_ref()]);
+    let (code, out, _) = diff(&[pa.as_os_str(), pb.as_os_str(), "--json".as_ref()]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["result"], "equivalent");
@@ -727,21 +728,21 @@ fn cli_errors_exit_2_with_one_line_naming_the_file() {
     let good = tmp("good.btf");
     btfkit::output::write_atomic(&good, &to_bytes(&sample(&V::default()))).unwrap();
     let missing = tmp("does-not-exist.btf");
-    let (code, out, err) = btfkit(&[good.as_os_str(), missing.as_os_str()]);
+    let (code, out, err) = diff(&[good.as_os_str(), missing.as_os_str()]);
     assert_eq!(code, 2);
     assert!(out.is_empty());
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&*missing.to_string_lossy()), "{err}");
     let junk = tmp("junk.btf");
     btfkit::output::write_atomic(&junk, b"\x9f\xeb\x01\x00short").unwrap();
-    let (code, _, err) = btfkit(&[junk.as_os_str(), good.as_os_str()]);
+    let (code, _, err) = diff(&[junk.as_os_str(), good.as_os_str()]);
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains(&*junk.to_string_lossy()) && err.contains("invalid BTF"),
         "{err}"
     );
-    let (code, _, _) = btfkit(&[
+    let (code, _, _) = diff(&[
         good.as_os_str(),
         good.as_os_str(),
         "--base".as_ref(),
@@ -802,7 +803,7 @@ fn split_btf_against_a_shared_and_against_different_bases() {
     let (pa, pb) = (tmp("split-a.btf"), tmp("split-b.btf"));
     btfkit::output::write_atomic(&pa, &to_bytes(&split(&base, false))).unwrap();
     btfkit::output::write_atomic(&pb, &to_bytes(&split(&other, false))).unwrap();
-    let (code, out, err) = btfkit(&[
+    let (code, out, err) = diff(&[
         pa.as_os_str(),
         pb.as_os_str(),
         "--base-a".as_ref(),
@@ -815,7 +816,7 @@ fn split_btf_against_a_shared_and_against_different_bases() {
         out.starts_with("func mod_fn: param 1 struct sk_buff *: struct sk_buff differs between the two bases\n"),
         "{out}"
     );
-    let (code, out, _) = btfkit(&[pa.as_os_str(), pa.as_os_str(), "--base".as_ref(), pba.as_os_str()]);
+    let (code, out, _) = diff(&[pa.as_os_str(), pa.as_os_str(), "--base".as_ref(), pba.as_os_str()]);
     assert_eq!((code, out.as_str()), (0, "identical bytes\n"));
 }
 

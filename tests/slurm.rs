@@ -262,7 +262,7 @@ fn cluster_array_cancel_stop() {
         ["COMPLETED 0:0", "COMPLETED 0:0"],
         "array {job}: {states:?}"
     );
-    // Job states are not enough (SLURM.md: a broken proctrack reports
+    // Job states are not enough (deploy/slurm/README.md: a broken proctrack reports
     // COMPLETED without running anything): check what the tasks wrote.
     for k in 0..2 {
         assert_eq!(

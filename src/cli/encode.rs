@@ -185,7 +185,7 @@ impl Report {
 /// encoded, then `--stats` and the summary line.
 pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
     let t0 = std::time::Instant::now();
-    let phases = Arc::new(std::sync::Mutex::new(super::stats::Phases::start()));
+    let phases = Arc::new(std::sync::Mutex::new(btfkit::metrics::Phases::start()));
     if report.stats.is_some() {
         // the pipeline's phases: base, the encoder's (open, the CU loop,
         // functions), dedup, write
@@ -257,7 +257,7 @@ pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     if a.stats {
-        super::stats::enable_heap_counting();
+        btfkit::metrics::enable_heap_counting();
     }
     let features = features_arg(a.btf_features.iter().map(String::as_str))?;
     let lang = match &a.lang_exclude {

@@ -242,23 +242,18 @@ pub struct LoopCpu {
     pub on_merged: Duration,
 }
 
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// Adds the thread CPU time `f` takes to `sum` (nanoseconds), if `on`.
 #[inline]
 fn cpu_into<T>(on: bool, sum: &AtomicU64, f: impl FnOnce() -> T) -> T {
     if !on {
         return f();
     }
-    let t0 = thread_cpu();
+    let t0 = crate::metrics::thread_cpu();
     let r = f();
-    sum.fetch_add((thread_cpu().saturating_sub(t0)).as_nanos() as u64, Ordering::Relaxed);
+    // an unreadable clock adds nothing rather than a made-up figure
+    if let (Some(t0), Some(t1)) = (t0, crate::metrics::thread_cpu()) {
+        sum.fetch_add(t1.saturating_sub(t0).as_nanos() as u64, Ordering::Relaxed);
+    }
     r
 }
 

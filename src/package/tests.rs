@@ -546,14 +546,8 @@ fn measure_reading_a_real_package() {
     let Some(path) = std::env::var_os("BTFKIT_PKG_MEASURE") else {
         panic!("set BTFKIT_PKG_MEASURE to a .deb or .rpm");
     };
-    let cpu = || {
-        // SAFETY: getrusage fills the zeroed struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-        (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss)
-    };
-    let (cpu0, _) = cpu();
+    let usage = || crate::metrics::usage().expect("getrusage");
+    let cpu0 = usage().cpu;
     let wall = Instant::now();
     let (mut n, mut bytes, mut largest) = (0u64, 0u64, 0u64);
     for e in open(Path::new(&path)).unwrap() {
@@ -563,10 +557,10 @@ fn measure_reading_a_real_package() {
         largest = largest.max(e.size);
     }
     let wall = wall.elapsed().as_secs_f64();
-    let (cpu1, rss) = cpu();
+    let end = usage();
     eprintln!(
         "{n} entries, {bytes} bytes (largest {largest}); wall {wall:.2} s, cpu {:.2} s, peak rss {} MiB",
-        cpu1 - cpu0,
-        rss / 1024
+        (end.cpu - cpu0).as_secs_f64(),
+        end.peak_rss_bytes >> 20
     );
 }

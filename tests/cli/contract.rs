@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn btfkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_btfkit")).args(args).output().unwrap()
-}
+use crate::common::run as btfkit;
 
 fn tmp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)

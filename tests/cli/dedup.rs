@@ -3,11 +3,7 @@
 
 use crate::common;
 
-use std::process::Command;
-
-fn btfkit() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_btfkit"))
-}
+use common::btfkit;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = common::cache_dir().join("dedup-cli");

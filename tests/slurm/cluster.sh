@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throw-away single-node Slurm cluster for tests (../shared/design/SLURM.md).
+# A throw-away single-node Slurm cluster for tests (deploy/slurm/README.md gives the reasons for its settings).
 #
 #   cluster.sh start DIR   start munged, slurmctld and slurmd, all state in DIR
 #   cluster.sh stop DIR    cancel every job, stop the daemons, check nothing is left

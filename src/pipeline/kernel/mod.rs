@@ -482,7 +482,7 @@ fn module_record(
         });
     };
     let t0 = Instant::now();
-    let c0 = thread_cpu();
+    let c0 = crate::metrics::thread_cpu();
     let res = (|| -> Result<(Vec<u8>, u64, Duration), Error> {
         let bytes = match &m.data {
             InputData::Bytes(b) => Some(&b[..]),
@@ -498,7 +498,10 @@ fn module_record(
         };
         Ok((raw, btf.own_type_count() as u64, pool))
     })();
-    let cpu = thread_cpu().saturating_sub(c0);
+    let cpu = match (c0, crate::metrics::thread_cpu()) {
+        (Some(c0), Some(c1)) => c1.saturating_sub(c0),
+        _ => Duration::ZERO,
+    };
     match res {
         Ok((raw, types, pool)) => Done {
             record: Record {
@@ -618,23 +621,8 @@ fn error_line(e: &dyn std::error::Error) -> String {
     msg.replace('\n', " ")
 }
 
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// The process's CPU time (user + system) and peak RSS in bytes.
+/// The process's CPU time (user + system) and peak RSS in bytes; zero for
+/// both where the system cannot tell (the report's figures are advisory).
 pub fn process_cpu_and_peak_rss() -> (Duration, u64) {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return (Duration::ZERO, 0);
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
-    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
+    crate::metrics::usage().map_or((Duration::ZERO, 0), |u| (u.cpu, u.peak_rss_bytes))
 }
