@@ -198,5 +198,5 @@ fn dwarf4_type_units_are_not_resolved() {
 
 /// Whether this process may load BTF into the kernel (root, bpf(2) there).
 fn have_kernel_btf_load() -> bool {
-    std::path::Path::new("/sys/kernel/btf/vmlinux").exists() && unsafe { libc::geteuid() } == 0
+    std::path::Path::new("/sys/kernel/btf/vmlinux").exists() && common::is_root()
 }

@@ -70,7 +70,7 @@ fn devices_and_fifos_at_the_output_path_are_written_not_replaced() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(reader.join().unwrap(), expected_bare());
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    if unsafe { libc::geteuid() } == 0 {
+    if common::is_root() {
         let null = dir.join("null");
         let st = Command::new("mknod").arg(&null).args(["c", "1", "3"]).status().unwrap();
         assert!(st.success());
@@ -339,7 +339,7 @@ fn pahole_help_names_and_spellings() {
 #[test]
 fn verify_explains_refusals() {
     crate::needs_corpus!();
-    if unsafe { libc::geteuid() } != 0 {
+    if !common::is_root() {
         eprintln!("SKIPPED: verify needs root");
         return;
     }

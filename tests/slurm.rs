@@ -74,8 +74,7 @@ impl Cluster {
                 ));
             }
         }
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !common::is_root() {
             return skip("the cluster's slurmd and munged need root".into());
         }
         let dir = std::env::temp_dir().join(format!("btfkit-slurm-{name}.{}", std::process::id()));

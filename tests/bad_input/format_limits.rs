@@ -66,7 +66,7 @@ fn expect_reference_bytes(obj: &Path, want: &str) {
     );
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(sha256(&bytes), want, "{}: not the reference's bytes", obj.display());
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::common::is_root() {
         let v = run(&["verify", &s(&out)]);
         assert!(
             v.status.success(),
@@ -156,7 +156,7 @@ fn more_than_65535_members_enumerators_and_type_parameters_keep_count_mod_65536(
         let r = run(&["encode", &s(&o), "--no-dedup", "-o", &s(&raw)]);
         assert!(r.status.success(), "{stem}: {}", String::from_utf8_lossy(&r.stderr));
         btfkit::btf::read::parse(&std::fs::read(&raw).unwrap()).unwrap_or_else(|e| panic!("{stem} --no-dedup: {e}"));
-        if unsafe { libc::geteuid() } == 0 {
+        if crate::common::is_root() {
             let v = run(&["verify", &s(&raw)]);
             assert!(
                 v.status.success(),
@@ -262,7 +262,7 @@ fn more_than_65535_variables_in_a_section() {
         (last.kind(), last.vlen(), last.size()),
         (btfkit::btf::Kind::Datasec, 4464, 4464 * 4)
     );
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::common::is_root() {
         let v = run(&["verify", &s(&out)]);
         assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     }

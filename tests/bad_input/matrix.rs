@@ -772,7 +772,7 @@ fn encode_ok(obj: &Path, types: usize) {
     assert_eq!(o.code, Some(0), "{}: {}", obj.display(), o.stderr);
     let btf = btfkit::btf::read::parse(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(btf.type_count() as usize, types, "{}", obj.display());
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::common::is_root() {
         let v = run_bounded("verify", &["verify".into(), s(&out)]);
         assert_eq!(
             v.code,

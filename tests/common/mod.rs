@@ -249,3 +249,9 @@ pub fn conformance_floor() -> std::collections::HashSet<(String, String)> {
         .map(|(v, c)| (v.to_string(), c.to_string()))
         .collect()
 }
+
+/// Whether the tests run as root (the kernel's `BPF_BTF_LOAD` needs it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
