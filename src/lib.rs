@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod output;
 pub mod package;
 pub mod pipeline;
+pub mod report;
 pub mod verify;
 
 pub use error::Error;

@@ -6,7 +6,7 @@ use common::*;
 
 /// The kernel build's features: functions (with kfunc tags), variables, decl
 /// and type tags.
-const KERNEL_FEATURES: &str = "--btf_features=encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build";
+use btfkit::encode::features::KERNEL_BUILD_FEATURES;
 
 /// `btfkit pahole` at `-j{jobs}`: the whole pipeline (functions and dedup)
 /// unless `stage` stops it earlier.
@@ -14,7 +14,11 @@ fn encode_at(input: &str, base: Option<&str>, jobs: &str, stage: &[&str], dir: &
     let out = dir.join(format!("out.j{jobs}.btf"));
     let mut args = vec!["pahole".to_string()];
     args.extend(stage.iter().map(|a| a.to_string()));
-    args.extend(["-J".into(), format!("-j{jobs}"), KERNEL_FEATURES.into()]);
+    args.extend([
+        "-J".into(),
+        format!("-j{jobs}"),
+        format!("--btf_features={KERNEL_BUILD_FEATURES}"),
+    ]);
     if let Some(b) = base {
         args.push(format!("--btf_base={b}"));
     }

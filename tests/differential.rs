@@ -32,9 +32,7 @@ use std::time::Instant;
 
 use common::{have_tool, s};
 
-/// The kernel build's set (scripts/Makefile.btf, pahole v1.31).
-const KERNEL_FEATURES: &str = "encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,\
-                               consistent_func,decl_tag_kfuncs,reproducible_build";
+use btfkit::encode::features::KERNEL_BUILD_FEATURES as KERNEL_FEATURES;
 
 /// (name, `--btf-features` value); None: the bare default, no flag.
 const FEATURE_SETS: &[(&str, Option<&str>)] = &[("kernel", Some(KERNEL_FEATURES)), ("bare", None)];

@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const FEATURES: &str =
-    "encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build";
+use btfkit::encode::features::KERNEL_BUILD_FEATURES as FEATURES;
 
 /// Small corpus modules, and where a debug package puts them.
 const MODULES: &[(&str, &str)] = &[
@@ -219,6 +218,78 @@ fn a_debug_tree_equals_pahole_one_by_one_and_a_rerun_reuses() {
     // `btfkit report` accepts the finished run.
     let r = run(&["report", &s(&out)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same run from the library: `pipeline::kernel::run` writes what the
+/// command line writes, tells its progress, and `report::check` reads the
+/// report back as `btfkit report` does.
+#[test]
+fn the_library_runs_a_kernel_and_checks_its_report() {
+    use btfkit::encode::Options;
+    use btfkit::pipeline::kernel::{self, KernelRun, Outcome, Progress, Record, Target};
+    use std::sync::Mutex;
+
+    crate::needs_corpus!();
+    let dir = scratch("kernel-library");
+    let root = dir.join("pkg");
+    debug_tree(&root, &small_vmlinux(), &MODULES[..3]);
+    let by_cli = dir.join("cli");
+    ok(&kernel(&[&s(&root), "--out-dir", &s(&by_cli), "-j2"]));
+
+    #[derive(Default)]
+    struct Seen {
+        expected: Mutex<u64>,
+        records: Mutex<Vec<(String, Outcome)>>,
+    }
+    impl Progress for Seen {
+        fn expect(&self, n: u64) {
+            *self.expected.lock().unwrap() += n;
+        }
+        fn record(&self, r: &Record) {
+            self.records.lock().unwrap().push((r.input.clone(), r.outcome));
+        }
+    }
+    let opts = Options {
+        jobs: 2,
+        ..Options::kernel_build()
+    };
+    let by_lib = dir.join("lib");
+    let run = KernelRun {
+        target: Target::One(root.clone()),
+        out_dir: by_lib.clone(),
+        opts,
+        version: "library-test".into(),
+    };
+    let seen = Seen::default();
+    let done = kernel::run(&run, &seen).unwrap();
+    assert_eq!(done.report, by_lib.join("report.jsonl"));
+    assert_eq!((done.summary.inputs, done.summary.ok, done.summary.failed), (4, 4, 0));
+    assert_eq!(*seen.expected.lock().unwrap(), 4);
+    let recs = seen.records.lock().unwrap();
+    assert_eq!(recs.len(), 4);
+    assert!(recs.iter().all(|(_, o)| *o == Outcome::Ok), "{recs:?}");
+    let mut files = vec!["vmlinux.btf".to_string()];
+    files.extend(
+        MODULES[..3]
+            .iter()
+            .map(|(_, at)| format!("modules/{}", at.replace(".ko", ".btf"))),
+    );
+    for f in &files {
+        assert!(
+            std::fs::read(by_lib.join(f)).unwrap() == std::fs::read(by_cli.join(f)).unwrap(),
+            "{f}: the library's bytes differ from the command line's"
+        );
+    }
+    // The report check, from the library: both runs complete.
+    let checked = btfkit::report::check(&[by_lib.clone(), by_cli.clone()], None).unwrap();
+    assert!(checked.good(), "{:?}", checked.kernel);
+    let k = checked.kernel.as_ref().unwrap();
+    assert_eq!((k.reports.len(), k.items, k.inputs, k.ok), (2, 2, 8, 8));
+    assert!(checked.core.is_none());
+    // A directory without reports is an error naming it.
+    let e = btfkit::report::check(std::slice::from_ref(&root), None).err().unwrap();
+    assert!(e.to_string().contains(&s(&root)), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

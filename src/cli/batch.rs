@@ -165,7 +165,11 @@ fn report_stats(
     wall: std::time::Duration,
     json: bool,
 ) {
-    let (cpu, rss) = btfkit::pipeline::kernel::process_cpu_and_peak_rss();
+    let usage = btfkit::metrics::usage();
+    let (cpu, rss) = (
+        usage.map(|u| u.cpu).unwrap_or_default(),
+        usage.map_or(0, |u| u.peak_rss_bytes),
+    );
     let ok: Vec<&Module> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
     let (types, bytes): (u64, u64) = (ok.iter().map(|d| d.types).sum(), ok.iter().map(|d| d.bytes).sum());
     if json {

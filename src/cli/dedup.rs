@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use btfkit::dedup::{self, Options, StringMode};
 
-use super::{EXIT_OK, load_base};
+use super::EXIT_OK;
+use super::args::load_base;
 
 #[derive(clap::ValueEnum, Clone, Copy, Default)]
 pub enum Strings {
@@ -55,7 +56,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
-    btfkit::pipeline::size_global_pool(super::encode::jobs_arg(a.jobs)?);
+    btfkit::pipeline::size_global_pool(super::args::jobs_arg(a.jobs)?);
     let base = load_base(&a.base)?;
     let btf = btfkit::elf::load_btf(&a.input, base)?;
     let opts = Options {

@@ -8,7 +8,8 @@ use anyhow::Context;
 use btfkit::diff::{self, Verdict};
 use btfkit::elf::Input;
 
-use super::{EXIT_NO, EXIT_OK, load_base};
+use super::args::load_base;
+use super::{EXIT_NO, EXIT_OK};
 
 #[derive(clap::Args)]
 pub struct Args {

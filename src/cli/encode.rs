@@ -7,10 +7,11 @@ use std::sync::Arc;
 use anyhow::bail;
 
 use btfkit::btf;
-use btfkit::encode::{self, Features, LangFilter, Options};
+use btfkit::encode::{self, LangFilter, Options};
 use btfkit::pipeline::{self, Plan};
 
 use super::EXIT_OK;
+use super::args::{ReferenceArg, features_arg, jobs_arg, reference_arg};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -110,61 +111,6 @@ pub enum TypeUnitsArg {
 /// built into the binary so that an installed btfkit has it.
 pub const SAMPLE: &[u8] = include_bytes!("../../data/multi_types.gcc-O2.ld-r.o");
 pub const SAMPLE_NAME: &str = "multi_types.gcc-O2.ld-r.o (the sample built into btfkit)";
-
-pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
-/// `-j N` as given (0 refused), or every core.
-pub fn jobs_arg(jobs: Option<usize>) -> anyhow::Result<usize> {
-    match jobs {
-        Some(0) => bail!("bad thread count 0 for -j (give 1 or more)"),
-        Some(n) => Ok(n),
-        None => Ok(default_jobs()),
-    }
-}
-
-/// `--reference`.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum ReferenceArg {
-    #[value(name = "v1.31")]
-    V131,
-    Next,
-}
-
-/// The reference a run follows: the one named, else `next` when a feature
-/// only it has is asked for (as a build script written for the newer
-/// pahole asks), else v1.31.
-pub fn reference_arg(named: Option<ReferenceArg>, features: &Features) -> anyhow::Result<encode::Reference> {
-    match named {
-        Some(ReferenceArg::Next) => Ok(encode::Reference::Next),
-        Some(ReferenceArg::V131) if features.names_next_only() => bail!(
-            "the features layout and true_signature are the next reference's (pahole after v1.31): \
-             drop them or use --reference next"
-        ),
-        Some(ReferenceArg::V131) => Ok(encode::Reference::V1_31),
-        None if features.names_next_only() => Ok(encode::Reference::Next),
-        None => Ok(encode::Reference::V1_31),
-    }
-}
-
-/// The features of `--btf-features` lists, applied in order over the bare set.
-pub fn features_arg<'s>(lists: impl IntoIterator<Item = &'s str>) -> anyhow::Result<Features> {
-    let mut features = Features::default();
-    for f in lists {
-        // Lists pasted from help text wrapped at a comma carry spaces.
-        let f: Vec<&str> = f.split(',').map(str::trim).collect();
-        let unknown = features.apply_list(&f.join(","));
-        if !unknown.is_empty() {
-            bail!(
-                "unknown BTF feature(s): {} (known: default, {})",
-                unknown.join(", "),
-                encode::features::FEATURE_NAMES_NEXT.join(", ")
-            );
-        }
-    }
-    Ok(features)
-}
 
 /// What the command line reports of a run besides its BTF.
 pub struct Report {

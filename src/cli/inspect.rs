@@ -7,7 +7,8 @@ use anyhow::Context;
 use btfkit::btf::{self, Btf, Kind, cdump, dump};
 use btfkit::verify::{self, Verdict};
 
-use super::{EXIT_ERR, EXIT_NO, EXIT_OK, base_for, load_base};
+use super::args::{base_for, load_base};
+use super::{EXIT_ERR, EXIT_NO, EXIT_OK};
 
 #[derive(clap::ValueEnum, Clone, Copy, Default)]
 pub enum DumpFormat {

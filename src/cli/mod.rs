@@ -11,6 +11,7 @@ macro_rules! out {
     }};
 }
 
+mod args;
 mod batch;
 mod conformance;
 mod core;
@@ -23,8 +24,6 @@ mod man;
 mod pahole;
 mod report;
 pub mod stats;
-
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -77,15 +76,7 @@ enum Cmd {
 /// An error and its causes on one line (causes already quoted by the
 /// message are not repeated).
 pub fn one_line(e: &anyhow::Error) -> String {
-    let mut msg = format!("{e}");
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !msg.contains(&c) {
-            msg.push_str(": ");
-            msg.push_str(&c);
-        }
-    }
-    msg.replace('\n', " ")
+    btfkit::error::one_line(e.as_ref())
 }
 
 /// Prints an error in the one-line form every subcommand uses.
@@ -205,40 +196,5 @@ fn finish(res: anyhow::Result<i32>) -> i32 {
             report(&e);
             EXIT_ERR
         }
-    }
-}
-
-/// The base for `file`: `--base` if given; for a module's BTF in sysfs
-/// (`/sys/kernel/btf/<module>`), the kernel's own `/sys/kernel/btf/vmlinux`,
-/// as bpftool does.
-pub fn base_for(file: &std::path::Path, base: &Option<PathBuf>) -> Option<PathBuf> {
-    if base.is_some() {
-        return base.clone();
-    }
-    let sysfs = std::path::Path::new("/sys/kernel/btf");
-    (file.parent() == Some(sysfs) && file.file_name().is_some_and(|n| n != "vmlinux")).then(|| sysfs.join("vmlinux"))
-}
-
-/// Loads the base BTF named by `--base`, if any.
-pub fn load_base(base: &Option<PathBuf>) -> anyhow::Result<Option<std::sync::Arc<btfkit::btf::Btf>>> {
-    Ok(match base {
-        Some(p) => Some(std::sync::Arc::new(btfkit::elf::load_btf(p, None)?)),
-        None => None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::base_for;
-    use std::path::{Path, PathBuf};
-
-    #[test]
-    fn sysfs_module_btf_takes_the_kernels_vmlinux_as_base() {
-        let vmlinux = Some(PathBuf::from("/sys/kernel/btf/vmlinux"));
-        assert_eq!(base_for(Path::new("/sys/kernel/btf/nf_conntrack"), &None), vmlinux);
-        assert_eq!(base_for(Path::new("/sys/kernel/btf/vmlinux"), &None), None);
-        assert_eq!(base_for(Path::new("/tmp/nf_conntrack.btf"), &None), None);
-        let given = Some(PathBuf::from("/x/vmlinux.btf"));
-        assert_eq!(base_for(Path::new("/sys/kernel/btf/fou"), &given), given);
     }
 }

@@ -10,7 +10,8 @@ use anyhow::bail;
 use btfkit::encode::{self, Features, LangFilter, Options, Reference};
 use btfkit::pipeline::Plan;
 
-use super::encode::{Report, default_jobs, execute};
+use super::args::default_jobs;
+use super::encode::{Report, execute};
 use super::{EXIT_ERR, EXIT_OK};
 
 #[derive(clap::Args)]

@@ -25,6 +25,14 @@ pub const FEATURE_NAMES_NEXT: &[&str] = &[
 /// Every name `--btf_features` accepts in v1.31, in its order.
 pub const FEATURE_NAMES: &[&str] = FEATURE_NAMES_NEXT.split_at(FEATURE_NAMES_NEXT.len() - 2).0;
 
+/// The features of the kernel's own build (6.12's scripts/Makefile.btf)
+/// and of the corpus's `kernel` profile: what `btfkit kernel` asks for
+/// unless told otherwise.
+pub const KERNEL_BUILD_FEATURES: &str =
+    "encode_force,var,float,enum64,decl_tag,type_tag,optimized_func,consistent_func,decl_tag_kfuncs,reproducible_build";
+/// The languages the kernel's build leaves out.
+pub const KERNEL_LANG_EXCLUDE: &str = "rust";
+
 /// Which pahole's output btfkit reproduces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Reference {

@@ -278,6 +278,24 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// What the kernel's own build asks of pahole (6.12's
+    /// scripts/Makefile.btf): its features, Rust units left out, functions
+    /// encoded. `btfkit kernel`'s defaults; one thread.
+    pub fn kernel_build() -> Options {
+        let mut features = Features::default();
+        let unknown = features.apply_list(features::KERNEL_BUILD_FEATURES);
+        debug_assert!(unknown.is_empty(), "{unknown:?}");
+        let rust = lang::parse_list(features::KERNEL_LANG_EXCLUDE).unwrap_or_default();
+        Options {
+            features,
+            lang: LangFilter::Exclude(rust),
+            no_funcs: false,
+            ..Options::default()
+        }
+    }
+}
+
 /// What one run produced besides the BTF.
 #[derive(Debug, Default, Clone)]
 pub struct Summary {

@@ -22,9 +22,10 @@
 //! outcome `ok` or `reused`, its output still has the recorded sha256, and
 //! (for a module) the base it was split over is the current `vmlinux.btf`.
 //!
-//! Files: `input` (an input and its fingerprint), `tree` and `package` (finding
-//! a kernel's inputs), `report` (its lines, read and appended), `list` (lists
-//! and shards); the run itself is here.
+//! Files: `drive` (a whole run: one kernel or a list's shard, the report
+//! rewritten, the summary), `input` (an input and its fingerprint), `tree`
+//! and `package` (finding a kernel's inputs), `report` (its lines, read and
+//! appended), `list` (lists and shards); one item's run is here.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -64,6 +65,8 @@ pub enum KernelError {
     NotAnItem { path: PathBuf },
     #[error("{path}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("output directory {path}")]
+    OutDir { path: PathBuf, source: std::io::Error },
     #[error("list {list}: entries {a} and {b} have the same name `{name}` (their outputs would share one directory)")]
     DuplicateName {
         list: PathBuf,
@@ -89,6 +92,7 @@ pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KernelError + '_
     }
 }
 
+mod drive;
 mod input;
 mod list;
 mod package;
@@ -97,6 +101,7 @@ mod report;
 mod tests;
 mod tree;
 
+pub use drive::{Finished, KernelRun, Progress, Quiet, Target, run};
 use input::file_sha256;
 pub use input::{Input, InputData, InputKind, sha256_hex};
 pub use list::{ListEntry, read_list, resolve_shard, shard_entries, shard_report_name};
@@ -515,7 +520,7 @@ fn module_record(
             write: Some((out_dir.join(&m.out), raw)),
         },
         Err(e) => Done::record(Record {
-            error: Some(error_line(&e)),
+            error: Some(crate::error::one_line(&e)),
             output: None,
             wall_s: t0.elapsed().as_secs_f64(),
             cpu_s: cpu.as_secs_f64(),
@@ -550,7 +555,7 @@ impl Done {
             Ok(()) => self.record,
             Err(e) => Record {
                 outcome: Outcome::Failed,
-                error: Some(error_line(&Error::Output(e))),
+                error: Some(crate::error::one_line(&Error::Output(e))),
                 output: None,
                 sha256: None,
                 types: None,
@@ -562,7 +567,7 @@ impl Done {
 
 fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Record {
     let t0 = Instant::now();
-    let (c0, _) = process_cpu_and_peak_rss();
+    let c0 = crate::metrics::process_cpu();
     let mut p = Plan::new(vm.name(), plan.opts.clone());
     if let InputData::Bytes(b) = &vm.data {
         p.input_bytes = Some(b.clone());
@@ -573,9 +578,11 @@ fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Rec
         .map_or(Ok(()), std::fs::create_dir_all)
         .map_err(|e| Error::Output(crate::Error::io(out, e)))
         .and_then(|_| super::execute(&p));
-    let (c1, _) = process_cpu_and_peak_rss();
     let wall_s = t0.elapsed().as_secs_f64();
-    let cpu_s = c1.saturating_sub(c0).as_secs_f64();
+    let cpu_s = match (c0, crate::metrics::process_cpu()) {
+        (Some(c0), Some(c1)) => c1.saturating_sub(c0).as_secs_f64(),
+        _ => 0.0,
+    };
     match res {
         Ok(done) => {
             let Some(sha) = file_sha256(out) else {
@@ -597,32 +604,11 @@ fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Rec
             }
         }
         Err(e) => Record {
-            error: Some(error_line(&e)),
+            error: Some(crate::error::one_line(&e)),
             output: None,
             wall_s,
             cpu_s,
             ..rec
         },
     }
-}
-
-/// An error and its causes on one line.
-fn error_line(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let t = s.to_string();
-        if !msg.contains(&t) {
-            msg += ": ";
-            msg += &t;
-        }
-        src = s.source();
-    }
-    msg.replace('\n', " ")
-}
-
-/// The process's CPU time (user + system) and peak RSS in bytes; zero for
-/// both where the system cannot tell (the report's figures are advisory).
-pub fn process_cpu_and_peak_rss() -> (Duration, u64) {
-    crate::metrics::usage().map_or((Duration::ZERO, 0), |u| (u.cpu, u.peak_rss_bytes))
 }
