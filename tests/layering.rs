@@ -155,3 +155,121 @@ fn the_checker_sees_grouped_and_inline_paths() {
         ["btf", "dwarf", "elf", "error"].into_iter().map(String::from).collect()
     );
 }
+
+/// The scalar `u32` parameters and results of the functions in `text`
+/// (test modules left out): `(fn, "param NAME")` or `(fn, "returns TYPE")`.
+/// A `u32` inside a slice or a `Vec` (a record's words, a column) is not
+/// scalar.
+fn bare_u32s(text: &str) -> Vec<(String, String)> {
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    let bare = |ty: &str| {
+        let ty = ty.replace("Vec<u32>", "").replace("[u32]", "").replace("[u32;", "");
+        ty.split(|c: char| !c.is_alphanumeric() && c != '_').any(|t| t == "u32")
+    };
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("fn ") {
+        let preceded_ok = at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        rest = &rest[at + 3..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let Some(open) = rest.find('(') else { break };
+        if !preceded_ok || name.is_empty() || rest[name.len()..open].contains(|c: char| c == '{' || c == ';') {
+            continue;
+        }
+        // the parameter list, to its matching parenthesis
+        let (mut depth, mut close) = (0i32, open);
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' | '[' | '<' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '>' if !rest[open..open + i].ends_with('-') => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                close = open + i;
+                break;
+            }
+        }
+        let params = &rest[open + 1..close];
+        let (mut d, mut cur, mut parts) = (0i32, String::new(), Vec::new());
+        for c in params.chars() {
+            match c {
+                '(' | '[' | '<' => d += 1,
+                ')' | ']' | '>' => d -= 1,
+                _ => {}
+            }
+            if c == ',' && d == 0 {
+                parts.push(std::mem::take(&mut cur));
+            } else {
+                cur.push(c);
+            }
+        }
+        parts.push(cur);
+        for p in parts {
+            if let Some((n, t)) = p.split_once(':')
+                && t.trim() == "u32"
+            {
+                out.push((name.clone(), format!("param {}", n.trim())));
+            }
+        }
+        let after = &rest[close + 1..];
+        let end = after.find(['{', ';']).unwrap_or(after.len());
+        let sig_tail = &after[..end];
+        if let Some(ret) = sig_tail.split("->").nth(1) {
+            let ret = ret.split(" where").next().unwrap_or(ret).trim();
+            if bare(ret) {
+                out.push((name.clone(), format!("returns {ret}")));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 49: dedup and the merge speak of type ids as `TypeId`. What may
+/// still be a `u32` is named here: offsets into the record words, raw kind
+/// numbers, counts and depths, words being hashed.
+#[test]
+fn dedup_and_merge_signatures_take_type_ids_as_type_id() {
+    const NOT_IDS: &[&str] = &["off", "at", "shift", "kind", "n", "depth", "min", "window", "word"];
+    // functions whose u32 result is a word offset, not an id
+    const OFFSET_RESULTS: &[&str] = &["offsets.rs:get", "offsets.rs:try_get", "structs.rs:offset_of"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/dedup"), &mut files);
+    files.retain(|f| !f.ends_with("tests.rs"));
+    files.push(root.join("src/encode/merge.rs"));
+    let mut bad = Vec::new();
+    for f in &files {
+        let file = f.file_name().unwrap().to_string_lossy();
+        for (func, what) in bare_u32s(&fs::read_to_string(f).unwrap()) {
+            let allowed = match what.strip_prefix("param ") {
+                Some(name) => NOT_IDS.contains(&name),
+                None => OFFSET_RESULTS.contains(&format!("{file}:{func}").as_str()),
+            };
+            if !allowed {
+                bad.push(format!("{file}: fn {func}: {what}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "bare u32 in dedup/merge signatures (a type id is a TypeId; name an offset, kind or count as such):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_signature_check_sees_bare_u32s() {
+    let found = bare_u32s(
+        "fn resolve(&self, id: u32) -> u32 {}\nfn rec(words: &[u32], v: Vec<u32>, off: u32) -> &[u32] {}\n\
+         pub(super) fn pair(&self, n: usize) -> Option<(u32, TypeId)> {}\nfn ok(id: TypeId) -> Vec<u32> {}\n\
+         #[cfg(test)]\nmod tests { fn hidden(id: u32) {} }",
+    );
+    let want = [
+        ("resolve", "param id"),
+        ("resolve", "returns u32"),
+        ("rec", "param off"),
+        ("pair", "returns Option<(u32, TypeId)>"),
+    ];
+    assert_eq!(found, want.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
+}

@@ -43,6 +43,12 @@ pub const KIND_LIMIT: u32 = 0x7f;
 pub const VLEN_LIMIT: u32 = 0x00ff_ffff;
 
 impl Kind {
+    /// A struct or a union.
+    #[inline]
+    pub fn is_composite(self) -> bool {
+        matches!(self, Kind::Struct | Kind::Union)
+    }
+
     #[inline]
     pub fn from_u8(k: u8) -> Option<Kind> {
         if k > KIND_MAX {

@@ -52,6 +52,11 @@ impl TypeId {
     pub const fn get(self) -> u32 {
         self.0
     }
+    /// The id as an index into a column with a slot per id.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
 }
 
 /// An offset into the (combined base + split) string space.

@@ -58,8 +58,8 @@ impl BaseIndex {
         let mut composite_names = hashbrown::HashMap::new();
         for id in 1..nodes.len() as u32 {
             let w = rec_at(&words, nodes[id as usize]);
-            if let Some(h) = prep_hash(w, id)? {
-                table.insert(h, id);
+            if let Some(h) = prep_hash(w, TypeId::new(id))? {
+                table.insert(h, TypeId::new(id));
             }
             if is_composite(w.kind()) {
                 composite_names.entry(w[0]).and_modify(|v| *v = 0).or_insert(id);

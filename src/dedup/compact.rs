@@ -32,16 +32,17 @@ impl Dedup<'_> {
             (0..start).all(|id| link[id as usize].load(Relaxed) == id || moved.contains(&id))
         });
         for &id in &self.st.base_moved {
-            let l = link[id as usize].load(Relaxed);
-            link[id as usize].store(resolve_shared(link, l), Relaxed);
+            let l = TypeId::new(link[id as usize].load(Relaxed));
+            link[id as usize].store(resolve_shared(link, l).get(), Relaxed);
         }
-        let kept = in_stretches(start, end, |ids, out| {
+        let kept = in_stretches(TypeId::new(start), TypeId::new(end), |ids, out| {
             for id in ids {
                 let l = link[id as usize].load(Relaxed);
-                if l == id && state.get(id) == ST_MAPPED {
-                    out.push((id, Info(words[nodes.get(id) as usize + 1]).len()));
+                let tid = TypeId::new(id);
+                if l == id && state.get(tid) == State::Mapped {
+                    out.push((id, Info(words[nodes.get(tid) as usize + 1]).len()));
                 } else if l != id {
-                    link[id as usize].store(resolve_shared(link, l), Relaxed);
+                    link[id as usize].store(resolve_shared(link, TypeId::new(l)).get(), Relaxed);
                 }
             }
         });
@@ -58,34 +59,33 @@ impl Dedup<'_> {
 pub(super) const NEW: u32 = 1 << 31;
 
 /// The new id of `id` from the final links, where the canonical ids below
-/// `start` (void and the base) keep theirs; above `MAX_ID` if its canonical
-/// type did not survive.
+/// `start` (void and the base) keep theirs; `None` if its canonical type did
+/// not survive.
 #[inline]
-pub(super) fn new_id(link: &[u32], start: u32, id: u32) -> u32 {
-    let l = link[id as usize];
+pub(super) fn new_id(link: &[u32], start: TypeId, id: TypeId) -> Option<TypeId> {
+    let l = link[id.index()];
     if l & NEW != 0 {
-        return l & !NEW;
+        return Some(TypeId::new(l & !NEW));
     }
     // `l` is canonical: a base type (whose link is itself) or a survivor
-    if l < start {
-        return l;
+    if l < start.get() {
+        return Some(TypeId::new(l));
     }
     let c = link[l as usize];
-    if c & NEW != 0 { c & !NEW } else { u32::MAX }
+    (c & NEW != 0).then_some(TypeId::new(c & !NEW))
 }
 
 /// Rewrites the type ids of `rec` (a survivor's record, already in its
 /// output place) to new ids; `false` if one has no surviving representative.
 #[inline]
-pub(super) fn renumber(rec: &mut [u32], link: &[u32], start: u32) -> bool {
+pub(super) fn renumber(rec: &mut [u32], link: &[u32], start: TypeId) -> bool {
     let mut pos: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
     for_each_id_pos(rec, |p| pos.push(p));
     for p in pos {
-        let n = new_id(link, start, rec[p]);
-        if n > MAX_ID {
-            return false;
+        match new_id(link, start, TypeId::new(rec[p])) {
+            Some(n) if n.get() <= MAX_ID => rec[p] = n.get(),
+            _ => return false,
         }
-        rec[p] = n;
     }
     true
 }
@@ -96,7 +96,7 @@ pub(super) fn compact(
     mut words: Cow<'_, [u32]>,
     nodes: &Offsets,
     link: &[u32],
-    start: u32,
+    start: TypeId,
     survivors: &[u32],
     nwords: usize,
 ) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
@@ -110,6 +110,7 @@ pub(super) fn compact(
     let mut offs = Vec::with_capacity(survivors.len());
     let mut at = 0usize;
     for &id in survivors {
+        let id = TypeId::new(id);
         let off = nodes.get(id) as usize;
         let len = if in_place {
             let len = Info(out[off + 1]).len();
@@ -123,7 +124,7 @@ pub(super) fn compact(
         offs.push(at as u32);
         if !renumber(&mut out[at..at + len], link, start) {
             return Err(DedupError::Invalid {
-                id: TypeId::new(id),
+                id,
                 what: "a referenced type has no surviving representative",
             });
         }

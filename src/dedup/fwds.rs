@@ -17,13 +17,13 @@ impl Dedup<'_> {
             None => (hashbrown::HashMap::new(), 1),
         };
         let (words, nodes, link, state) = (self.words, &self.st.nodes, &self.st.link, &self.st.state);
-        let canonical = |id: u32| state.get(id) == ST_MAPPED && link[id as usize] == id;
+        let canonical = |id: u32| state.get(TypeId::new(id)) == State::Mapped && link[id as usize] == id;
         // Canonical first: the state bits and links are read in order and
         // only about one type in forty is canonical, so the records (160 MB
         // on a vmlinux) are not streamed through.
-        let composites = in_stretches(first, self.st.end, |ids, out| {
+        let composites = in_stretches(TypeId::new(first), TypeId::new(self.st.end), |ids, out| {
             for id in ids.filter(|&id| canonical(id)) {
-                let w = rec_from(words, nodes, id);
+                let w = rec_from(words, nodes, TypeId::new(id));
                 if is_composite(w.kind()) {
                     out.push((w[0], id));
                 }
@@ -32,16 +32,16 @@ impl Dedup<'_> {
         for (name, id) in composites {
             names.entry(name).and_modify(|v| *v = 0).or_insert(id);
         }
-        let resolved = in_stretches(self.st.start, self.st.end, |ids, out| {
+        let resolved = in_stretches(TypeId::new(self.st.start), TypeId::new(self.st.end), |ids, out| {
             for id in ids.filter(|&id| canonical(id)) {
-                let w = rec_from(words, nodes, id);
+                let w = rec_from(words, nodes, TypeId::new(id));
                 if w.kind() != FWD {
                     continue;
                 }
                 let Some(&cand) = names.get(&w[0]).filter(|&&c| c != 0) else {
                     continue;
                 };
-                let ck = rec_from(words, nodes, cand).kind();
+                let ck = rec_from(words, nodes, TypeId::new(cand)).kind();
                 let union = w.kflag();
                 if (ck == STRUCT && !union) || (ck == UNION && union) {
                     out.push((id, cand));
@@ -49,7 +49,7 @@ impl Dedup<'_> {
             }
         });
         for (id, cand) in resolved {
-            self.set_map(id, cand);
+            self.set_map(TypeId::new(id), TypeId::new(cand));
         }
     }
 }
@@ -59,11 +59,12 @@ impl Dedup<'_> {
 /// (called per id, it was not inlined, and the FWD pass was much slower).
 /// A stretch may also rewrite what belongs to its own ids (the final links).
 pub(super) fn in_stretches<T: Send>(
-    from: u32,
-    to: u32,
+    from: TypeId,
+    to: TypeId,
     f: impl Fn(std::ops::Range<u32>, &mut Vec<T>) + Sync,
 ) -> Vec<T> {
     use rayon::prelude::*;
+    let (from, to) = (from.get(), to.get());
     const STRETCH: u32 = 1 << 16;
     let parts: Vec<Vec<T>> = (from / STRETCH..to.div_ceil(STRETCH))
         .into_par_iter()

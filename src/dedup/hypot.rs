@@ -11,7 +11,11 @@
 //! took twice the cache misses, its probes scattering a walk's clustered ids
 //! over the whole table.
 
-/// A free slot: no type id reaches it (ids are below 2^31).
+use crate::btf::TypeId;
+
+/// A free slot: no type id reaches it (ids are below 2^31). A slot is a
+/// word of a page and pages are what the walk's cache misses are made of,
+/// so the map keeps this sentinel inside and answers `Option<TypeId>`.
 const EMPTY: u32 = u32::MAX;
 /// A directory entry without a page.
 const NO_PAGE: u32 = u32::MAX;
@@ -61,7 +65,8 @@ impl HypotMap {
 
     /// The slot of `key`, if its page exists in this walk.
     #[inline(always)]
-    fn slot(&self, key: u32) -> Option<usize> {
+    fn slot(&self, key: TypeId) -> Option<usize> {
+        let key = key.get();
         match self.dir.get((key >> PAGE_BITS) as usize) {
             Some(&p) if p != NO_PAGE => Some(p as usize * PAGE + (key as usize & (PAGE - 1))),
             _ => None,
@@ -70,13 +75,13 @@ impl HypotMap {
 
     /// The candidate recorded for `key` in this walk.
     #[inline(always)]
-    pub(super) fn get(&self, key: u32) -> Option<u32> {
+    pub(super) fn get(&self, key: TypeId) -> Option<TypeId> {
         let v = self.pool[self.slot(key)?];
-        (v != EMPTY).then_some(v)
+        (v != EMPTY).then_some(TypeId::new(v))
     }
 
     #[cfg(test)]
-    fn get_or_insert(&mut self, key: u32, val: u32) -> Option<u32> {
+    fn get_or_insert(&mut self, key: TypeId, val: TypeId) -> Option<TypeId> {
         self.get_or_insert_marked(key, val, Mark::No)
     }
 
@@ -84,15 +89,16 @@ impl HypotMap {
     /// look-up for the walk's look-up-then-record step), marking the new
     /// pair as `mark` says (see [`HypotMap::marked_pair`]).
     #[inline(always)]
-    pub(super) fn get_or_insert_marked(&mut self, key: u32, val: u32, mark: Mark) -> Option<u32> {
-        debug_assert!(key & MARK == 0 && val & FWD_SIDE == 0);
+    pub(super) fn get_or_insert_marked(&mut self, key: TypeId, val: TypeId, mark: Mark) -> Option<TypeId> {
         let i = match self.slot(key) {
             Some(i) => i,
             None => self.add_page(key),
         };
+        let (key, val) = (key.get(), val.get());
+        debug_assert!(key & MARK == 0 && val & FWD_SIDE == 0);
         let v = self.pool[i];
         if v != EMPTY {
-            return Some(v);
+            return Some(TypeId::new(v));
         }
         self.pool[i] = val;
         // as bits: a walk step's kinds decide them without branches
@@ -105,7 +111,8 @@ impl HypotMap {
     /// Gives `key`'s page a place in the pool (a free page if there is
     /// one) and returns `key`'s slot.
     #[inline(never)]
-    fn add_page(&mut self, key: u32) -> usize {
+    fn add_page(&mut self, key: TypeId) -> usize {
+        let key = key.get();
         let pg = (key >> PAGE_BITS) as usize;
         if pg >= self.dir.len() {
             self.dir.resize(pg + 1, NO_PAGE);
@@ -131,17 +138,17 @@ impl HypotMap {
 
     /// The `n`th (key, value) pair of this walk, in insertion order.
     #[cfg(test)]
-    fn pair(&self, n: usize) -> (u32, u32) {
+    fn pair(&self, n: usize) -> (TypeId, TypeId) {
         let (k, v) = self.pairs[n];
-        (k & !MARK, v & !FWD_SIDE)
+        (TypeId::new(k & !MARK), TypeId::new(v & !FWD_SIDE))
     }
 
     /// The `n`th pair of this walk if it is marked, and whether it was
     /// marked [`Mark::Fwd`].
     #[inline]
-    pub(super) fn marked_pair(&self, n: usize) -> Option<(u32, u32, bool)> {
+    pub(super) fn marked_pair(&self, n: usize) -> Option<(TypeId, TypeId, bool)> {
         let (k, v) = self.pairs[n];
-        (k & MARK != 0).then_some((k & !MARK, v & !FWD_SIDE, v & FWD_SIDE != 0))
+        (k & MARK != 0).then_some((TypeId::new(k & !MARK), TypeId::new(v & !FWD_SIDE), v & FWD_SIDE != 0))
     }
 
     /// Empties the map for the next walk: the slots it set, then its pages
@@ -165,6 +172,26 @@ impl HypotMap {
 #[cfg(test)]
 mod tests {
     use super::{EMPTY, HypotMap, Mark, NO_PAGE, PAGE};
+    use crate::btf::TypeId;
+
+    // The map with raw numbers, to keep the cases short.
+    fn gi(m: &mut HypotMap, k: u32, v: u32) -> Option<u32> {
+        m.get_or_insert(TypeId::new(k), TypeId::new(v)).map(TypeId::get)
+    }
+    fn gim(m: &mut HypotMap, k: u32, v: u32, mark: Mark) -> Option<u32> {
+        m.get_or_insert_marked(TypeId::new(k), TypeId::new(v), mark)
+            .map(TypeId::get)
+    }
+    fn g(m: &HypotMap, k: u32) -> Option<u32> {
+        m.get(TypeId::new(k)).map(TypeId::get)
+    }
+    fn pair(m: &HypotMap, n: usize) -> (u32, u32) {
+        let (k, v) = m.pair(n);
+        (k.get(), v.get())
+    }
+    fn marked(m: &HypotMap, n: usize) -> Option<(u32, u32, bool)> {
+        m.marked_pair(n).map(|(k, v, f)| (k.get(), v.get(), f))
+    }
 
     fn is_empty(m: &HypotMap) -> bool {
         m.pool.iter().all(|&v| v == EMPTY) && m.dir.iter().all(|&p| p == NO_PAGE) && m.len() == 0
@@ -174,21 +201,21 @@ mod tests {
     fn entries_live_for_one_walk() {
         let mut m = HypotMap::new();
         for k in 0..5000u32 {
-            assert_eq!(m.get_or_insert(k * 7, k + 1), None);
+            assert_eq!(gi(&mut m, k * 7, k + 1), None);
         }
-        assert!((0..5000u32).all(|k| m.get_or_insert(k * 7, 0) == Some(k + 1)));
+        assert!((0..5000u32).all(|k| gi(&mut m, k * 7, 0) == Some(k + 1)));
         assert_eq!(m.len(), 5000);
-        assert_eq!(m.pair(4999), (4999 * 7, 5000));
-        assert_eq!(m.get(8), None, "an id between recorded ones, on a page that exists");
-        assert_eq!(m.get(1 << 30), None, "an id past the directory");
+        assert_eq!(pair(&m, 4999), (4999 * 7, 5000));
+        assert_eq!(g(&m, 8), None, "an id between recorded ones, on a page that exists");
+        assert_eq!(g(&m, 1 << 30), None, "an id past the directory");
         m.clear();
         assert!(is_empty(&m));
-        assert_eq!(m.get(14), None);
-        assert_eq!(m.get_or_insert(14, 3), None);
-        assert_eq!(m.get(14), Some(3));
-        assert_eq!(m.get_or_insert(14, 4), Some(3));
-        assert_eq!(m.get_or_insert(21, 4), None);
-        assert_eq!((m.len(), m.pair(0), m.pair(1)), (2, (14, 3), (21, 4)));
+        assert_eq!(g(&m, 14), None);
+        assert_eq!(gi(&mut m, 14, 3), None);
+        assert_eq!(g(&m, 14), Some(3));
+        assert_eq!(gi(&mut m, 14, 4), Some(3));
+        assert_eq!(gi(&mut m, 21, 4), None);
+        assert_eq!((m.len(), pair(&m, 0), pair(&m, 1)), (2, (14, 3), (21, 4)));
     }
 
     #[test]
@@ -200,11 +227,11 @@ mod tests {
             _ => Mark::No,
         };
         for k in 0..3000u32 {
-            m.get_or_insert_marked(k * 3 + 1, k, mark(k));
+            gim(&mut m, k * 3 + 1, k, mark(k));
         }
-        assert_eq!(m.get(3 * 3 + 1), Some(3), "the map's value carries no tag");
-        assert_eq!(m.pair(3), (3 * 3 + 1, 3), "nor does the pair's");
-        let marked: Vec<(u32, u32, bool)> = (0..m.len()).filter_map(|n| m.marked_pair(n)).collect();
+        assert_eq!(g(&m, 3 * 3 + 1), Some(3), "the map's value carries no tag");
+        assert_eq!(pair(&m, 3), (3 * 3 + 1, 3), "nor does the pair's");
+        let marked: Vec<(u32, u32, bool)> = (0..m.len()).filter_map(|n| marked(&m, n)).collect();
         let want = (0..3000u32)
             .filter(|&k| mark(k) != Mark::No)
             .map(|k| (k * 3 + 1, k, mark(k) == Mark::Fwd))
@@ -219,20 +246,20 @@ mod tests {
         let mut m = HypotMap::new();
         // one walk over three pages far apart
         for k in [5u32, 6, 40_000, 1_000_000] {
-            m.get_or_insert(k, k + 1);
+            gi(&mut m, k, k + 1);
         }
         assert_eq!(m.pool.len(), 3 * PAGE);
         m.clear();
         assert_eq!(m.free.len(), 3);
         // the next walk on other pages takes the same three back, all empty
         for k in [70_000u32, 70_001, 2_000_000, 300] {
-            assert_eq!(m.get(k), None);
-            assert_eq!(m.get_or_insert(k, 9), None);
+            assert_eq!(g(&m, k), None);
+            assert_eq!(gi(&mut m, k, 9), None);
         }
         assert_eq!(m.pool.len(), 3 * PAGE, "no page was added");
         assert!(m.free.is_empty());
-        assert_eq!([5u32, 6, 40_000, 1_000_000].map(|k| m.get(k)), [None; 4]);
-        assert_eq!(m.get(70_002), None, "a reused page holds nothing of the last walk");
+        assert_eq!([5u32, 6, 40_000, 1_000_000].map(|k| g(&m, k)), [None; 4]);
+        assert_eq!(g(&m, 70_002), None, "a reused page holds nothing of the last walk");
         m.clear();
         assert!(is_empty(&m));
     }

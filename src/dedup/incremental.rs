@@ -82,7 +82,7 @@ impl Incremental {
         // void
         inc.st.nodes.push(0);
         inc.st.state = States::with_void(1);
-        inc.st.link.push(0, false);
+        inc.st.link.push(TypeId::VOID, false);
         inc.st.overlap = true;
         inc.prim_table = CandTable::with_capacity(1 << 12);
         inc.struct_table = CandTable::with_capacity(1 << 12);
@@ -144,8 +144,8 @@ impl Incremental {
             Offsets::growing(),
             TrackedLinks::default(),
             States::default(),
-            1,
-            1,
+            TypeId::new(1),
+            TypeId::new(1),
             CandTable::EMPTY,
         )
     }
@@ -173,7 +173,7 @@ impl Incremental {
         for id in from..new_end {
             // a reference past the types so far (a shifted C++ CU) would
             // make a walk read types not laid out yet
-            let Some(len) = check_record(words, off, new_end, true) else {
+            let Some(len) = check_record(words, off, TypeId::new(new_end), true) else {
                 return self.stop("a record refers past the types merged so far");
             };
             if off > u32::MAX as usize || !self.st.nodes.push(off as u32) {
@@ -181,9 +181,10 @@ impl Incremental {
             }
             let rec = &words[off..off + len];
             let k = rec.kind();
+            let id = TypeId::new(id);
             self.st.link.push(id, is_enum_fwd(rec));
             if represents_itself(k) {
-                self.st.state.set(id, ST_MAPPED);
+                self.st.state.set(id, State::Mapped);
             }
             off += len;
         }
@@ -195,6 +196,7 @@ impl Incremental {
             st: std::mem::replace(&mut self.st, Incremental::placeholder()),
         };
         std::mem::swap(&mut d.st.table, &mut self.prim_table);
+        let (from, new_end) = (TypeId::new(from), TypeId::new(new_end));
         let mut ok = d.prim_types_in(from, new_end).is_ok() && d.st.give_up.is_none();
         std::mem::swap(&mut d.st.table, &mut self.prim_table);
         if ok {
@@ -227,7 +229,9 @@ impl Incremental {
     /// FWD pass canonical ones, and the function phase names and kinds. A
     /// walk that meets a stub anyway (a CU referring to an earlier one's
     /// types) fails with an error, and the chunked passes give up.
-    fn stub_unreachable(&mut self, btf: &mut Btf, from: u32, end: u32) -> Result<(), &'static str> {
+    fn stub_unreachable(&mut self, btf: &mut Btf, from: TypeId, end: TypeId) -> Result<(), &'static str> {
+        let (from, end) = (from.get(), end.get());
+        let tid = TypeId::new;
         let words = btf.raw_words();
         let n = (end - from) as usize;
         let mut live = vec![0u64; n.div_ceil(64)];
@@ -244,13 +248,13 @@ impl Incremental {
         // what a canonical one refers to stays whole)
         let typedefs = self.st.rules.typedefs_in_struct_pass();
         for id in from..end {
-            let w = rec_from(words, &self.st.nodes, id);
+            let w = rec_from(words, &self.st.nodes, tid(id));
             let composite = is_composite(w.kind());
             let compared = composite || (typedefs && w.kind() == TYPEDEF);
             if !compared {
                 continue;
             }
-            let canonical = self.st.state.get(id) == ST_MAPPED && self.st.link.get(id) == id;
+            let canonical = self.st.state.get(tid(id)) == State::Mapped && self.st.link.get(tid(id)) == tid(id);
             if !canonical {
                 if composite {
                     first_mapped = first_mapped.or(Some(id));
@@ -261,7 +265,7 @@ impl Incremental {
                 stack.push(id);
             }
             while let Some(x) = stack.pop() {
-                let w = rec_from(words, &self.st.nodes, x);
+                let w = rec_from(words, &self.st.nodes, tid(x));
                 let mut bad = false;
                 for_each_id_pos(w, |p| {
                     let t = w[p];
@@ -269,7 +273,7 @@ impl Incremental {
                         if mark(&mut live, t) {
                             stack.push(t);
                         }
-                    } else if t != 0 && is_stub(rec_from(words, &self.st.nodes, t)) {
+                    } else if t != 0 && is_stub(rec_from(words, &self.st.nodes, tid(t))) {
                         bad = true;
                     }
                 });
@@ -281,18 +285,18 @@ impl Incremental {
         let is_live = |id: u32| live[((id - from) >> 6) as usize] & (1u64 << ((id - from) & 63)) != 0;
         // the first record to stub: the ones before it stay where they are
         let Some(first) = first_mapped.and_then(|m| {
-            (m..end).find(|&id| is_composite(rec_from(words, &self.st.nodes, id).kind()) && !is_live(id))
+            (m..end).find(|&id| is_composite(rec_from(words, &self.st.nodes, tid(id)).kind()) && !is_live(id))
         }) else {
             return Ok(());
         };
-        let at = self.st.nodes.get(first) as usize;
+        let at = self.st.nodes.get(tid(first)) as usize;
         let nodes = &mut self.st.nodes;
         stub_deferred(
             btf,
             TypeId::new(first),
             at,
             |id| !is_live(id),
-            |id, off| nodes.move_down(id, off as u32),
+            |id, off| nodes.move_down(TypeId::new(id), off as u32),
         );
         self.stubbed = true;
         self.words_done = btf.raw_words().len();

@@ -9,7 +9,8 @@ use super::*;
 /// A standalone BTF's records laid out by one walk, straight into packed
 /// offsets and state bits, then checked in parallel (see [`layout`] for what
 /// is checked and set; the lowest malformed id is reported either way).
-pub(super) fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(Offsets, States), DedupError> {
+pub(super) fn layout_walk(words: &[u32], end: TypeId, check_ids: bool) -> Result<(Offsets, States), DedupError> {
+    let end = end.get();
     let mut nodes = Offsets::growing();
     nodes.reserve(end as usize);
     let mut state = States::with_void(end);
@@ -29,7 +30,7 @@ pub(super) fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(O
             None if nodes.push(off as u32) => {}
             // a 64-id block spanning 64 K words or more: the general packing
             None => {
-                let mut f: Vec<u32> = (0..id).map(|i| nodes.get(i)).collect();
+                let mut f: Vec<u32> = (0..id).map(|i| nodes.get(TypeId::new(i))).collect();
                 f.reserve_exact(end as usize - f.len());
                 f.push(off as u32);
                 flat = Some(f);
@@ -37,7 +38,7 @@ pub(super) fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(O
             Some(f) => f.push(off as u32),
         }
         if represents_itself(words[off..off + len].kind()) {
-            state.set(id, ST_MAPPED);
+            state.set(TypeId::new(id), State::Mapped);
         }
         off += len;
     }
@@ -45,7 +46,7 @@ pub(super) fn layout_walk(words: &[u32], end: u32, check_ids: bool) -> Result<(O
     let whole = laid == end && off == words.len();
     check_packed(
         words,
-        end,
+        TypeId::new(end),
         check_ids,
         Packed {
             nodes,
@@ -69,11 +70,12 @@ pub(super) struct Packed {
 /// one reported (a record that does not fit counts at its own id).
 pub(super) fn check_packed(
     words: &[u32],
-    end: u32,
+    end: TypeId,
     check_ids: bool,
     p: Packed,
 ) -> Result<(Offsets, States), DedupError> {
     use rayon::prelude::*;
+    let id = TypeId::new;
     let Packed {
         nodes,
         state,
@@ -83,12 +85,12 @@ pub(super) fn check_packed(
     let bad = (1..laid)
         .into_par_iter()
         .with_min_len(1 << 15)
-        .filter(|&id| check_record(words, nodes.get(id) as usize, end, check_ids).is_none())
+        .filter(|&i| check_record(words, nodes.get(id(i)) as usize, end, check_ids).is_none())
         .min();
     match bad {
-        Some(id) => Err(bad_record(id)),
-        None if laid < end => Err(bad_record(laid)),
-        None if !whole => Err(bad_record(end - 1)),
+        Some(i) => Err(bad_record(id(i))),
+        None if laid < end.get() => Err(bad_record(id(laid))),
+        None if !whole => Err(bad_record(id(end.get() - 1))),
         None => Ok((nodes, state)),
     }
 }
@@ -100,8 +102,9 @@ pub(super) fn check_packed(
 /// step does not fit (a 64-id block of 64 K words or more) or a record does
 /// not fit or the marks do not describe the records: [`layout_walk`] then
 /// does it all, and says which record is malformed.
-pub(super) fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)]) -> Option<Packed> {
+pub(super) fn pack_in_stretches(words: &[u32], end: TypeId, marks: &[(u32, usize)]) -> Option<Packed> {
     use rayon::prelude::*;
+    let end = end.get();
     const B: u32 = 64;
     let mut starts: Vec<(u32, usize)> = vec![(1, 0)];
     starts.extend(marks.iter().copied().filter(|&(id, _)| id > 1 && id < end));
@@ -166,7 +169,7 @@ pub(super) fn pack_in_stretches(words: &[u32], end: u32, marks: &[(u32, usize)])
             step[id as usize] = u16::try_from(o.checked_sub(block[(id / B) as usize])?).ok()?;
         }
         for id in mapped {
-            state.set(id, ST_MAPPED);
+            state.set(TypeId::new(id), State::Mapped);
         }
     }
     Some(Packed {
@@ -188,7 +191,7 @@ pub(super) fn layout<'a>(
     offs: Cow<'_, [u32]>,
     own: Cow<'a, [u32]>,
     check_ids: bool,
-) -> Result<(Cow<'a, [u32]>, Vec<u32>, Vec<u8>), DedupError> {
+) -> Result<(Cow<'a, [u32]>, Vec<u32>, Vec<State>), DedupError> {
     let mut chain = Vec::new();
     let mut b = base;
     while let Some(x) = b {
@@ -228,8 +231,8 @@ pub(super) fn layout<'a>(
             all[w0..w0 + part.len()].copy_from_slice(part);
             let laid = &all[..w0 + part.len()];
             for &o in b.type_offsets() {
-                if check_record(laid, o as usize + w0, end as u32, check_ids).is_none() {
-                    return Err(bad_record(head.len() as u32));
+                if check_record(laid, o as usize + w0, TypeId::new(end as u32), check_ids).is_none() {
+                    return Err(bad_record(TypeId::new(head.len() as u32)));
                 }
                 head.push(o + w0 as u32);
             }
@@ -269,8 +272,8 @@ pub(super) fn layout_over_index(
     let mut state = States::from_words(&ix.states);
     state.grow_to(end);
     for (i, &s) in own_states.iter().enumerate() {
-        if s != ST_UNPROCESSED {
-            state.set((start + i) as u32, s);
+        if s != State::Unprocessed {
+            state.set(TypeId::new((start + i) as u32), s);
         }
     }
     let packed = work.nodes.take().and_then(|mut n| {
@@ -307,13 +310,13 @@ fn own_layout(
     offs: Cow<'_, [u32]>,
     shift: u32,
     check_ids: bool,
-) -> Result<(Vec<u32>, Vec<u8>), DedupError> {
+) -> Result<(Vec<u32>, Vec<State>), DedupError> {
     use rayon::prelude::*;
     let start = head.len();
     let end = start + offs.len();
     // void and every base type represent themselves
-    let mut state: Vec<u8> = Vec::with_capacity(end);
-    state.resize(start, ST_MAPPED);
+    let mut state: Vec<State> = Vec::with_capacity(end);
+    state.resize(start, State::Mapped);
     let mut nodes = offs.into_owned();
     // exact: a doubling here would be 17 MB on a vmlinux, at the peak
     nodes.reserve_exact(head.len());
@@ -334,7 +337,7 @@ fn own_layout(
 /// records in parallel against `words` and ids below `end`; the lowest
 /// malformed id is the one reported, at any thread count.
 fn push_own_states(
-    states: &mut Vec<u8>,
+    states: &mut Vec<State>,
     words: &[u32],
     offs: &[u32],
     shift: u32,
@@ -346,25 +349,25 @@ fn push_own_states(
     let bad = std::sync::atomic::AtomicU32::new(u32::MAX);
     states.par_extend(offs.par_iter().enumerate().with_min_len(1 << 15).map(|(i, &o)| {
         let off = (o + shift) as usize;
-        if check_record(words, off, end as u32, check_ids).is_none() {
+        if check_record(words, off, TypeId::new(end as u32), check_ids).is_none() {
             bad.fetch_min((start + i) as u32, std::sync::atomic::Ordering::Relaxed);
-            return ST_MAPPED;
+            return State::Mapped;
         }
         if represents_itself(Info(words[off + 1]).kind()) {
-            ST_MAPPED
+            State::Mapped
         } else {
-            ST_UNPROCESSED
+            State::Unprocessed
         }
     }));
     match bad.into_inner() {
         u32::MAX => Ok(()),
-        id => Err(bad_record(id)),
+        id => Err(bad_record(TypeId::new(id))),
     }
 }
 
-pub(super) fn bad_record(id: u32) -> DedupError {
+pub(super) fn bad_record(id: TypeId) -> DedupError {
     DedupError::Invalid {
-        id: TypeId::new(id),
+        id,
         what: "record runs past the type data or references an id past the last type",
     }
 }
@@ -374,7 +377,7 @@ pub(super) fn bad_record(id: u32) -> DedupError {
 /// both for parsed BTF; this keeps BTF built through the API from making
 /// dedup index out of bounds.
 #[inline(always)]
-pub(super) fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> Option<usize> {
+pub(super) fn check_record(w: &[u32], off: usize, end: TypeId, check_ids: bool) -> Option<usize> {
     let info = *w.get(off + 1)?;
     let len = Info(info).len();
     let r = w.get(off..off + len)?;
@@ -385,7 +388,7 @@ pub(super) fn check_record(w: &[u32], off: usize, end: u32, check_ids: bool) -> 
         // libbpf's id iterator counts a FWD's size/type word, which the
         // reader does not check (it is no reference in BTF): compaction
         // renumbers it, so an id past the end must be refused here.
-        ok = r[2] < end;
+        ok = r[2] < end.get();
     }
     ok.then_some(len)
 }

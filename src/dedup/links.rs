@@ -4,33 +4,34 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::incremental;
+use crate::btf::TypeId;
 
 /// `map` as `resolve` reads it, per id: the id itself unless mapped.
 pub(super) trait Links {
-    fn get(&self, id: u32) -> u32;
-    fn set(&mut self, id: u32, to: u32);
+    fn get(&self, id: TypeId) -> TypeId;
+    fn set(&mut self, id: TypeId, to: TypeId);
     /// libbpf's first test of a pair: both ends resolve to the same type.
     #[inline(always)]
-    fn settled(&self, c: u32, k: u32) -> bool
+    fn settled(&self, c: TypeId, k: TypeId) -> bool
     where
         Self: Sized,
     {
         resolve_in(self, c) == resolve_in(self, k)
     }
     /// Whether a walk compared a type whose link goes through `f`.
-    fn touched_through(&self, _f: u32) -> bool {
+    fn touched_through(&self, _f: TypeId) -> bool {
         false
     }
 }
 
 impl Links for Vec<u32> {
     #[inline(always)]
-    fn get(&self, id: u32) -> u32 {
-        self[id as usize]
+    fn get(&self, id: TypeId) -> TypeId {
+        TypeId::new(self[id.index()])
     }
     #[inline(always)]
-    fn set(&mut self, id: u32, to: u32) {
-        self[id as usize] = to;
+    fn set(&mut self, id: TypeId, to: TypeId) {
+        self[id.index()] = to.get();
     }
 }
 
@@ -55,17 +56,18 @@ impl TrackedLinks {
         incremental::reserve_step(&mut self.link, n);
     }
 
-    pub(super) fn push(&mut self, id: u32, enum_fwd: bool) {
-        debug_assert_eq!(id as usize, self.link.len());
+    pub(super) fn push(&mut self, id: TypeId, enum_fwd: bool) {
+        debug_assert_eq!(id.index(), self.link.len());
+        let id = id.get();
         self.link.push(if enum_fwd { id | ENUM_FWD } else { id });
     }
 
     #[cold]
-    pub(super) fn note_touched(&self, c: u32, k: u32) {
+    pub(super) fn note_touched(&self, c: TypeId, k: TypeId) {
         let mut t = self.touched.borrow_mut();
         for id in [c, k] {
-            if self.link[id as usize] & ENUM_FWD != 0 {
-                t.insert(id);
+            if self.link[id.index()] & ENUM_FWD != 0 {
+                t.insert(id.get());
             }
         }
     }
@@ -82,34 +84,37 @@ impl TrackedLinks {
 
 impl Links for TrackedLinks {
     #[inline(always)]
-    fn get(&self, id: u32) -> u32 {
-        self.link[id as usize] & !ENUM_FWD
+    fn get(&self, id: TypeId) -> TypeId {
+        TypeId::new(self.link[id.index()] & !ENUM_FWD)
     }
     #[inline(always)]
-    fn set(&mut self, id: u32, to: u32) {
-        let l = &mut self.link[id as usize];
-        *l = to | (*l & ENUM_FWD);
+    fn set(&mut self, id: TypeId, to: TypeId) {
+        let l = &mut self.link[id.index()];
+        *l = to.get() | (*l & ENUM_FWD);
     }
     /// Also notes the enum fwds among `c` and `k` (see [`Incremental`]).
     #[inline(always)]
-    fn settled(&self, c: u32, k: u32) -> bool {
-        let (lc, lk) = (self.link[c as usize], self.link[k as usize]);
+    fn settled(&self, c: TypeId, k: TypeId) -> bool {
+        let (lc, lk) = (self.link[c.index()], self.link[k.index()]);
         if (lc | lk) & ENUM_FWD != 0 {
             self.note_touched(c, k);
         }
-        let (lc, lk) = (lc & !ENUM_FWD, lk & !ENUM_FWD);
+        let (lc, lk) = (TypeId::new(lc & !ENUM_FWD), TypeId::new(lk & !ENUM_FWD));
         let rc = if lc == c { c } else { resolve_in(self, lc) };
         let rk = if lk == k { k } else { resolve_in(self, lk) };
         rc == rk
     }
-    fn touched_through(&self, f: u32) -> bool {
-        self.touched.borrow().iter().any(|&x| x == f || self.get(x) == f)
+    fn touched_through(&self, f: TypeId) -> bool {
+        self.touched
+            .borrow()
+            .iter()
+            .any(|&x| x == f.get() || self.get(TypeId::new(x)) == f)
     }
 }
 
 /// Follows canonical links to the end of the chain.
 #[inline(always)]
-pub(super) fn resolve_in<L: Links>(link: &L, mut id: u32) -> u32 {
+pub(super) fn resolve_in<L: Links>(link: &L, mut id: TypeId) -> TypeId {
     loop {
         let m = link.get(id);
         if m == id {
@@ -133,9 +138,9 @@ pub(super) fn shared_u32(v: &mut [u32]) -> &[std::sync::atomic::AtomicU32] {
 /// on a [`shared_u32`] view): a link another thread rewrites meanwhile
 /// points further along the same chain.
 #[inline]
-pub(super) fn resolve_shared(link: &[std::sync::atomic::AtomicU32], mut id: u32) -> u32 {
+pub(super) fn resolve_shared(link: &[std::sync::atomic::AtomicU32], mut id: TypeId) -> TypeId {
     loop {
-        let m = link[id as usize].load(Relaxed);
+        let m = TypeId::new(link[id.index()].load(Relaxed));
         if m == id {
             return id;
         }

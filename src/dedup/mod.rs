@@ -167,7 +167,7 @@ use links::{Links, TrackedLinks, resolve_in, resolve_shared, shared_u32};
 use offsets::Offsets;
 use records::*;
 use signature::*;
-use states::{ST_IN_PROGRESS, ST_MAPPED, ST_UNPROCESSED, States};
+use states::{State, States};
 use strings::{dedup_strings, strings_already_unique};
 use structs::Queued;
 use table::CandTable;
@@ -309,13 +309,13 @@ struct PassState<L: Links = Vec<u32>> {
 
 impl<L: Links> PassState<L> {
     /// The state before the first pass: one walk's scratch, nothing noted.
-    fn new(nodes: Offsets, link: L, state: States, start: u32, end: u32, table: CandTable) -> Self {
+    fn new(nodes: Offsets, link: L, state: States, start: TypeId, end: TypeId, table: CandTable) -> Self {
         PassState {
             nodes,
             link,
             state,
-            start,
-            end,
+            start: start.get(),
+            end: end.get(),
             hypot: HypotMap::new(),
             adjust_canon: false,
             table,
@@ -375,29 +375,32 @@ struct Dedup<'a, L: Links = Vec<u32>> {
 
 impl<L: Links> Dedup<'_, L> {
     #[inline]
-    pub(super) fn resolve(&self, id: u32) -> u32 {
+    pub(super) fn resolve(&self, id: TypeId) -> TypeId {
         resolve_in(&self.st.link, id)
     }
 
+    /// The kind of `id`'s record (void's is `Unkn`, as libbpf's `btf_kind`
+    /// of id 0 reads 0).
     #[inline]
-    pub(super) fn kind_of(&self, id: u32) -> u32 {
-        if id == 0 {
-            return 0;
+    pub(super) fn kind_of(&self, id: TypeId) -> Kind {
+        if id == TypeId::VOID {
+            return Kind::Unkn;
         }
-        Info(self.words[self.st.nodes.get(id) as usize + 1]).kind()
+        // the layout pass checked every kind
+        Kind::from_u8(Info(self.words[self.st.nodes.get(id) as usize + 1]).kind() as u8).unwrap_or(Kind::Unkn)
     }
 
     /// libbpf's `map[id] <= BTF_MAX_NR_TYPES`.
     #[inline]
-    pub(super) fn mapped(&self, id: u32) -> bool {
-        self.st.state.get(id) == ST_MAPPED
+    pub(super) fn mapped(&self, id: TypeId) -> bool {
+        self.st.state.get(id) == State::Mapped
     }
 
-    pub(super) fn set_map(&mut self, id: u32, to: u32) {
-        if id < self.st.start {
-            self.st.base_moved.push(id);
+    pub(super) fn set_map(&mut self, id: TypeId, to: TypeId) {
+        if id.get() < self.st.start {
+            self.st.base_moved.push(id.get());
         }
-        self.st.state.set(id, ST_MAPPED);
+        self.st.state.set(id, State::Mapped);
         self.st.link.set(id, to);
     }
 }
@@ -462,7 +465,7 @@ fn passes(
         start,
         ..
     } = d.st;
-    let (words, offs) = compact(words, &nodes, &link, start, &survivors, nwords)?;
+    let (words, offs) = compact(words, &nodes, &link, TypeId::new(start), &survivors, nwords)?;
     clock.lap("compact+remap");
     Ok(Passed {
         words,
@@ -475,8 +478,8 @@ fn passes(
 /// Deduplicates `btf` (over its base, if split) as libbpf's `btf__dedup` does.
 pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     let clock = Timer::new(opts.timings);
-    let start = btf.start_id();
-    let end = btf.type_count() + 1;
+    let start = TypeId::new(btf.start_id());
+    let end = TypeId::new(btf.type_count() + 1);
 
     // Strings first: the pass only rewrites name offsets, and doing it before
     // prep (as libbpf does) changes nothing the prep pass looks at.
@@ -537,8 +540,8 @@ pub fn dedup_owned(mut btf: Btf, opts: &Options) -> Result<Btf, DedupError> {
     }
     let format = btf.format().clone();
     let clock = Timer::new(opts.timings);
-    let start = btf.start_id();
-    let end = btf.type_count() + 1;
+    let start = TypeId::new(btf.start_id());
+    let end = TypeId::new(btf.type_count() + 1);
     if btf.offsets_deferred() && btf.base().is_none() && opts.base_index.is_none() {
         // The encoder's records, never given an offset column: laid out
         // straight into the packed form (the flat column would be 17 MiB
@@ -596,8 +599,8 @@ fn run_over_index(
     offs: Cow<'_, [u32]>,
     own: &[u32],
     check_ids: bool,
-    start: u32,
-    end: u32,
+    start: TypeId,
+    end: TypeId,
     rules: Rules,
     clock: &Timer,
 ) -> Result<(Vec<u32>, Vec<u32>), DedupError> {
@@ -625,9 +628,9 @@ fn run_over_index(
 fn run(
     words: Cow<'_, [u32]>,
     nodes: Vec<u32>,
-    state: Vec<u8>,
-    start: u32,
-    end: u32,
+    state: Vec<State>,
+    start: TypeId,
+    end: TypeId,
     rules: Rules,
     clock: &Timer,
 ) -> Result<Passed, DedupError> {
@@ -640,9 +643,9 @@ fn run(
 fn pack_and_run(
     words: Cow<'_, [u32]>,
     nodes: Vec<u32>,
-    state: Vec<u8>,
-    start: u32,
-    end: u32,
+    state: Vec<State>,
+    start: TypeId,
+    end: TypeId,
     base_index: Option<&BaseIndex>,
     table: CandTable,
     rules: Rules,
@@ -667,8 +670,8 @@ fn run_packed(
     words: Cow<'_, [u32]>,
     nodes: Offsets,
     state: States,
-    start: u32,
-    end: u32,
+    start: TypeId,
+    end: TypeId,
     base_index: Option<&BaseIndex>,
     table: CandTable,
     rules: Rules,
@@ -676,7 +679,7 @@ fn run_packed(
 ) -> Result<Passed, DedupError> {
     let link = {
         use rayon::prelude::*;
-        (0..end).into_par_iter().collect()
+        (0..end.get()).into_par_iter().collect()
     };
     let mut st = PassState::new(nodes, link, state, start, end, table);
     st.rules = rules;

@@ -8,6 +8,8 @@
 //! blocks, down to one id per block if it must; the look-up is the same two
 //! loads and an add either way, with no branch.
 
+use crate::btf::TypeId;
+
 #[derive(Clone)]
 pub(super) struct Offsets {
     block: Vec<u32>,
@@ -84,7 +86,8 @@ impl Offsets {
     /// to the last, in order ([`super::stub::stub_deferred`]): a block
     /// start moves with its first id, and a step only shrinks, since the
     /// records before it in its block shrank or stayed.
-    pub(super) fn move_down(&mut self, id: u32, off: u32) {
+    pub(super) fn move_down(&mut self, id: TypeId, off: u32) {
+        let id = id.get();
         let b = (id >> self.bits) as usize;
         if id & ((1 << self.bits) - 1) == 0 {
             self.block[b] = off;
@@ -110,7 +113,8 @@ impl Offsets {
     }
 
     #[inline(always)]
-    pub(super) fn get(&self, id: u32) -> u32 {
+    pub(super) fn get(&self, id: TypeId) -> u32 {
+        let id = id.get();
         let step = self.step[id as usize];
         // SAFETY: `block` has one entry per started block of 2^bits ids of
         // `step` (see `new`), and `id` indexes `step` (checked just above).
@@ -121,7 +125,8 @@ impl Offsets {
     /// [`Offsets::get`] for an id that may lie past the column (a hint's
     /// address, where a stray id must not panic).
     #[inline(always)]
-    pub(super) fn try_get(&self, id: u32) -> Option<u32> {
+    pub(super) fn try_get(&self, id: TypeId) -> Option<u32> {
+        let id = id.get();
         let step = *self.step.get(id as usize)?;
         Some(self.block[(id >> self.bits) as usize] + step as u32)
     }
@@ -130,6 +135,7 @@ impl Offsets {
 #[cfg(test)]
 mod tests {
     use super::Offsets;
+    use crate::btf::TypeId;
 
     #[test]
     fn a_growing_column_reads_like_a_packed_one_and_refuses_long_steps() {
@@ -137,7 +143,7 @@ mod tests {
         let mut g = Offsets::growing();
         assert!(flat.iter().all(|&o| g.push(o)));
         assert_eq!(g.len(), 300);
-        assert!((0..300u32).all(|i| g.get(i) == flat[i as usize]));
+        assert!((0..300u32).all(|i| g.get(TypeId::new(i)) == flat[i as usize]));
         // id 300 opens no block (300 % 64 != 0): 70 000 words past block 4's start
         assert!(!g.push(256 * 5 + 70_000));
     }
@@ -154,7 +160,7 @@ mod tests {
             .collect();
         let o = Offsets::new(small.clone());
         assert_eq!(o.bits, 6);
-        assert!((0..1000u32).all(|i| o.get(i) == small[i as usize]));
+        assert!((0..1000u32).all(|i| o.get(TypeId::new(i)) == small[i as usize]));
 
         // one record of 100 000 words (id 70): blocks of one id
         let mut big = small.clone();
@@ -163,7 +169,7 @@ mod tests {
         }
         let o = Offsets::new(big.clone());
         assert_eq!(o.bits, 0);
-        assert!((0..1000u32).all(|i| o.get(i) == big[i as usize]));
+        assert!((0..1000u32).all(|i| o.get(TypeId::new(i)) == big[i as usize]));
 
         // a record of 65 400 words (id 70): its 64-id block does not fit,
         // smaller ones than a single id do
@@ -173,6 +179,6 @@ mod tests {
         }
         let o = Offsets::new(mid.clone());
         assert!(o.bits > 0 && o.bits < 6, "{}", o.bits);
-        assert!((0..1000u32).all(|i| o.get(i) == mid[i as usize]));
+        assert!((0..1000u32).all(|i| o.get(TypeId::new(i)) == mid[i as usize]));
     }
 }

@@ -11,7 +11,7 @@ impl<L: Links> Dedup<'_, L> {
             // the index's table is this pass's result, cloned in `run`
             return Ok(());
         }
-        for id in 1..self.st.start {
+        for id in (1..self.st.start).map(TypeId::new) {
             if let Some(h) = prep_hash(rec!(self, id), id)? {
                 self.st.table.insert(h, id);
             }
@@ -19,31 +19,43 @@ impl<L: Links> Dedup<'_, L> {
         Ok(())
     }
 
-    pub(super) fn add_canonical(&mut self, h: u64, id: u32) {
+    pub(super) fn add_canonical(&mut self, h: u64, id: TypeId) {
         self.st.table.insert(h, id);
     }
 
     pub(super) fn prim_types(&mut self) -> Result<(), DedupError> {
-        self.prim_types_in(self.st.start, self.st.end)
+        self.prim_types_in(TypeId::new(self.st.start), TypeId::new(self.st.end))
     }
 
     #[inline(never)]
-    pub(super) fn prim_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
-        for id in from..to {
+    pub(super) fn prim_types_in(&mut self, from: TypeId, to: TypeId) -> Result<(), DedupError> {
+        for id in (from.get()..to.get()).map(TypeId::new) {
             let (h, new) = match self.kind_of(id) {
-                CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | ARRAY | STRUCT | UNION | FUNC | FUNC_PROTO | VAR
-                | DATASEC | DECL_TAG | TYPE_TAG => continue,
-                INT => {
+                Kind::Const
+                | Kind::Volatile
+                | Kind::Restrict
+                | Kind::Ptr
+                | Kind::Typedef
+                | Kind::Array
+                | Kind::Struct
+                | Kind::Union
+                | Kind::Func
+                | Kind::FuncProto
+                | Kind::Var
+                | Kind::Datasec
+                | Kind::DeclTag
+                | Kind::TypeTag => continue,
+                Kind::Int => {
                     let w = rec!(self, id);
                     let h = hash_int_tag(w);
                     (h, self.first_match(h, |c| equal_int_tag(w, c)))
                 }
-                FWD | FLOAT => {
+                Kind::Fwd | Kind::Float => {
                     let w = rec!(self, id);
                     let h = hash_common(w);
                     (h, self.first_match(h, |c| equal_common(w, c)))
                 }
-                ENUM | ENUM64
+                Kind::Enum | Kind::Enum64
                     if self.st.start == 1
                         && rec!(self, id).vlen() > 0
                         && !self.st.enum_fwds.contains(&rec!(self, id)[0]) =>
@@ -56,15 +68,19 @@ impl<L: Links> Dedup<'_, L> {
                     let h = hash_enum(w);
                     let ch = content_hash(w);
                     let (words, nodes) = (&self.words, &self.st.nodes);
-                    let found = self.st.enums.find(ch, |&e| rec_of(words, nodes, e) == w).copied();
+                    let found = self
+                        .st
+                        .enums
+                        .find(ch, |&e| rec_of(words, nodes, TypeId::new(e)) == w)
+                        .map(|&e| TypeId::new(e));
                     if found.is_none() {
                         self.st
                             .enums
-                            .insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
+                            .insert_unique(ch, id.get(), |&e| content_hash(rec_of(words, nodes, TypeId::new(e))));
                     }
                     (h, found)
                 }
-                ENUM | ENUM64 => {
+                Kind::Enum | Kind::Enum64 => {
                     let w = rec!(self, id);
                     let h = hash_enum(w);
                     if w.vlen() == 0 {
@@ -84,7 +100,8 @@ impl<L: Links> Dedup<'_, L> {
                                 break;
                             }
                             // a full enum re-points a canonical enum fwd and keeps looking
-                            if self.st.overlap && cand < self.st.struct_done && self.st.link.touched_through(cand) {
+                            if self.st.overlap && cand.get() < self.st.struct_done && self.st.link.touched_through(cand)
+                            {
                                 // A walk since the fwd's CU compared a type by
                                 // its link through it; the whole-BTF struct
                                 // pass saw this re-pointing done.
@@ -101,13 +118,13 @@ impl<L: Links> Dedup<'_, L> {
                         let (words, nodes) = (&self.words, &self.st.nodes);
                         self.st
                             .enums
-                            .insert_unique(ch, id, |&e| content_hash(rec_of(words, nodes, e)));
+                            .insert_unique(ch, id.get(), |&e| content_hash(rec_of(words, nodes, TypeId::new(e))));
                     }
                     (h, found)
                 }
-                _ => {
+                Kind::Unkn => {
                     return Err(DedupError::Invalid {
-                        id: TypeId::new(id),
+                        id,
                         what: "unknown kind",
                     });
                 }
@@ -123,7 +140,7 @@ impl<L: Links> Dedup<'_, L> {
 
     /// First candidate under `h`, in table order, that `eq` accepts.
     #[inline]
-    pub(super) fn first_match(&self, h: u64, eq: impl Fn(&[u32]) -> bool) -> Option<u32> {
+    pub(super) fn first_match(&self, h: u64, eq: impl Fn(&[u32]) -> bool) -> Option<TypeId> {
         let mut cur = self.st.table.first(h);
         while let Some((cand, c)) = cur {
             if eq(rec!(self, cand)) {

@@ -4,15 +4,16 @@
 //! record by id.
 
 use super::offsets::Offsets;
+use crate::btf::TypeId;
 use crate::btf::kind::*;
 
 #[inline]
-pub(super) fn is_composite(k: u32) -> bool {
-    k == STRUCT || k == UNION
+pub(super) fn is_composite(kind: u32) -> bool {
+    kind == STRUCT || kind == UNION
 }
 #[inline]
-pub(super) fn is_any_enum(k: u32) -> bool {
-    k == ENUM || k == ENUM64
+pub(super) fn is_any_enum(kind: u32) -> bool {
+    kind == ENUM || kind == ENUM64
 }
 
 /// Positions of the type-id words of a record, in libbpf's field-iterator order
@@ -39,7 +40,8 @@ pub(super) fn for_each_id_pos(w: &[u32], mut f: impl FnMut(usize)) {
 /// as chunks, without a bounds check per id: every record of a vmlinux goes
 /// through this when dedup runs during the CU loop.
 #[inline(always)]
-pub(super) fn ids_below(w: &[u32], end: u32) -> bool {
+pub(super) fn ids_below(w: &[u32], end: TypeId) -> bool {
+    let end = end.get();
     let all_below = |stride: usize, at: usize| w.get(3..).unwrap_or(&[]).chunks_exact(stride).all(|e| e[at] < end);
     match w.kind() {
         FWD | CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | VAR | DECL_TAG | TYPE_TAG => w[2] < end,
@@ -64,8 +66,8 @@ pub(super) fn fitting_len(words: &[u32], off: usize) -> Option<usize> {
 
 /// VAR and DATASEC represent themselves from the start (libbpf's prep).
 #[inline]
-pub(super) fn represents_itself(k: u32) -> bool {
-    k == VAR || k == DATASEC
+pub(super) fn represents_itself(kind: u32) -> bool {
+    kind == VAR || kind == DATASEC
 }
 
 /// The record that starts at word `off`.
@@ -79,8 +81,8 @@ pub(super) fn rec_at(words: &[u32], off: u32) -> &[u32] {
 /// fixed places or counted by its vlen without first working out where it
 /// ends (the graph walk's hottest reads). [`exact`] cuts it to the record.
 #[inline(always)]
-pub(super) fn rec_from<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
-    if id == 0 {
+pub(super) fn rec_from<'w>(words: &'w [u32], nodes: &Offsets, id: TypeId) -> &'w [u32] {
+    if id == TypeId::VOID {
         return &VOID;
     }
     &words[nodes.get(id) as usize..]
@@ -94,18 +96,18 @@ pub(super) fn exact(w: &[u32]) -> &[u32] {
 
 /// The record of `id` (ids of the whole space; 0 is void).
 #[inline(always)]
-pub(super) fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: u32) -> &'w [u32] {
-    if id == 0 {
+pub(super) fn rec_of<'w>(words: &'w [u32], nodes: &Offsets, id: TypeId) -> &'w [u32] {
+    if id == TypeId::VOID {
         return &VOID;
     }
     rec_at(words, nodes.get(id))
 }
 
-/// Whether word `pos` of a record of kind `k` is a type id that libbpf's
+/// Whether word `pos` of a record of kind `kind` is a type id that libbpf's
 /// reference pass rewrites to its canonical id.
 #[inline]
-pub(super) fn is_ref_pos(k: u32, pos: usize) -> bool {
-    match k {
+pub(super) fn is_ref_pos(kind: u32, pos: usize) -> bool {
+    match kind {
         ARRAY => pos == 3 || pos == 4,
         FUNC_PROTO => pos == 2 || (pos >= 4 && pos.is_multiple_of(2)),
         _ => pos == 2,
@@ -138,7 +140,7 @@ mod tests {
             for end in 0..16 {
                 let mut all = true;
                 for_each_id_pos(r, |p| all &= r[p] < end);
-                assert_eq!(ids_below(r, end), all, "{r:?} below {end}");
+                assert_eq!(ids_below(r, TypeId::new(end)), all, "{r:?} below {end}");
             }
         }
     }

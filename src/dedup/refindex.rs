@@ -13,6 +13,8 @@
 //! table of their own, with the content next to the entry: one lookup that
 //! touches nothing else.
 
+use crate::btf::TypeId;
+
 /// Canonical reference types by rewritten content.
 #[derive(Default)]
 pub(super) struct RefIndex {
@@ -31,7 +33,7 @@ const INLINE: usize = 3;
 /// content in arrays of their own, two more cache misses per look-up).
 #[derive(Clone, Copy)]
 struct Entry {
-    id: u32,
+    id: TypeId,
     len: u32,
     /// The content if `len <= INLINE`, else its start in `words` at `[0]`.
     w: [u32; INLINE],
@@ -52,7 +54,7 @@ impl RefIndex {
     /// The canonical type whose rewritten record is `key`, or `id` (which
     /// has it) after recording it as that type.
     #[inline]
-    pub(super) fn canonical(&mut self, key: &[u32], id: u32) -> u32 {
+    pub(super) fn canonical(&mut self, key: &[u32], id: TypeId) -> TypeId {
         let h = super::content_hash(key);
         let RefIndex { table, words } = self;
         // word by word: most keys are three words, and `==` on slices calls
@@ -96,21 +98,22 @@ pub(super) fn forced_off() -> bool {
 #[cfg(test)]
 mod tests {
     use super::RefIndex;
+    use crate::btf::TypeId;
 
     #[test]
     fn equal_content_finds_the_first_type_that_had_it() {
         let mut ix = RefIndex::default();
-        assert_eq!(ix.canonical(&[0, 2 << 24, 7], 10), 10);
-        assert_eq!(ix.canonical(&[0, 2 << 24, 8], 11), 11);
-        assert_eq!(ix.canonical(&[0, 2 << 24, 7], 12), 10);
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7], TypeId::new(10)), TypeId::new(10));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 8], TypeId::new(11)), TypeId::new(11));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7], TypeId::new(12)), TypeId::new(10));
         // a prefix or an extension is other content
-        assert_eq!(ix.canonical(&[0, 2 << 24], 13), 13);
-        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], 14), 14);
-        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], 15), 14);
+        assert_eq!(ix.canonical(&[0, 2 << 24], TypeId::new(13)), TypeId::new(13));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], TypeId::new(14)), TypeId::new(14));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 7, 0], TypeId::new(15)), TypeId::new(14));
         for n in 0..10_000u32 {
-            assert_eq!(ix.canonical(&[n, 1, n * 3], 100 + n), 100 + n);
+            assert_eq!(ix.canonical(&[n, 1, n * 3], TypeId::new(100 + n)), TypeId::new(100 + n));
         }
-        assert!((0..10_000u32).all(|n| ix.canonical(&[n, 1, n * 3], 1) == 100 + n));
-        assert_eq!(ix.canonical(&[0, 2 << 24, 8], 16), 11);
+        assert!((0..10_000u32).all(|n| ix.canonical(&[n, 1, n * 3], TypeId::new(1)) == TypeId::new(100 + n)));
+        assert_eq!(ix.canonical(&[0, 2 << 24, 8], TypeId::new(16)), TypeId::new(11));
     }
 }

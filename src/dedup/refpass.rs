@@ -83,8 +83,8 @@ struct Fence<'d> {
 impl Fence<'_> {
     /// Whether a walk reaching `t` would leave its stretch.
     #[inline]
-    fn blocks(&self, t: u32) -> bool {
-        (t >= self.at) == self.above && get_in_snapshot(self.before, t) != ST_MAPPED
+    fn blocks(&self, t: TypeId) -> bool {
+        (t.get() >= self.at) == self.above && get_in_snapshot(self.before, t) != State::Mapped
     }
 }
 
@@ -143,8 +143,8 @@ impl Dedup<'_> {
             &mut self.st.link,
             &mut self.st.state,
             lookup,
-            self.st.start,
-            self.st.end,
+            TypeId::new(self.st.start),
+            TypeId::new(self.st.end),
         )
     }
 }
@@ -197,40 +197,40 @@ impl<'d> RefPass<'d> {
     }
 
     #[inline]
-    fn mapped(&self, id: u32) -> bool {
-        get_in(self.state, id) == ST_MAPPED
+    fn mapped(&self, id: TypeId) -> bool {
+        get_in(self.state, id) == State::Mapped
     }
 
     #[inline]
-    fn resolve(&self, id: u32) -> u32 {
+    fn resolve(&self, id: TypeId) -> TypeId {
         resolve_shared(self.link, id)
     }
 
     #[inline]
-    fn set_state(&self, id: u32, s: u8) {
+    fn set_state(&self, id: TypeId, s: State) {
         set_in(self.state, id, s, self.shared_word);
     }
 
     #[inline]
-    fn set_map(&self, id: u32, to: u32) {
-        self.set_state(id, ST_MAPPED);
-        self.link[id as usize].store(to, Relaxed);
+    fn set_map(&self, id: TypeId, to: TypeId) {
+        self.set_state(id, State::Mapped);
+        self.link[id.index()].store(to.get(), Relaxed);
     }
 
     #[inline]
-    fn rec(&self, id: u32) -> &'d [u32] {
+    fn rec(&self, id: TypeId) -> &'d [u32] {
         rec_of(self.words, self.nodes, id)
     }
 
     #[inline]
-    fn fenced(&self, t: u32) -> bool {
+    fn fenced(&self, t: TypeId) -> bool {
         self.fence.is_some_and(|f| f.blocks(t))
     }
 
     /// Processes the roots `from..to` in order. With a fence, stops at the
     /// first root whose walk would cross it, undone, and returns it.
-    fn run(&mut self, from: u32, to: u32) -> Result<Option<u32>, DedupError> {
-        for id in from..to {
+    fn run(&mut self, from: TypeId, to: TypeId) -> Result<Option<TypeId>, DedupError> {
+        for id in (from.get()..to.get()).map(TypeId::new) {
             if self.mapped(id) {
                 continue;
             }
@@ -241,10 +241,10 @@ impl<'d> RefPass<'d> {
                 w.kind(),
                 CONST | VOLATILE | RESTRICT | PTR | TYPEDEF | FUNC | TYPE_TAG | DECL_TAG
             );
-            if single && self.fenced(w[2]) {
+            if single && self.fenced(TypeId::new(w[2])) {
                 return Ok(Some(id));
             }
-            if single && self.mapped(w[2]) {
+            if single && self.mapped(TypeId::new(w[2])) {
                 self.finish(id, w);
                 continue;
             }
@@ -272,36 +272,38 @@ impl<'d> RefPass<'d> {
     /// the previous one's whole walk is done — exactly when the recursion
     /// would look at it. A type on the stack in IN_PROGRESS state is an
     /// ancestor of the current one: meeting it again is libbpf's -ELOOP.
-    fn walk(&mut self, root: u32) -> Result<(), Result<Stop, DedupError>> {
+    fn walk(&mut self, root: TypeId) -> Result<(), Result<Stop, DedupError>> {
         const ENTER: u32 = 0;
         const FINISH: u32 = 1;
         self.stack.clear();
         self.entered.clear();
         self.made_before_walk = self.made.len();
-        self.stack.push((root, ENTER));
+        self.stack.push((root.get(), ENTER));
         let keep_entered = self.fence.is_some();
         while let Some((id, ev)) = self.stack.pop() {
+            let id = TypeId::new(id);
             if ev == FINISH {
                 self.finish(id, self.rec(id));
                 continue;
             }
             match get_in(self.state, id) {
-                ST_IN_PROGRESS => return Err(Err(DedupError::Loop { id: TypeId::new(id) })),
-                ST_MAPPED => continue,
-                _ => {}
+                State::InProgress => return Err(Err(DedupError::Loop { id })),
+                State::Mapped => continue,
+                State::Unprocessed => {}
             }
-            self.set_state(id, ST_IN_PROGRESS);
+            self.set_state(id, State::InProgress);
             if keep_entered {
-                self.entered.push(id);
+                self.entered.push(id.get());
             }
-            self.stack.push((id, FINISH));
+            self.stack.push((id.get(), FINISH));
             let w = self.rec(id);
             let (st, state, fence) = (&mut self.stack, self.state, self.fence);
             let mut crossed = false;
             // a referenced type that is mapped now stays mapped: not queued
             let mut visit = |t: u32| {
-                crossed |= fence.is_some_and(|f| f.blocks(t));
-                if get_in(state, t) != ST_MAPPED {
+                let tid = TypeId::new(t);
+                crossed |= fence.is_some_and(|f| f.blocks(tid));
+                if get_in(state, tid) != State::Mapped {
                     st.push((t, ENTER));
                 }
             };
@@ -319,7 +321,7 @@ impl<'d> RefPass<'d> {
                 }
                 _ => {
                     return Err(Err(DedupError::Invalid {
-                        id: TypeId::new(id),
+                        id,
                         what: "reference pass reached an unexpected kind",
                     }));
                 }
@@ -337,7 +339,7 @@ impl<'d> RefPass<'d> {
     /// read through `made` again.
     fn undo_walk(&mut self) {
         for &id in &self.entered {
-            self.set_state(id, ST_UNPROCESSED);
+            self.set_state(TypeId::new(id), State::Unprocessed);
             self.link[id as usize].store(id, Relaxed);
         }
         self.made.truncate(self.made_before_walk);
@@ -352,18 +354,18 @@ impl<'d> RefPass<'d> {
             // only the third word is an id (DECL_TAG's fourth is an index)
             let four = if k == DECL_TAG { w[3] } else { 0 };
             return Key::Short(
-                [w[0], w[1], self.resolve(w[2]), four],
+                [w[0], w[1], self.resolve(TypeId::new(w[2])).get(), four],
                 if k == DECL_TAG { 4 } else { 3 },
             );
         }
         let mut c = SmallVec::from_slice(exact(w));
         if k == ARRAY {
-            c[3] = self.resolve(w[3]);
-            c[4] = self.resolve(w[4]);
+            c[3] = self.resolve(TypeId::new(w[3])).get();
+            c[4] = self.resolve(TypeId::new(w[4])).get();
         } else {
-            c[2] = self.resolve(w[2]);
+            c[2] = self.resolve(TypeId::new(w[2])).get();
             for i in 0..w.vlen() {
-                c[3 + 2 * i + 1] = self.resolve(w[3 + 2 * i + 1]);
+                c[3 + 2 * i + 1] = self.resolve(TypeId::new(w[3 + 2 * i + 1])).get();
             }
         }
         Key::Long(c)
@@ -373,10 +375,15 @@ impl<'d> RefPass<'d> {
     /// (most types are one of the three-word kinds: their key is built here,
     /// on the stack, without going through [`RefPass::rewritten`]).
     #[inline]
-    fn finish(&mut self, id: u32, w: &[u32]) {
+    fn finish(&mut self, id: TypeId, w: &[u32]) {
         let k = w.kind();
         let new = if k != ARRAY && k != FUNC_PROTO {
-            let key = [w[0], w[1], self.resolve(w[2]), if k == DECL_TAG { w[3] } else { 0 }];
+            let key = [
+                w[0],
+                w[1],
+                self.resolve(TypeId::new(w[2])).get(),
+                if k == DECL_TAG { w[3] } else { 0 },
+            ];
             self.look_up(id, w, &key[..if k == DECL_TAG { 4 } else { 3 }])
         } else {
             let key = self.rewritten(w);
@@ -384,12 +391,12 @@ impl<'d> RefPass<'d> {
         };
         self.set_map(id, new);
         if new == id && self.fence.is_some_and(|f| !f.above) {
-            self.made.push(id);
+            self.made.push(id.get());
         }
     }
 
     #[inline]
-    fn look_up(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
+    fn look_up(&mut self, id: TypeId, w: &[u32], key: &[u32]) -> TypeId {
         if let Lookup::Index(ix) = &mut self.lookup {
             ix.canonical(key, id)
         } else {
@@ -399,7 +406,7 @@ impl<'d> RefPass<'d> {
 
     /// libbpf's look-up of `id` (record `w`, rewritten `key`) in its
     /// candidate table, adding it if no candidate is equal.
-    fn in_table(&mut self, id: u32, w: &[u32], key: &[u32]) -> u32 {
+    fn in_table(&mut self, id: TypeId, w: &[u32], key: &[u32]) -> TypeId {
         let k = w.kind();
         let h = match k {
             ARRAY => hash_array(key),
@@ -419,14 +426,14 @@ impl<'d> RefPass<'d> {
             if cw[1] != w[1] || cw[0] != w[0] {
                 continue;
             }
-            let eq = if cand < *start {
+            let eq = if cand.get() < *start {
                 // base records are never rewritten
                 cw == key
             } else {
                 (2..key.len()).all(|p| {
                     key[p]
                         == if is_ref_pos(k, p) {
-                            resolve_shared(link, cw[p])
+                            resolve_shared(link, TypeId::new(cw[p])).get()
                         } else {
                             cw[p]
                         }
@@ -444,30 +451,31 @@ impl<'d> RefPass<'d> {
     /// summary): each one found here links to the type found, the others
     /// join this share's index.
     fn absorb(&mut self, other: RefPass<'_>) {
-        for id in other.made {
+        for id in other.made.into_iter().map(TypeId::new) {
             let key = self.rewritten(self.rec(id));
             let Lookup::Index(ix) = &mut self.lookup else {
                 unreachable!("only a pass with a reference index is split");
             };
             let c = ix.canonical(key.words(), id);
             if c != id {
-                self.link[id as usize].store(c, Relaxed);
+                self.link[id.index()].store(c.get(), Relaxed);
             }
         }
     }
 }
 
-/// The lowest and highest unmapped id that unmapped `id`'s record refers to
-/// ((`u32::MAX`, 0) if none): where the walk from it can go.
-fn walk_span(words: &[u32], nodes: &Offsets, state: &[AtomicU64], id: u32) -> (u32, u32) {
-    let mut span = (u32::MAX, 0);
-    if get_in(state, id) == ST_MAPPED {
-        return span;
+/// The lowest and highest unmapped id that unmapped `id`'s record refers
+/// to, if any: where the walk from it can go.
+fn walk_span(words: &[u32], nodes: &Offsets, state: &[AtomicU64], id: TypeId) -> Option<(TypeId, TypeId)> {
+    if get_in(state, id) == State::Mapped {
+        return None;
     }
     let w = rec_of(words, nodes, id);
+    let mut span: Option<(TypeId, TypeId)> = None;
     for_each_id_pos(w, |p| {
-        if get_in(state, w[p]) != ST_MAPPED {
-            span = (span.0.min(w[p]), span.1.max(w[p]));
+        let t = TypeId::new(w[p]);
+        if get_in(state, t) != State::Mapped {
+            span = Some(span.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))));
         }
     });
     span
@@ -481,29 +489,31 @@ fn cu_boundary_near(
     words: &[u32],
     nodes: &Offsets,
     state: &[AtomicU64],
-    start: u32,
-    mid: u32,
-    end: u32,
-) -> Option<u32> {
+    start: TypeId,
+    mid: TypeId,
+    end: TypeId,
+) -> Option<TypeId> {
     const SEARCH: u32 = 1 << 16;
+    let (start, mid, end) = (start.get(), mid.get(), end.get());
     let window = TUNING.with(|c| c.get().1);
-    let span = |id: u32| walk_span(words, nodes, state, id);
-    let mut before = (mid.saturating_sub(window).max(start)..mid).fold(0, |h, id| h.max(span(id).1));
+    let span = |id: u32| walk_span(words, nodes, state, TypeId::new(id));
+    let highest = |id: u32| span(id).map_or(0, |(_, hi)| hi.get());
+    let mut before = (mid.saturating_sub(window).max(start)..mid).fold(0, |h, id| h.max(highest(id)));
     let mut b = mid;
     while b < (mid + SEARCH).min(end) {
         if before < b {
             // most places inside a CU fail at once: a type soon after refers
             // back to one before
-            let Some(x) = (b..(b + window).min(end)).find(|&id| span(id).0 < b) else {
-                return Some(b);
+            let Some(x) = (b..(b + window).min(end)).find(|&id| span(id).is_some_and(|(lo, _)| lo.get() < b)) else {
+                return Some(TypeId::new(b));
             };
             // every place up to x fails at x too: go on after it (each id is
             // scanned at most twice)
-            before = (b..=x).fold(before, |h, id| h.max(span(id).1));
+            before = (b..=x).fold(before, |h, id| h.max(highest(id)));
             b = x + 1;
             continue;
         }
-        before = before.max(span(b).1);
+        before = before.max(highest(b));
         b += 1;
     }
     None
@@ -517,9 +527,11 @@ pub(super) fn run(
     link: &mut [u32],
     state: &mut States,
     lookup: Lookup<'_>,
-    start: u32,
-    end: u32,
+    start: TypeId,
+    end: TypeId,
 ) -> Result<(), DedupError> {
+    let (start_id, end_id) = (start, end);
+    let (start, end) = (start.get(), end.get());
     let min = TUNING.with(|c| c.get().0);
     let split = matches!(lookup, Lookup::Index(_)) && rayon::current_num_threads() > 1 && end - start >= 2 * min;
     // a little before the middle: the function phase's prototypes at the
@@ -531,15 +543,16 @@ pub(super) fn run(
                 words,
                 nodes,
                 state.shared(),
-                start,
-                start + ((end - start) as u64 * 47 / 100) as u32,
-                end,
+                start_id,
+                TypeId::new(start + ((end - start) as u64 * 47 / 100) as u32),
+                end_id,
             )
         })
-        .flatten();
+        .flatten()
+        .map(TypeId::get);
     let Some(m) = m.filter(|&m| m - start >= min && end - m >= min) else {
         let mut a = RefPass::new(words, nodes, shared_u32(link), state.shared(), lookup);
-        return a.run(start, end).map(|_| ());
+        return a.run(start_id, end_id).map(|_| ());
     };
     let before: Vec<u64> = state.snapshot();
     {
@@ -556,21 +569,22 @@ pub(super) fn run(
         (a.fence, b.fence) = (fence(true), fence(false));
         a.shared_word = (m >> 5) as usize;
         b.shared_word = a.shared_word;
-        let (ra, rb) = rayon::join(|| a.run(start, m), || b.run(m, end));
+        let mid = TypeId::new(m);
+        let (ra, rb) = rayon::join(|| a.run(start_id, mid), || b.run(mid, end_id));
         // an error below m is the one libbpf meets first
         if ra?.is_none() {
             (a.fence, a.shared_word) = (None, usize::MAX);
             // the second stretch stops instead of failing
-            let stop = rb.unwrap_or(Some(m));
+            let stop = rb.unwrap_or(Some(mid));
             a.absorb(b);
             #[cfg(test)]
             note(Path::Split);
-            return a.run(stop.unwrap_or(end), end).map(|_| ());
+            return a.run(stop.unwrap_or(end_id), end_id).map(|_| ());
         }
         // a walk below m reached past it: no CU boundary there after all
     };
     for (id, l) in link.iter_mut().enumerate().take(end as usize).skip(start as usize) {
-        if get_in_snapshot(&before, id as u32) != ST_MAPPED {
+        if get_in_snapshot(&before, TypeId::new(id as u32)) != State::Mapped {
             *l = id as u32;
         }
     }
@@ -584,7 +598,7 @@ pub(super) fn run(
         state.shared(),
         Lookup::Index(Default::default()),
     );
-    a.run(start, end).map(|_| ())
+    a.run(start_id, end_id).map(|_| ())
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use crate::btf::{Btf, TypeId};
 
 /// libbpf's hash step: `h = h * 31 + value`.
 #[inline]
-pub(super) fn hc(h: u64, v: u32) -> u64 {
-    h.wrapping_mul(31).wrapping_add(v as u64)
+pub(super) fn hc(h: u64, word: u32) -> u64 {
+    h.wrapping_mul(31).wrapping_add(word as u64)
 }
 #[inline]
 pub(super) fn hash_common(w: &[u32]) -> u64 {
@@ -118,7 +118,7 @@ pub(super) fn compat_fnproto(a: &[u32], b: &[u32]) -> bool {
 }
 
 /// The hash the prep pass files base type `id` under (None: not filed).
-pub(super) fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
+pub(super) fn prep_hash(w: &[u32], id: TypeId) -> Result<Option<u64>, DedupError> {
     Ok(Some(match w.kind() {
         VAR | DATASEC => return Ok(None),
         CONST | VOLATILE | RESTRICT | PTR | FWD | TYPEDEF | FUNC | FLOAT | TYPE_TAG => hash_common(w),
@@ -129,7 +129,7 @@ pub(super) fn prep_hash(w: &[u32], id: u32) -> Result<Option<u64>, DedupError> {
         FUNC_PROTO => hash_fnproto(w),
         _ => {
             return Err(DedupError::Invalid {
-                id: TypeId::new(id),
+                id,
                 what: "unknown kind in the base",
             });
         }
@@ -144,6 +144,6 @@ pub fn signature_hashes(btf: &Btf) -> Vec<u64> {
     let (w, offs) = (btf.raw_words(), btf.type_offsets());
     offs.iter()
         // the prep pass's hash: the same per-kind choice every pass makes
-        .map(|&o| prep_hash(rec_at(w, o), 0).ok().flatten().unwrap_or(0))
+        .map(|&o| prep_hash(rec_at(w, o), TypeId::VOID).ok().flatten().unwrap_or(0))
         .collect()
 }

@@ -8,12 +8,34 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::btf::TypeId;
+
 /// libbpf's `map[id]` is UNPROCESSED, IN_PROGRESS or an id. We keep the id in
 /// `link` (see `PassState::link`) and which of the three it is in two bits
 /// ([`States`]).
-pub(super) const ST_UNPROCESSED: u8 = 0;
-pub(super) const ST_IN_PROGRESS: u8 = 1;
-pub(super) const ST_MAPPED: u8 = 2;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum State {
+    Unprocessed = 0,
+    InProgress = 1,
+    Mapped = 2,
+}
+
+impl State {
+    /// The state of two bits as [`States`] stores them (3 never is).
+    #[inline(always)]
+    fn of_bits(b: u64) -> State {
+        match b {
+            0 => State::Unprocessed,
+            1 => State::InProgress,
+            _ => State::Mapped,
+        }
+    }
+    #[inline(always)]
+    fn bits(self) -> u64 {
+        self as u64
+    }
+}
 
 #[derive(Default)]
 pub(super) struct States {
@@ -21,16 +43,12 @@ pub(super) struct States {
 }
 
 impl States {
-    /// From one state (below 4) per id.
-    pub(super) fn pack(bytes: &[u8]) -> States {
+    /// From one state per id.
+    pub(super) fn pack(states: &[State]) -> States {
         States {
-            words: bytes
+            words: states
                 .chunks(32)
-                .map(|c| {
-                    c.iter()
-                        .enumerate()
-                        .fold(0u64, |w, (i, &s)| w | (u64::from(s & 3) << (2 * i)))
-                })
+                .map(|c| c.iter().enumerate().fold(0u64, |w, (i, &s)| w | (s.bits() << (2 * i))))
                 .map(AtomicU64::new)
                 .collect(),
         }
@@ -40,7 +58,7 @@ impl States {
     pub(super) fn with_void(n: u32) -> States {
         let mut s = States::default();
         s.grow_to(n.max(1) as usize);
-        s.set(0, ST_MAPPED);
+        s.set(TypeId::VOID, State::Mapped);
         s
     }
 
@@ -53,22 +71,23 @@ impl States {
     }
 
     #[inline]
-    pub(super) fn get(&self, id: u32) -> u8 {
+    pub(super) fn get(&self, id: TypeId) -> State {
         get_in(&self.words, id)
     }
 
     #[inline]
-    pub(super) fn set(&mut self, id: u32, s: u8) {
+    pub(super) fn set(&mut self, id: TypeId, s: State) {
+        let id = id.get();
         let w = self.words[(id >> 5) as usize].get_mut();
         let sh = 2 * (id & 31);
-        *w = (*w & !(3 << sh)) | (u64::from(s & 3) << sh);
+        *w = (*w & !(3 << sh)) | (s.bits() << sh);
     }
 
     /// The words of ids below `n` all mapped (void and a base's types),
     /// for [`States::from_words`].
     pub(super) fn mapped_words(n: u32) -> Vec<u64> {
-        // ST_MAPPED in every two-bit field
-        let all = u64::MAX / 3 * u64::from(ST_MAPPED);
+        // Mapped in every two-bit field
+        let all = u64::MAX / 3 * State::Mapped.bits();
         let mut w = vec![all; n.div_ceil(32) as usize];
         if let Some(last) = w.last_mut().filter(|_| !n.is_multiple_of(32)) {
             *last &= (1u64 << (2 * (n % 32))) - 1;
@@ -104,19 +123,19 @@ impl States {
 
 /// `id`'s state in words shared by threads.
 #[inline]
-pub(super) fn get_in(words: &[AtomicU64], id: u32) -> u8 {
-    of_word(words[(id >> 5) as usize].load(Relaxed), id)
+pub(super) fn get_in(words: &[AtomicU64], id: TypeId) -> State {
+    of_word(words[(id.get() >> 5) as usize].load(Relaxed), id)
 }
 
 /// `id`'s state in a [`States::snapshot`].
 #[inline]
-pub(super) fn get_in_snapshot(words: &[u64], id: u32) -> u8 {
-    of_word(words[(id >> 5) as usize], id)
+pub(super) fn get_in_snapshot(words: &[u64], id: TypeId) -> State {
+    of_word(words[(id.get() >> 5) as usize], id)
 }
 
 #[inline]
-fn of_word(w: u64, id: u32) -> u8 {
-    ((w >> (2 * (id & 31))) & 3) as u8
+fn of_word(w: u64, id: TypeId) -> State {
+    State::of_bits((w >> (2 * (id.get() & 31))) & 3)
 }
 
 /// Sets `id`'s state in words shared by threads. A plain load and store
@@ -124,35 +143,39 @@ fn of_word(w: u64, id: u32) -> u8 {
 /// (its ids' bits are then changed by atomic and/or, and nobody else's
 /// change is lost).
 #[inline]
-pub(super) fn set_in(words: &[AtomicU64], id: u32, s: u8, shared_word: usize) {
+pub(super) fn set_in(words: &[AtomicU64], id: TypeId, s: State, shared_word: usize) {
+    let id = id.get();
     let i = (id >> 5) as usize;
     let sh = 2 * (id & 31);
     let w = &words[i];
     if i == shared_word {
         w.fetch_and(!(3 << sh), Relaxed);
-        w.fetch_or(u64::from(s & 3) << sh, Relaxed);
+        w.fetch_or(s.bits() << sh, Relaxed);
     } else {
         let v = w.load(Relaxed);
-        w.store((v & !(3 << sh)) | (u64::from(s & 3) << sh), Relaxed);
+        w.store((v & !(3 << sh)) | (s.bits() << sh), Relaxed);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::States;
+    use super::{State, States};
+    use crate::btf::TypeId;
 
     #[test]
     fn two_bits_per_id_round_trip() {
-        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 3) as u8).collect();
-        let mut s = States::pack(&bytes);
-        assert!((0..1000u32).all(|i| s.get(i) == bytes[i as usize]));
-        s.set(33, 2);
-        s.set(34, 1);
-        s.set(999, 0);
+        let all = [State::Unprocessed, State::InProgress, State::Mapped];
+        let states: Vec<State> = (0..1000usize).map(|i| all[i * 7 % 3]).collect();
+        let mut s = States::pack(&states);
+        let id = TypeId::new;
+        assert!((0..1000u32).all(|i| s.get(id(i)) == states[i as usize]));
+        s.set(id(33), State::Mapped);
+        s.set(id(34), State::InProgress);
+        s.set(id(999), State::Unprocessed);
         assert_eq!(
-            (s.get(32), s.get(33), s.get(34), s.get(35)),
-            (bytes[32], 2, 1, bytes[35])
+            (s.get(id(32)), s.get(id(33)), s.get(id(34)), s.get(id(35))),
+            (states[32], State::Mapped, State::InProgress, states[35])
         );
-        assert_eq!(s.get(999), 0);
+        assert_eq!(s.get(id(999)), State::Unprocessed);
     }
 }

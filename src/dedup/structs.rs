@@ -16,8 +16,8 @@ const IDENTICAL_DEPTH: u32 = 16;
 /// void or an id the offsets do not cover, which the step looks up again).
 #[derive(Clone, Copy)]
 pub(super) struct Queued {
-    c: u32,
-    k: u32,
+    c: TypeId,
+    k: TypeId,
     oc: u32,
     ok: u32,
 }
@@ -27,7 +27,7 @@ pub(super) const NO_REC: u32 = u32::MAX;
 
 /// The record of a queued id.
 #[inline(always)]
-pub(super) fn rec_queued<'w>(words: &'w [u32], nodes: &Offsets, id: u32, off: u32) -> &'w [u32] {
+pub(super) fn rec_queued<'w>(words: &'w [u32], nodes: &Offsets, id: TypeId, off: u32) -> &'w [u32] {
     if off != NO_REC {
         &words[off as usize..]
     } else {
@@ -43,7 +43,7 @@ pub(super) fn rec_queued<'w>(words: &'w [u32], nodes: &Offsets, id: u32, off: u3
 /// removed during a walk (half of a vmlinux's 18.8 M walk steps were such
 /// repeats, each reading a canonical-side record first).
 #[inline(always)]
-pub(super) fn push_pair<L: Links>(st: &mut Vec<Queued>, w: Walked<'_, L>, c: u32, k: u32) {
+pub(super) fn push_pair<L: Links>(st: &mut Vec<Queued>, w: Walked<'_, L>, c: TypeId, k: TypeId) {
     // The map first: its pages stay in cache, the links are two loads
     // anywhere in the id space, and it answers more pushes (8.1 M against
     // 6.4 M settled of 25.2 M in a vmlinux).
@@ -60,9 +60,9 @@ pub(super) fn push_pair<L: Links>(st: &mut Vec<Queued>, w: Walked<'_, L>, c: u32
 /// Where `id`'s record starts ([`NO_REC`] for void or a stray id), asking
 /// the CPU for its cache line.
 #[inline(always)]
-pub(super) fn offset_of<L>(w: Walked<'_, L>, id: u32) -> u32 {
+pub(super) fn offset_of<L>(w: Walked<'_, L>, id: TypeId) -> u32 {
     match w.nodes.try_get(id) {
-        Some(at) if id != 0 && (at as usize) < w.words.len() => {
+        Some(at) if id != TypeId::VOID && (at as usize) < w.words.len() => {
             prefetch(w.words, at);
             at
         }
@@ -102,29 +102,29 @@ pub(super) fn prefetch(words: &[u32], at: u32) {
 /// A walk of the chunked passes read a record cut down to a stub
 /// ([`stub::stub_deferred`]): they give up.
 #[cold]
-pub(super) fn stub_reached(a: u32, b: u32) -> DedupError {
+pub(super) fn stub_reached(a: TypeId, b: TypeId) -> DedupError {
     DedupError::Invalid {
-        id: TypeId::new(a.min(b)),
+        id: a.min(b),
         what: "a struct walk reached a record stubbed after an earlier chunk",
     }
 }
 
 impl<L: Links> Dedup<'_, L> {
-    pub(super) fn identical_arrays(&self, a: u32, b: u32) -> bool {
+    pub(super) fn identical_arrays(&self, a: TypeId, b: TypeId) -> bool {
         let (x, y) = (rec!(self, a), rec!(self, b));
         x.kind() == ARRAY && y.kind() == ARRAY && equal_array(x, y)
     }
 
-    pub(super) fn identical_ptrs(&self, a: u32, b: u32) -> bool {
+    pub(super) fn identical_ptrs(&self, a: TypeId, b: TypeId) -> bool {
         let (x, y) = (rec!(self, a), rec!(self, b));
         x.kind() == PTR && y.kind() == PTR && x[2] == y[2]
     }
 
     /// Structs equal down to raw member ids (or identical arrays/structs there).
-    pub(super) fn identical_structs(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
+    pub(super) fn identical_structs(&self, a: TypeId, b: TypeId, depth: u32) -> Result<bool, DedupError> {
         if depth > MAX_EMBED_DEPTH {
             return Err(DedupError::TooDeep {
-                id: TypeId::new(a),
+                id: a,
                 depth: MAX_EMBED_DEPTH,
             });
         }
@@ -136,10 +136,8 @@ impl<L: Links> Dedup<'_, L> {
             return Ok(false);
         }
         for (m1, m2) in x[3..].chunks_exact(3).zip(y[3..].chunks_exact(3)) {
-            if m1[1] != m2[1]
-                && !self.identical_arrays(m1[1], m2[1])
-                && !self.identical_structs(m1[1], m2[1], depth + 1)?
-            {
+            let (t1, t2) = (TypeId::new(m1[1]), TypeId::new(m2[1]));
+            if t1 != t2 && !self.identical_arrays(t1, t2) && !self.identical_structs(t1, t2, depth + 1)? {
                 return Ok(false);
             }
         }
@@ -154,7 +152,7 @@ impl<L: Links> Dedup<'_, L> {
     /// counts and sizes only (the element and index types of the first one
     /// are compared with themselves), and DECL_TAG, VAR and DATASEC are
     /// never identical.
-    pub(super) fn identical_types(&self, a: u32, b: u32, depth: u32) -> Result<bool, DedupError> {
+    pub(super) fn identical_types(&self, a: TypeId, b: TypeId, depth: u32) -> Result<bool, DedupError> {
         let (mut a, mut b) = (a, b);
         // A chain of reference types is followed without counting a level;
         // one longer than there are ids is a cycle, where libbpf would spin
@@ -182,9 +180,9 @@ impl<L: Links> Dedup<'_, L> {
                     }
                     chain += 1;
                     if chain > self.st.end {
-                        return Err(DedupError::Loop { id: TypeId::new(a) });
+                        return Err(DedupError::Loop { id: a });
                     }
-                    (a, b) = (x[2], y[2]);
+                    (a, b) = (TypeId::new(x[2]), TypeId::new(y[2]));
                     continue;
                 }
                 ARRAY => equal_common(x, y) && x[5] == y[5],
@@ -193,7 +191,7 @@ impl<L: Links> Dedup<'_, L> {
                         return Ok(false);
                     }
                     for (m1, m2) in x[3..].chunks_exact(3).zip(y[3..].chunks_exact(3)) {
-                        if m1[1] != m2[1] && !self.identical_types(m1[1], m2[1], depth - 1)? {
+                        if m1[1] != m2[1] && !self.identical_types(TypeId::new(m1[1]), TypeId::new(m2[1]), depth - 1)? {
                             return Ok(false);
                         }
                     }
@@ -203,11 +201,11 @@ impl<L: Links> Dedup<'_, L> {
                     if !compat_fnproto(x, y) {
                         return Ok(false);
                     }
-                    if x[2] != y[2] && !self.identical_types(x[2], y[2], depth - 1)? {
+                    if x[2] != y[2] && !self.identical_types(TypeId::new(x[2]), TypeId::new(y[2]), depth - 1)? {
                         return Ok(false);
                     }
                     for (p1, p2) in x[3..].chunks_exact(2).zip(y[3..].chunks_exact(2)) {
-                        if p1[1] != p2[1] && !self.identical_types(p1[1], p2[1], depth - 1)? {
+                        if p1[1] != p2[1] && !self.identical_types(TypeId::new(p1[1]), TypeId::new(p2[1]), depth - 1)? {
                             return Ok(false);
                         }
                     }
@@ -220,7 +218,7 @@ impl<L: Links> Dedup<'_, L> {
 
     /// Whether `h`, the candidate the walk recorded for a canonical type,
     /// and `c`, a second one met for it, count as the same.
-    fn second_candidate_passes(&self, h: u32, c: u32) -> Result<bool, DedupError> {
+    fn second_candidate_passes(&self, h: TypeId, c: TypeId) -> Result<bool, DedupError> {
         match self.st.rules {
             Rules::Libbpf374f7807 => {
                 Ok(self.identical_arrays(h, c) || self.identical_structs(h, c, 0)? || self.identical_ptrs(h, c))
@@ -237,7 +235,7 @@ impl<L: Links> Dedup<'_, L> {
     /// libbpf's `btf_dedup_is_equiv`, walking pairs from an explicit stack in
     /// the recursion's pre-order.
     #[inline(never)]
-    pub(super) fn is_equiv(&mut self, cand: u32, canon: u32) -> Result<bool, DedupError> {
+    pub(super) fn is_equiv(&mut self, cand: TypeId, canon: TypeId) -> Result<bool, DedupError> {
         self.st.eq_stack.clear();
         let w = Walked {
             words: self.words,
@@ -303,7 +301,7 @@ impl<L: Links> Dedup<'_, L> {
                 (kk, fwd_kind(cw))
             } else {
                 let fwd = fwd_kind(kw);
-                if fwd == ck && k < self.st.start {
+                if fwd == ck && k.get() < self.st.start {
                     // equivalence would need the immutable base FWD resolved
                     self.st.adjust_canon = true;
                 }
@@ -329,7 +327,7 @@ impl<L: Links> Dedup<'_, L> {
                 if cw[1] != kw[1] {
                     return Ok(false);
                 }
-                push_pair(st, w, cw[2], kw[2]);
+                push_pair(st, w, TypeId::new(cw[2]), TypeId::new(kw[2]));
                 Ok(true)
             }
             ARRAY => {
@@ -337,8 +335,8 @@ impl<L: Links> Dedup<'_, L> {
                     return Ok(false);
                 }
                 // index type first, then element type
-                push_pair(st, w, cw[3], kw[3]);
-                push_pair(st, w, cw[4], kw[4]);
+                push_pair(st, w, TypeId::new(cw[3]), TypeId::new(kw[3]));
+                push_pair(st, w, TypeId::new(cw[4]), TypeId::new(kw[4]));
                 Ok(true)
             }
             STRUCT | UNION => {
@@ -364,7 +362,7 @@ impl<L: Links> Dedup<'_, L> {
                     }
                     if (a[1], b[1]) != prev {
                         prev = (a[1], b[1]);
-                        push_pair(st, w, a[1], b[1]);
+                        push_pair(st, w, TypeId::new(a[1]), TypeId::new(b[1]));
                     }
                 }
                 st[from..].reverse();
@@ -383,15 +381,15 @@ impl<L: Links> Dedup<'_, L> {
                 for (a, b) in cp.chunks_exact(2).zip(kp.chunks_exact(2)) {
                     if (a[1], b[1]) != prev {
                         prev = (a[1], b[1]);
-                        push_pair(st, w, a[1], b[1]);
+                        push_pair(st, w, TypeId::new(a[1]), TypeId::new(b[1]));
                     }
                 }
                 st[from..].reverse();
-                push_pair(st, w, cw[2], kw[2]);
+                push_pair(st, w, TypeId::new(cw[2]), TypeId::new(kw[2]));
                 Ok(true)
             }
             _ => Err(DedupError::Invalid {
-                id: TypeId::new(c),
+                id: c,
                 what: "struct equivalence reached a VAR, DATASEC or DECL_TAG",
             }),
         }
@@ -418,7 +416,7 @@ impl<L: Links> Dedup<'_, L> {
             };
             let t_id = self.resolve(c);
             if !fwd_side {
-                debug_assert!(is_composite(self.kind_of(t_id)) && is_composite(self.kind_of(self.resolve(k))));
+                debug_assert!(self.kind_of(t_id).is_composite() && self.kind_of(self.resolve(k)).is_composite());
                 if self.st.adjust_canon || self.mapped(t_id) {
                     continue;
                 }
@@ -431,32 +429,32 @@ impl<L: Links> Dedup<'_, L> {
             let c_id = self.resolve(k);
             let t_kind = self.kind_of(t_id);
             let c_kind = self.kind_of(c_id);
-            if t_kind != FWD && c_kind == FWD {
+            if t_kind != Kind::Fwd && c_kind == Kind::Fwd {
                 self.set_map(c_id, t_id);
             }
             if self.st.adjust_canon {
                 continue;
             }
-            if t_kind == FWD && c_kind != FWD {
+            if t_kind == Kind::Fwd && c_kind != Kind::Fwd {
                 self.set_map(t_id, c_id);
             }
-            if is_composite(t_kind) && c_kind != FWD && self.mapped(c_id) && !self.mapped(t_id) {
+            if t_kind.is_composite() && c_kind != Kind::Fwd && self.mapped(c_id) && !self.mapped(t_id) {
                 self.set_map(t_id, c_id);
             }
         }
     }
 
     pub(super) fn struct_types(&mut self) -> Result<(), DedupError> {
-        self.struct_types_in(self.st.start, self.st.end)
+        self.struct_types_in(TypeId::new(self.st.start), TypeId::new(self.st.end))
     }
 
     #[inline(never)]
-    pub(super) fn struct_types_in(&mut self, from: u32, to: u32) -> Result<(), DedupError> {
+    pub(super) fn struct_types_in(&mut self, from: TypeId, to: TypeId) -> Result<(), DedupError> {
         let typedefs = self.st.rules.typedefs_in_struct_pass();
-        for id in from..to {
+        for id in (from.get()..to.get()).map(TypeId::new) {
             let kind = self.kind_of(id);
-            let typedef = typedefs && kind == TYPEDEF;
-            if !(is_composite(kind) || typedef) || self.mapped(id) {
+            let typedef = typedefs && kind == Kind::Typedef;
+            if !(kind.is_composite() || typedef) || self.mapped(id) {
                 continue;
             }
             let w = rec_of(self.words, &self.st.nodes, id);
@@ -508,7 +506,7 @@ impl<L: Links> Dedup<'_, L> {
                 self.add_canonical(h, id);
             }
         }
-        self.st.struct_done = to;
+        self.st.struct_done = to.get();
         Ok(())
     }
 }

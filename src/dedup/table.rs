@@ -14,6 +14,8 @@
 //! is odd, and iteration runs front-to-back or back-to-front by the parity.
 //! That is O(1) per insertion and per step, with no per-growth work at all.
 
+use crate::btf::TypeId;
+
 const NIL: u32 = u32::MAX;
 
 /// Spreads libbpf's weak `h * 31 + v` hashes over the table's bits.
@@ -160,7 +162,8 @@ impl CandTable {
     }
 
     /// Appends `id` under `key` (libbpf's `hashmap__append`).
-    pub fn insert(&mut self, key: u64, id: u32) {
+    pub fn insert(&mut self, key: u64, id: TypeId) {
+        let id = id.get();
         if self.cap == 0 || (self.size + 1) * 4 / 3 > self.cap {
             self.cap = if self.cap == 0 { 4 } else { self.cap * 2 };
             self.odd = !self.odd;
@@ -228,7 +231,7 @@ impl CandTable {
 
     /// The first candidate under `key` in libbpf's order.
     #[inline]
-    pub fn first(&self, key: u64) -> Option<(u32, Cursor)> {
+    pub fn first(&self, key: u64) -> Option<(TypeId, Cursor)> {
         let slot = &self.slots[self.probe(key)];
         if slot.front == NIL {
             return None;
@@ -244,12 +247,12 @@ impl CandTable {
                 forward: false,
             }
         };
-        Some((self.ids[c.entry as usize], c))
+        Some((TypeId::new(self.ids[c.entry as usize]), c))
     }
 
     /// The candidate after `c`.
     #[inline]
-    pub fn next(&self, c: Cursor) -> Option<(u32, Cursor)> {
+    pub fn next(&self, c: Cursor) -> Option<(TypeId, Cursor)> {
         let e = if c.forward {
             self.next[c.entry as usize]
         } else {
@@ -262,7 +265,7 @@ impl CandTable {
             entry: e,
             forward: c.forward,
         };
-        Some((self.ids[e as usize], c))
+        Some((TypeId::new(self.ids[e as usize]), c))
     }
 
     #[cfg(test)]
@@ -270,7 +273,7 @@ impl CandTable {
         let mut v = Vec::new();
         let mut cur = self.first(key);
         while let Some((id, c)) = cur {
-            v.push(id);
+            v.push(id.get());
             cur = self.next(c);
         }
         v
@@ -331,7 +334,7 @@ mod tests {
         let mut flips = Vec::new();
         for i in 1..=30u32 {
             let before = t.odd;
-            t.insert(i as u64 + 1000, i);
+            t.insert(i as u64 + 1000, TypeId::new(i));
             if before != t.odd {
                 flips.push(i);
             }
@@ -352,7 +355,7 @@ mod tests {
         for id in 1..2000u32 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let key = if x >> 60 < 6 { (x >> 61) & 3 } else { x >> 20 };
-            t.insert(key, id);
+            t.insert(key, TypeId::new(id));
             m.insert(key, id);
             if id % 97 == 0 {
                 for (k, l) in &m.lists {
@@ -388,14 +391,14 @@ mod tests {
         let mut base = CandTable::with_capacity(0);
         let mut x: u64 = 99;
         for id in 1..3000u32 {
-            base.insert(keys(&mut x, 5), id);
+            base.insert(keys(&mut x, 5), TypeId::new(id));
         }
         let mut work = base.clone();
         work.mark();
         // rounds of different sizes, each undone; the parity flips in some
         for (round, n) in [1u32, 7, 200, 0, 1500].into_iter().enumerate() {
             for id in 0..n {
-                work.insert(keys(&mut x, 5), 10_000 + id);
+                work.insert(keys(&mut x, 5), TypeId::new(10_000 + id));
             }
             if work.journal.as_ref().unwrap().rehashed {
                 assert!(!work.undo(), "round {round}: a rehashed table cannot be undone");
@@ -410,8 +413,8 @@ mod tests {
         let mut b2 = base.clone();
         for id in 0..50u32 {
             let k = keys(&mut x, 5);
-            work.insert(k, 20_000 + id);
-            b2.insert(k, 20_000 + id);
+            work.insert(k, TypeId::new(20_000 + id));
+            b2.insert(k, TypeId::new(20_000 + id));
         }
         assert_eq!(internals(&work), internals(&b2));
     }
@@ -422,7 +425,7 @@ mod tests {
         assert!(!t.undo(), "nothing marked");
         t.mark();
         for id in 0..100u32 {
-            t.insert(u64::from(id) * 7919, id);
+            t.insert(u64::from(id) * 7919, TypeId::new(id));
         }
         assert!(!t.undo(), "16 slots rehashed on the way to 100 keys");
         assert_eq!(t.ids.len(), 100, "a refused undo leaves the table as it is");
@@ -431,13 +434,13 @@ mod tests {
     #[test]
     fn newest_first_then_reversed() {
         let mut t = CandTable::with_capacity(0);
-        t.insert(7, 1); // growth (1st)
-        t.insert(7, 2);
-        t.insert(9, 3);
+        t.insert(7, TypeId::new(1)); // growth (1st)
+        t.insert(7, TypeId::new(2));
+        t.insert(9, TypeId::new(3));
         assert_eq!(t.list(7), vec![2, 1]);
-        t.insert(9, 4); // growth (4th): [1, 2]
+        t.insert(9, TypeId::new(4)); // growth (4th): [1, 2]
         assert_eq!(t.list(7), vec![1, 2]);
-        t.insert(7, 5);
+        t.insert(7, TypeId::new(5));
         assert_eq!(t.list(7), vec![5, 1, 2]);
         assert!(t.first(8).is_none());
     }

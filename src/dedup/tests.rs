@@ -159,10 +159,10 @@ fn deferred_records_are_packed_in_parallel_stretches() {
     let (words, marks, ..) = deferred_copy(&b).into_parts_with_marks();
     assert!(marks.len() >= 2, "{} marks", marks.len());
     let end = b.type_count() + 1;
-    let packed = pack_in_stretches(&words, end, &marks).expect("packed in stretches");
-    let (walked, walked_state) = layout_walk(&words, end, true).expect("walked");
-    assert!((0..end).all(|id| packed.nodes.get(id) == walked.get(id)));
-    assert!((0..end).all(|id| packed.state.get(id) == walked_state.get(id)));
+    let packed = pack_in_stretches(&words, TypeId::new(end), &marks).expect("packed in stretches");
+    let (walked, walked_state) = layout_walk(&words, TypeId::new(end), true).expect("walked");
+    assert!((0..end).all(|id| packed.nodes.get(TypeId::new(id)) == walked.get(TypeId::new(id))));
+    assert!((0..end).all(|id| packed.state.get(TypeId::new(id)) == walked_state.get(TypeId::new(id))));
     let whole = crate::btf::write::to_bytes(&run(&b));
     let owned = dedup_owned(d, &Options::default()).expect("dedup of deferred records");
     assert_eq!(crate::btf::write::to_bytes(&owned), whole);

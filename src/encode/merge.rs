@@ -39,6 +39,47 @@ pub enum MergeError {
     DatasecCountWraps { section: String, vars: usize },
 }
 
+/// A CU's own type id, as its records hold it before the merge: 1, 2, …
+/// in the CU's placing order, 0 for void.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LocalId(u32);
+
+/// What a CU's local ids are shifted by in the run's BTF: the number of
+/// types before the CU. [`IdShift::apply`] is the one place where a local
+/// id becomes a run-wide one.
+#[derive(Clone, Copy, Debug)]
+struct IdShift {
+    types_before: u32,
+}
+
+impl IdShift {
+    /// The run-wide id of `local` (void stays void). Wrapping: a CU whose
+    /// ids a nested DW_TAG_unspecified_type shifted may point one past its
+    /// last type, which [`Merger::check_refs_in_range`] refuses afterwards.
+    #[inline(always)]
+    fn apply(self, local: LocalId) -> TypeId {
+        match local.0 {
+            0 => TypeId::VOID,
+            l => TypeId::new(l.wrapping_add(self.types_before)),
+        }
+    }
+
+    /// [`IdShift::apply`] on a type-id word of a record, in place.
+    #[inline(always)]
+    fn word(self, w: &mut u32) {
+        *w = self.apply(LocalId(*w)).get();
+    }
+}
+
+/// A variable of a DATASEC: its VAR's id, its offset and size in the
+/// section.
+#[derive(Clone, Copy, Debug)]
+struct SecVar {
+    var: TypeId,
+    offset: u32,
+    size: u32,
+}
+
 /// Run-wide merge state.
 pub(super) struct Merger {
     /// `MAX_TYPES`, smaller in tests.
@@ -46,10 +87,10 @@ pub(super) struct Merger {
     /// The first CU whose ids a nested DW_TAG_unspecified_type shifted.
     pub(super) shifted_cu: Option<u64>,
     pub(super) btf: Btf,
-    has_index: bool,
-    index: u32,
-    /// Section index → (VAR id, offset, size), in encounter order.
-    datasecs: BTreeMap<u32, Vec<(u32, u32, u32)>>,
+    /// The array index type (`int`), once a CU has placed or synthesized it.
+    index: Option<TypeId>,
+    /// ELF section index → its variables, in encounter order.
+    datasecs: BTreeMap<u32, Vec<SecVar>>,
     map: Vec<u32>,
     /// `.debug_str` offset → BTF string offset (0: not seen yet). Interning
     /// is idempotent and the string section only grows, so a value once set
@@ -96,8 +137,7 @@ impl Merger {
             max_types: MAX_TYPES,
             shifted_cu: None,
             btf,
-            has_index: false,
-            index: 0,
+            index: None,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
             str_cache,
@@ -120,24 +160,20 @@ impl Merger {
     }
 
     /// Appends a CU's record after its types (a VAR or a decl tag), its
-    /// local ids shifted by `off`, or mapped through `self.ids` when the CU
-    /// was collapsed.
-    fn push_record(&mut self, rec: &[u32], off: u32, last_var: u32, collapsed: bool) -> TypeId {
+    /// local ids shifted by `shift`, or mapped through `self.ids` when the
+    /// CU was collapsed; a decl tag of a variable refers to `last_var`.
+    fn push_record(&mut self, rec: &[u32], shift: IdShift, last_var: Option<TypeId>, collapsed: bool) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
         if self.scratch[2] == local::VAR_REF_MARKER && self.scratch.kind() == kind::DECL_TAG {
-            self.scratch[2] = last_var;
+            self.scratch[2] = last_var.unwrap_or(TypeId::VOID).get();
         } else if collapsed {
             let ids = &self.ids;
             Btf::for_each_type_ref_mut(&mut self.scratch, |w| *w = ids[*w as usize]);
         } else {
-            Btf::for_each_type_ref_mut(&mut self.scratch, |w| {
-                if *w != 0 {
-                    *w = w.wrapping_add(off)
-                }
-            });
+            Btf::for_each_type_ref_mut(&mut self.scratch, |w| shift.word(w));
         }
         let id = self.btf.push_words(&self.scratch);
         if let Some(c) = &mut self.collapse {
@@ -233,20 +269,19 @@ impl Merger {
             self.shifted_cu = Some(out.cu_offset);
         }
         self.summary.cus_encoded += 1;
-        let off = self.btf.type_count();
+        let shift = IdShift {
+            types_before: self.btf.type_count(),
+        };
         // (the first CU with an `int` places the array index type by its local id)
-        let collapsing = self.collapse.is_some() && self.has_index && !out.shifted_ids;
-        let mut candidate = 0;
-        if !self.has_index {
-            match out.int_core {
-                Some(k) => {
-                    self.has_index = true;
-                    self.index = off + k;
-                }
-                None => candidate = off + out.nslots,
-            }
+        let collapsing = self.collapse.is_some() && self.index.is_some() && !out.shifted_ids;
+        if self.index.is_none()
+            && let Some(k) = out.int_core
+        {
+            self.index = Some(shift.apply(LocalId(k)));
         }
-        let index = if self.has_index { self.index } else { candidate };
+        // else the `int` synthesized after the CU's types, if it has arrays
+        let synthesized = shift.apply(LocalId(out.nslots));
+        let index = self.index.unwrap_or(synthesized);
         self.map.clear();
         self.map.resize(out.strs.len() + 1, 0);
         self.intern_range(&out, 0, out.strs_in_types as usize);
@@ -263,41 +298,44 @@ impl Merger {
         if collapsing {
             self.append_collapsed(&out, index);
         } else {
-            self.append_types(&out, off, index);
+            self.append_types(&out, shift, index);
         }
-        if out.has_arrays && !self.has_index {
+        if out.has_arrays && self.index.is_none() {
+            // (the CU's arrays point at the id after its slots, as the
+            // reference's: past the `int` when its ids are shifted)
             let id = self.btf.add_int(b"int", 4, btf::INT_SIGNED);
             if let Some(c) = &mut self.collapse {
                 c.push(id.get(), None);
             }
-            self.has_index = true;
-            self.index = candidate;
+            self.index = Some(synthesized);
         }
         self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
         let mut vars = out.vars.iter().peekable();
-        let mut last_var = 0;
+        let mut last_var = None;
         for i in out.n_types..nrec {
             let (s, e) = rec(&out, i);
             let words = std::mem::take(&mut out.words);
-            let id = self.push_record(&words[s..e], off, last_var, collapsing);
+            let id = self.push_record(&words[s..e], shift, last_var, collapsing);
             out.words = words;
             if let Some(v) = vars.peek()
                 && v.record as usize == i
             {
-                self.datasecs
-                    .entry(v.section)
-                    .or_default()
-                    .push((id.get(), v.offset, v.size));
+                self.datasecs.entry(v.section).or_default().push(SecVar {
+                    var: id,
+                    offset: v.offset,
+                    size: v.size,
+                });
                 self.summary.vars += 1;
-                last_var = id.get();
+                last_var = Some(id);
                 vars.next();
             }
         }
         let (map, ids) = (&self.map, &self.ids);
+        // the saved function states hold the CU's local ids
         let ty = |t: TypeId| match t.get() {
             0 => t,
             x if collapsing => TypeId::new(ids[x as usize]),
-            x => TypeId::new(x + off),
+            x => shift.apply(LocalId(x)),
         };
         self.funcs
             .extend_relocated(&out.funcs, ty, |s| btf::StrOff::new(map[s.get() as usize]));
@@ -306,8 +344,9 @@ impl Merger {
     }
 
     /// The CU's types as the reference merges them: one bulk copy, then
-    /// names and references fixed in place (ids shifted by `off`).
-    fn append_types(&mut self, out: &CuOut<'_>, off: u32, index: u32) {
+    /// names and references fixed in place (ids shifted by `shift`; arrays
+    /// indexed by `index`).
+    fn append_types(&mut self, out: &CuOut<'_>, shift: IdShift, index: TypeId) {
         let types_end = if out.n_types < out.offs.len() {
             out.offs[out.n_types] as usize
         } else {
@@ -326,9 +365,9 @@ impl Merger {
                 types_end
             };
             let r = &mut w[s..e];
-            relocate(r, map, off);
+            relocate(r, map, shift);
             if r.kind() == kind::ARRAY {
-                r[4] = index;
+                r[4] = index.get();
             }
         }
         if let Some(c) = &mut self.collapse {
@@ -337,7 +376,7 @@ impl Merger {
             let words = self.btf.raw_words();
             for i in 0..out.n_types {
                 let start = base + out.offs[i] as usize;
-                let id = off + 1 + i as u32;
+                let id = shift.apply(LocalId(i as u32 + 1)).get();
                 c.push(id, pairable.then_some(start as u32));
                 if pairable {
                     let len = words[start..start + 2].rec_len();
@@ -349,9 +388,9 @@ impl Merger {
 
     /// The CU's types, those that copy merged ones exactly left out
     /// (`self.ids` then maps every local id to its merged id).
-    fn append_collapsed(&mut self, out: &CuOut<'_>, index: u32) {
+    fn append_collapsed(&mut self, out: &CuOut<'_>, index: TypeId) {
         let c = self.collapse.as_mut().expect("collapsing");
-        let copies = c.decide(out, &self.map, &self.btf, index);
+        let copies = c.decide(out, &self.map, &self.btf, index.get());
         let n = out.n_types;
         self.ids.clear();
         self.ids.push(0);
@@ -377,7 +416,7 @@ impl Merger {
             Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
             Btf::for_each_type_ref_mut(&mut self.scratch, |w| *w = ids[*w as usize]);
             if self.scratch.kind() == kind::ARRAY {
-                self.scratch[4] = index;
+                self.scratch[4] = index.get();
             }
             let start = self.btf.raw_words().len() as u32;
             let id = self.btf.push_words(&self.scratch);
@@ -442,7 +481,7 @@ impl Merger {
                     vars: n,
                 });
             }
-            entries.sort_by_key(|e| e.1);
+            entries.sort_by_key(|e| e.offset);
             let last = *entries.last().expect("datasec has entries");
             let name = elf.sections[sec as usize].name;
             let n = self.btf.add_str(name);
@@ -450,10 +489,10 @@ impl Merger {
             let mut words = vec![
                 n.get(),
                 make_info(Kind::Datasec, false, vlen),
-                last.1.wrapping_add(last.2),
+                last.offset.wrapping_add(last.size),
             ];
-            for (v, o, s) in entries {
-                words.extend_from_slice(&[v, o, s]);
+            for v in entries {
+                words.extend_from_slice(&[v.var.get(), v.offset, v.size]);
             }
             self.btf.push_words(&words);
         }
@@ -462,17 +501,13 @@ impl Merger {
 }
 
 /// The merge's rewrite of one of a CU's records: string ids through `map`,
-/// type ids but void shifted by `off`. The fields are those of
+/// type ids through `shift`. The fields are those of
 /// [`Btf::str_ref_positions`] and [`Btf::type_ref_positions`], in one pass
 /// whose entry loops go over chunks (through the two position visitors it
 /// showed in a vmlinux encode's profile, on the merging thread).
 #[inline]
-fn relocate(r: &mut [u32], map: &[u32], off: u32) {
-    let shift = |x: &mut u32| {
-        if *x != 0 {
-            *x = x.wrapping_add(off)
-        }
-    };
+fn relocate(r: &mut [u32], map: &[u32], shift: IdShift) {
+    let shift = |x: &mut u32| shift.word(x);
     r[0] = map[r[0] as usize];
     let vlen = r.vlen();
     match Kind::from_u8(r.kind() as u8).unwrap_or(Kind::Unkn) {
@@ -544,7 +579,7 @@ mod tests {
                 }
             });
             let mut got = r.clone();
-            relocate(&mut got, &map, 7);
+            relocate(&mut got, &map, IdShift { types_before: 7 });
             assert_eq!(got, want, "{r:?}");
         }
     }
@@ -556,8 +591,7 @@ mod tests {
             max_types: MAX_TYPES,
             shifted_cu: None,
             btf: Btf::new(btf::Endian::Little),
-            has_index: false,
-            index: 0,
+            index: None,
             datasecs: BTreeMap::new(),
             map: Vec::new(),
             str_cache: None,
