@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::check::{self, ObjectError, ProgramVerdict, Verdict};
@@ -153,6 +152,22 @@ pub fn check_one(obj: &BpfObject, target: &super::Target, verbose: bool) -> Obje
     }
 }
 
+/// `one` over every kernel of an archive, in the kernels' order: on
+/// `jobs` threads (all cores when `None`; one runs in the calling thread).
+/// A pool that cannot be made runs them one after another.
+pub fn per_kernel<T: Send>(sources: &[Source], jobs: Option<usize>, one: impl Fn(&Source) -> T + Sync) -> Vec<T> {
+    use rayon::prelude::*;
+    match jobs {
+        Some(1) => sources.iter().map(one).collect(),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map(|p| p.install(|| sources.par_iter().map(&one).collect()))
+            .unwrap_or_else(|_| sources.iter().map(&one).collect()),
+        None => sources.par_iter().map(&one).collect(),
+    }
+}
+
 /// Checks every object against every kernel. `progress` draws a bar on
 /// standard error.
 pub fn check_all(objects: &[BpfObject], sources: &[Source], run: &Run, progress: bool) -> CheckResult {
@@ -193,15 +208,7 @@ pub fn check_all(objects: &[BpfObject], sources: &[Source], run: &Run, progress:
         }
         r
     };
-    let kernels: Vec<KernelResult> = match run.jobs {
-        Some(1) => sources.iter().map(one).collect(),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map(|p| p.install(|| sources.par_iter().map(one).collect()))
-            .unwrap_or_else(|_| sources.iter().map(one).collect()),
-        None => sources.par_iter().map(one).collect(),
-    };
+    let kernels: Vec<KernelResult> = per_kernel(sources, run.jobs, one);
     if let Some(b) = bar {
         b.finish_and_clear();
     }

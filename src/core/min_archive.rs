@@ -28,7 +28,6 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use thiserror::Error;
@@ -328,15 +327,7 @@ pub fn run(objects: &[BpfObject], run: &Run) -> Result<Done, ArchiveError> {
         }
         Ok(done)
     };
-    let results: Vec<Result<KernelDone, ArchiveError>> = match run.jobs {
-        Some(1) => sources.iter().map(one).collect(),
-        Some(j) => rayon::ThreadPoolBuilder::new()
-            .num_threads(j)
-            .build()
-            .map(|p| p.install(|| sources.par_iter().map(one).collect()))
-            .unwrap_or_else(|_| sources.iter().map(one).collect()),
-        None => sources.par_iter().map(one).collect(),
-    };
+    let results: Vec<Result<KernelDone, ArchiveError>> = super::matrix::per_kernel(&sources, run.jobs, one);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
