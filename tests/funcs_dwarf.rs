@@ -120,7 +120,7 @@ fn flagged(data: &[u8]) -> BTreeMap<String, Vec<u8>> {
                     let expected = regs.expected(i);
                     let actual = loc
                         .as_ref()
-                        .map(|v| loc_reg_in_unit(&dwarf, &unit, v, expected.unwrap_or(-1)));
+                        .map(|v| loc_reg_in_unit(&dwarf, &unit, v, expected.flatten()));
                     let cv = e.attr_value(dw::DW_AT_const_value).is_some();
                     par_at.insert(off, params.len());
                     subs[s].params.push(params.len());

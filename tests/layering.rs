@@ -173,7 +173,7 @@ fn bare_u32s(text: &str) -> Vec<(String, String)> {
         rest = &rest[at + 3..];
         let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
         let Some(open) = rest.find('(') else { break };
-        if !preceded_ok || name.is_empty() || rest[name.len()..open].contains(|c: char| c == '{' || c == ';') {
+        if !preceded_ok || name.is_empty() || rest[name.len()..open].contains(['{', ';']) {
             continue;
         }
         // the parameter list, to its matching parenthesis

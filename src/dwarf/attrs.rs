@@ -2,6 +2,7 @@
 //! cursor's plan into a compact record.
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
+use nonmax::NonMaxU64;
 
 use super::dies::{self, Dies, Field, ReadError, Value};
 use super::{DecodeError, DecodeErrorKind, Decoder, InfoSpace, R, Refs};
@@ -10,11 +11,10 @@ use super::{DecodeError, DecodeErrorKind, Decoder, InfoSpace, R, Refs};
 /// is reset for every DIE read, so it is kept small).
 pub(super) struct Attrs<'a> {
     pub(super) name: &'a [u8],
-    /// References as unit offsets; `ABSENT`, or `NOT_UNIT` for a form that
-    /// is not a unit reference (it resolves to void).
-    pub(super) ty: u64,
-    pub(super) origin: u64,
-    pub(super) spec: u64,
+    /// References, `None` where the DIE has none (see [`DieRef`]).
+    pub(super) ty: Option<DieRef>,
+    pub(super) origin: Option<DieRef>,
+    pub(super) spec: Option<DieRef>,
     pub(super) byte_size: Option<u64>,
     pub(super) encoding: u8,
     pub(super) declaration: bool,
@@ -38,8 +38,8 @@ pub(super) struct Attrs<'a> {
     pub(super) resolved: u8,
     /// The skeleton's type (DW_AT_signature), resolved.
     pub(super) signature: Option<u64>,
-    /// DW_AT_import (a DW_TAG_imported_unit's unit), as `ty` is kept.
-    pub(super) import: u64,
+    /// DW_AT_import (a DW_TAG_imported_unit's unit).
+    pub(super) import: Option<DieRef>,
     /// A subprogram's DW_AT_low_pc (DW_FORM_addr, or an index into
     /// `.debug_addr`).
     pub(super) low_pc: Option<u64>,
@@ -49,20 +49,50 @@ pub(super) struct Attrs<'a> {
     pub(super) inline: bool,
     /// A unit's DW_AT_producer names clang.
     pub(super) producer_clang: bool,
-    /// DW_AT_GNU_annotation, as `ty` is kept.
-    pub(super) gnu_annotation: u64,
+    /// DW_AT_GNU_annotation.
+    pub(super) gnu_annotation: Option<DieRef>,
 }
 
-pub(super) const ABSENT: u64 = u64::MAX;
-pub(super) const NOT_UNIT: u64 = u64::MAX - 1;
+/// A reference attribute as read: a unit offset (plus the unit's base), or
+/// a form that is no unit reference (it resolves to void). `Option<DieRef>`
+/// is the eight bytes of an offset: the record is reset for every DIE read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub(super) struct DieRef(NonMaxU64);
+
+impl DieRef {
+    const NOT_UNIT_RAW: u64 = u64::MAX - 1;
+    /// A form that is not a unit reference.
+    pub(super) const NOT_UNIT: DieRef = match NonMaxU64::new(DieRef::NOT_UNIT_RAW) {
+        Some(n) => DieRef(n),
+        None => unreachable!(),
+    };
+
+    /// The reference to `off`; an offset that overflowed (a ref8 near 2^64)
+    /// is one past every unit, so that it is refused as outside its unit,
+    /// never wrapped into it.
+    #[inline]
+    pub(super) fn at(off: Option<u64>) -> DieRef {
+        let off = off
+            .filter(|&o| o < Self::NOT_UNIT_RAW)
+            .unwrap_or(Self::NOT_UNIT_RAW - 1);
+        DieRef(NonMaxU64::new(off).unwrap_or(Self::NOT_UNIT.0))
+    }
+
+    /// The offset, or `None` for a form that is no unit reference.
+    #[inline]
+    pub(super) fn offset(self) -> Option<u64> {
+        Some(self.0.get()).filter(|&o| o != Self::NOT_UNIT_RAW)
+    }
+}
 
 impl Default for Attrs<'_> {
     fn default() -> Self {
         Attrs {
             name: b"",
-            ty: ABSENT,
-            origin: ABSENT,
-            spec: ABSENT,
+            ty: None,
+            origin: None,
+            spec: None,
             byte_size: None,
             encoding: 0,
             declaration: false,
@@ -80,12 +110,12 @@ impl Default for Attrs<'_> {
             type_unit_refs: 0,
             resolved: 0,
             signature: None,
-            import: ABSENT,
+            import: None,
             low_pc: None,
             nocall: false,
             inline: false,
             producer_clang: false,
-            gnu_annotation: ABSENT,
+            gnu_annotation: None,
         }
     }
 }
@@ -189,12 +219,13 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     #[inline]
     fn unit_ref(&mut self, field: Field, off: u64) {
         let off = off + self.base;
+        let r = Some(DieRef::at(Some(off)));
         match field {
-            Field::Type => self.a.ty = off,
-            Field::Origin => self.a.origin = off,
-            Field::Spec => self.a.spec = off,
-            Field::Import => self.a.import = off,
-            Field::GnuAnnotation => self.a.gnu_annotation = off,
+            Field::Type => self.a.ty = r,
+            Field::Origin => self.a.origin = r,
+            Field::Spec => self.a.spec = r,
+            Field::Import => self.a.import = r,
+            Field::GnuAnnotation => self.a.gnu_annotation = r,
             _ => self.value(field, Value::UnitRef(off)),
         }
     }
@@ -243,15 +274,15 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             };
             let bit = match field {
                 Field::Type => {
-                    a.ty = at;
+                    a.ty = Some(DieRef::at(Some(at)));
                     0
                 }
                 Field::Origin => {
-                    a.origin = at;
+                    a.origin = Some(DieRef::at(Some(at)));
                     1
                 }
                 Field::Spec => {
-                    a.spec = at;
+                    a.spec = Some(DieRef::at(Some(at)));
                     2
                 }
                 _ => {
@@ -277,9 +308,9 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
                     Err(msg) => self.bad("DW_AT_name", msg),
                 }
             }
-            Field::Type => a.ty = ref_value(v),
-            Field::Origin => a.origin = ref_value(v),
-            Field::Spec => a.spec = ref_value(v),
+            Field::Type => a.ty = Some(ref_value(v)),
+            Field::Origin => a.origin = Some(ref_value(v)),
+            Field::Spec => a.spec = Some(ref_value(v)),
             Field::ByteSize => a.byte_size = num_value(v),
             Field::Encoding => a.encoding = num_value(v).unwrap_or(0) as u8,
             Field::Declaration => a.declaration = flag(&v.raw()),
@@ -304,8 +335,8 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
             Field::ConstValue => a.const_value = Some(v.raw()),
             Field::Location => a.location = Some(v.raw()),
             Field::Language => a.language = num_value(v).map(|x| x as u16),
-            Field::Import => a.import = ref_value(v),
-            Field::GnuAnnotation => a.gnu_annotation = ref_value(v),
+            Field::Import => a.import = Some(ref_value(v)),
+            Field::GnuAnnotation => a.gnu_annotation = Some(ref_value(v)),
             Field::LowPc => {
                 a.low_pc = match v.raw() {
                     AttributeValue::Addr(x) => Some(x),
@@ -332,29 +363,22 @@ impl<'a> dies::Sink<'a> for AttrSink<'_, 'a> {
     }
 }
 
-/// An offset that overflowed (a ref8 near 2^64) as one past every unit, so
-/// that the reference is refused as outside its unit, never wrapped into it.
-#[inline]
-fn past_any_unit(off: Option<u64>) -> u64 {
-    off.filter(|&o| o < NOT_UNIT).unwrap_or(NOT_UNIT - 1)
-}
-
-/// A reference field: a unit offset plus `base`, or `NOT_UNIT` for any
-/// other form. A `.debug_info` reference (DW_FORM_ref_addr) reaches here
+/// A reference field: a unit offset plus `base`, or [`DieRef::NOT_UNIT`]
+/// for any other form. A `.debug_info` reference (DW_FORM_ref_addr) reaches here
 /// only in the merged-unit mode, where offsets are the section's (placed
 /// in `space`, as are those into a supplementary file).
 #[inline]
-fn ref_value(v: Value<'_>, refs: Refs, base: u64, space: InfoSpace) -> u64 {
+fn ref_value(v: Value<'_>, refs: Refs, base: u64, space: InfoSpace) -> DieRef {
     match v {
-        Value::UnitRef(o) => past_any_unit(o.checked_add(base)),
-        Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => past_any_unit((o as u64).checked_add(base)),
+        Value::UnitRef(o) => DieRef::at(o.checked_add(base)),
+        Value::Other(AttributeValue::UnitRef(UnitOffset(o))) => DieRef::at((o as u64).checked_add(base)),
         Value::Other(AttributeValue::DebugInfoRef(gimli::DebugInfoOffset(o))) if refs == Refs::Section => {
-            past_any_unit((o as u64).checked_add(space.own))
+            DieRef::at((o as u64).checked_add(space.own))
         }
         Value::Other(AttributeValue::DebugInfoRefSup(gimli::DebugInfoOffset(o))) if refs == Refs::Section => {
-            past_any_unit(space.sup.and_then(|s| s.checked_add(o as u64)))
+            DieRef::at(space.sup.and_then(|s| s.checked_add(o as u64)))
         }
-        _ => NOT_UNIT,
+        _ => DieRef::NOT_UNIT,
     }
 }
 

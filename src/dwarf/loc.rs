@@ -8,15 +8,12 @@
 //! drops empty ranges, so this module walks the raw entries instead.
 //!
 //! Registers are compared as DW_OP opcodes (`DW_OP_reg5` = 0x55), as the
-//! reference does; "none" is −1.
+//! reference does; "none" is `None`.
 
 use gimli::{
     AttributeValue, Encoding, Expression, LocationLists, Operation, RawLocListEntry, Reader, ReaderOffset,
     constants as dw,
 };
-
-/// "No register" / "no expectation".
-pub const NO_REG: i32 = -1;
 
 const EM_SPARC: u16 = 2;
 const EM_MIPS: u16 = 8;
@@ -30,8 +27,8 @@ const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
 const EM_RISCV: u16 = 243;
 
-const fn reg(n: u8) -> i32 {
-    dw::DW_OP_reg0.0 as i32 + n as i32
+const fn reg(n: u8) -> Option<u8> {
+    Some(dw::DW_OP_reg0.0 + n)
 }
 
 /// The register-parameter convention of an architecture: how many leading
@@ -39,22 +36,22 @@ const fn reg(n: u8) -> i32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegParams {
     count: u8,
-    regs: [i32; 8],
+    regs: [Option<u8>; 8],
 }
 
 impl RegParams {
     /// The table for ELF `e_machine`; architectures the reference does not
     /// know (i386, loongarch, …) get 0 analysed parameters.
     pub fn for_machine(e_machine: u16) -> RegParams {
-        let none = [NO_REG; 8];
+        let none = [None; 8];
         match e_machine {
             EM_X86_64 => RegParams {
                 count: 6,
-                regs: [reg(5), reg(4), reg(1), reg(2), reg(8), reg(9), NO_REG, NO_REG],
+                regs: [reg(5), reg(4), reg(1), reg(2), reg(8), reg(9), None, None],
             },
             EM_S390 => RegParams {
                 count: 5,
-                regs: [reg(2), reg(3), reg(4), reg(5), reg(6), NO_REG, NO_REG, NO_REG],
+                regs: [reg(2), reg(3), reg(4), reg(5), reg(6), None, None, None],
             },
             EM_AARCH64 | EM_ARM => RegParams {
                 count: 8,
@@ -71,10 +68,10 @@ impl RegParams {
         self.count as usize
     }
 
-    /// The expected register of parameter `index`: `None` if the parameter
-    /// is not analysed (index ≥ N), `Some(NO_REG)` if analysed without a
-    /// known register.
-    pub fn expected(&self, index: usize) -> Option<i32> {
+    /// The expected register of parameter `index` (a `DW_OP_regN` opcode):
+    /// `None` if the parameter is not analysed (index ≥ N), `Some(None)` if
+    /// analysed without a known register.
+    pub fn expected(&self, index: usize) -> Option<Option<u8>> {
         (index < self.count as usize).then(|| self.regs[index])
     }
 }
@@ -90,18 +87,19 @@ pub struct ParamLoc {
 
 impl ParamLoc {
     /// The verdict for an analysed parameter, from whether it has a
-    /// `DW_AT_location` (`actual` = [`loc_reg`] of it) or a `DW_AT_const_value`.
-    pub fn classify(location: Option<i32>, has_const_value: bool, expected: i32) -> ParamLoc {
+    /// `DW_AT_location` (`Some(`[`loc_reg`] of it`)`: the register it names,
+    /// if any) or a `DW_AT_const_value`.
+    pub fn classify(location: Option<Option<u8>>, has_const_value: bool, expected: Option<u8>) -> ParamLoc {
         match location {
-            Some(actual) if actual < 0 => ParamLoc {
+            Some(None) => ParamLoc {
                 has_loc: true,
                 optimized: true,
                 unexpected_reg: false,
             },
-            Some(actual) => ParamLoc {
+            Some(Some(actual)) => ParamLoc {
                 has_loc: true,
                 optimized: false,
-                unexpected_reg: expected >= 0 && actual != expected,
+                unexpected_reg: expected.is_some_and(|e| actual != e),
             },
             None => ParamLoc {
                 has_loc: false,
@@ -164,16 +162,16 @@ fn nested_single<R: Reader>(bytes: R, enc: Encoding) -> Option<u8> {
 
 /// The walk state of the reference's `loc_reg`.
 struct Walk {
-    expected: i32,
-    result: i32,
+    expected: Option<u8>,
+    result: Option<u8>,
     k: usize,
 }
 
 impl Walk {
-    fn new(expected: i32) -> Walk {
+    fn new(expected: Option<u8>) -> Walk {
         Walk {
             expected,
-            result: NO_REG,
+            result: None,
             k: 0,
         }
     }
@@ -192,10 +190,10 @@ impl Walk {
             if k != 0 {
                 return true;
             }
-            self.result = opcode as i32;
+            self.result = Some(opcode);
         } else if opcode == dw::DW_OP_entry_value.0 || opcode == dw::DW_OP_GNU_entry_value.0 {
             match nested.and_then(|n| nested_single(n, enc)) {
-                Some(inner) => self.result = inner as i32,
+                Some(inner) => self.result = Some(inner),
                 None => return true,
             }
         } else {
@@ -206,7 +204,7 @@ impl Walk {
 }
 
 /// The reference's `loc_reg` over the entries of a location (one expression,
-/// or a list's entries in order): the register found, or [`NO_REG`].
+/// or a list's entries in order): the register found, if any.
 ///
 /// A plain `DW_OP_regN` counts only as the first entry; a single-operation
 /// `DW_OP_entry_value` / `DW_OP_GNU_entry_value` counts anywhere and yields
@@ -215,8 +213,8 @@ impl Walk {
 pub fn loc_reg_exprs<R: Reader>(
     entries: impl IntoIterator<Item = gimli::Result<Expression<R>>>,
     enc: Encoding,
-    expected: i32,
-) -> i32 {
+    expected: Option<u8>,
+) -> Option<u8> {
     let mut w = Walk::new(expected);
     for expr in entries {
         match expr {
@@ -297,14 +295,14 @@ fn location_entries<R: Reader>(
 }
 
 /// [`loc_reg_exprs`] for a `DW_AT_location` attribute value (the forms of
-/// [`location_entries`]; others give [`NO_REG`]).
+/// [`location_entries`]; others give none).
 pub fn loc_reg<R: Reader>(
     value: &AttributeValue<R>,
     locations: &LocationLists<R>,
     enc: Encoding,
     loclists_base: gimli::DebugLocListsBase<R::Offset>,
-    expected: i32,
-) -> i32 {
+    expected: Option<u8>,
+) -> Option<u8> {
     let mut w = Walk::new(expected);
     location_entries(value, locations, enc, loclists_base, |e| w.feed(e, enc));
     w.result
@@ -315,8 +313,8 @@ pub fn loc_reg_in_unit<R: Reader>(
     dwarf: &gimli::Dwarf<R>,
     unit: &gimli::Unit<R>,
     value: &AttributeValue<R>,
-    expected: i32,
-) -> i32 {
+    expected: Option<u8>,
+) -> Option<u8> {
     loc_reg(value, &dwarf.locations, unit.encoding(), unit.loclists_base, expected)
 }
 
@@ -505,7 +503,7 @@ pub mod fact {
 /// past the register parameters: nothing is analysed, so no location is
 /// recorded either), `location` the [`loc_reg`] of its
 /// `DW_AT_location` if it has one.
-pub fn param_facts(expected: Option<i32>, location: Option<i32>, has_const_value: bool) -> u8 {
+pub fn param_facts(expected: Option<Option<u8>>, location: Option<Option<u8>>, has_const_value: bool) -> u8 {
     let Some(expected) = expected else { return 0 };
     let p = ParamLoc::classify(location, has_const_value, expected);
     (if p.has_loc { fact::HAS_LOC } else { 0 })
@@ -528,23 +526,26 @@ mod fact_tests {
     fn facts_per_parameter() {
         let x86 = RegParams::for_machine(62);
         // rdi where rdi is expected.
-        assert_eq!(param_facts(x86.expected(0), Some(0x55), false), fact::HAS_LOC);
+        assert_eq!(param_facts(x86.expected(0), Some(Some(0x55)), false), fact::HAS_LOC);
         // b arriving in rdi (clang drop_first): unexpected.
         assert_eq!(
-            param_facts(x86.expected(1), Some(0x55), false),
+            param_facts(x86.expected(1), Some(Some(0x55)), false),
             fact::HAS_LOC | fact::UNEXPECTED_REG
         );
         // On the stack: optimized.
         assert_eq!(
-            param_facts(x86.expected(2), Some(NO_REG), false),
+            param_facts(x86.expected(2), Some(None), false),
             fact::HAS_LOC | fact::OPTIMIZED
         );
         // Constant value, no location: optimized.
         assert_eq!(param_facts(x86.expected(0), None, true), fact::OPTIMIZED);
         // Past the register parameters: nothing recorded, even with a location.
-        assert_eq!(param_facts(x86.expected(6), Some(0x55), true), 0);
+        assert_eq!(param_facts(x86.expected(6), Some(Some(0x55)), true), 0);
         // i386: nothing analysed at all.
-        assert_eq!(param_facts(RegParams::for_machine(3).expected(0), Some(0x50), false), 0);
+        assert_eq!(
+            param_facts(RegParams::for_machine(3).expected(0), Some(Some(0x50)), false),
+            0
+        );
     }
 
     #[test]
@@ -599,31 +600,34 @@ mod tests {
         assert_eq!(
             (0..7).map(|i| x.expected(i)).collect::<Vec<_>>(),
             vec![
-                Some(0x55),
-                Some(0x54),
-                Some(0x51),
-                Some(0x52),
-                Some(0x58),
-                Some(0x59),
+                Some(Some(0x55)),
+                Some(Some(0x54)),
+                Some(Some(0x51)),
+                Some(Some(0x52)),
+                Some(Some(0x58)),
+                Some(Some(0x59)),
                 None
             ]
         );
         let s = RegParams::for_machine(22);
         assert_eq!(
             (s.count(), s.expected(0), s.expected(4), s.expected(5)),
-            (5, Some(0x52), Some(0x56), None)
+            (5, Some(Some(0x52)), Some(Some(0x56)), None)
         );
         for m in [183u16, 40] {
             let a = RegParams::for_machine(m);
-            assert_eq!((a.count(), a.expected(0), a.expected(7)), (8, Some(0x50), Some(0x57)));
+            assert_eq!(
+                (a.count(), a.expected(0), a.expected(7)),
+                (8, Some(Some(0x50)), Some(Some(0x57)))
+            );
         }
         for m in [2u16, 43] {
             let a = RegParams::for_machine(m);
-            assert_eq!((a.count(), a.expected(5), a.expected(6)), (6, Some(NO_REG), None));
+            assert_eq!((a.count(), a.expected(5), a.expected(6)), (6, Some(None), None));
         }
         for m in [8u16, 20, 21, 243, 45] {
             let a = RegParams::for_machine(m);
-            assert_eq!((a.count(), a.expected(7)), (8, Some(NO_REG)));
+            assert_eq!((a.count(), a.expected(7)), (8, Some(None)));
         }
         for m in [3u16, 258, 0] {
             assert_eq!(RegParams::for_machine(m).count(), 0);
@@ -693,33 +697,33 @@ mod tests {
 
     #[test]
     fn single_register_expression() {
-        assert_eq!(loc_reg_exprs([e(&[REG5])], enc(5), 0x55), 0x55);
+        assert_eq!(loc_reg_exprs([e(&[REG5])], enc(5), Some(0x55)), Some(0x55));
         // Another register: returned, the caller flags unexpected_reg.
-        assert_eq!(loc_reg_exprs([e(&[REG4])], enc(5), 0x55), 0x54);
+        assert_eq!(loc_reg_exprs([e(&[REG4])], enc(5), Some(0x55)), Some(0x54));
         // A trailing stack_value is ignored…
-        assert_eq!(loc_reg_exprs([e(&[REG5, STACK_VALUE])], enc(5), 0x55), 0x55);
+        assert_eq!(loc_reg_exprs([e(&[REG5, STACK_VALUE])], enc(5), Some(0x55)), Some(0x55));
         // … but not a lone one, and two real operations never match.
-        assert_eq!(loc_reg_exprs([e(&[STACK_VALUE])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[REG5, REG4])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[])], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&[STACK_VALUE])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[REG5, REG4])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[])], enc(5), Some(0x55)), None);
     }
 
     #[test]
     fn stack_and_other_forms_count_as_optimized() {
-        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[BREG7, 0x08])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[REGX, 0x05])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[REG5, PIECE, 0x04])], enc(5), 0x55), NO_REG);
-        let p = ParamLoc::classify(Some(NO_REG), false, 0x55);
+        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[BREG7, 0x08])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[REGX, 0x05])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[REG5, PIECE, 0x04])], enc(5), Some(0x55)), None);
+        let p = ParamLoc::classify(Some(None), false, Some(0x55));
         assert!(p.has_loc && p.optimized && !p.unexpected_reg);
     }
 
     #[test]
     fn plain_register_only_in_first_entry() {
         // Entry 1 holds the expected register, entry 0 does not: only entry 0 counts.
-        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c]), e(&[REG5])], enc(5), 0x55), NO_REG);
-        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[REG5])], enc(5), 0x55), 0x54);
-        assert_eq!(loc_reg_exprs([e(&[REG5]), e(&[REG4])], enc(5), 0x55), 0x55);
+        assert_eq!(loc_reg_exprs([e(&[FBREG, 0x6c]), e(&[REG5])], enc(5), Some(0x55)), None);
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&[REG5])], enc(5), Some(0x55)), Some(0x54));
+        assert_eq!(loc_reg_exprs([e(&[REG5]), e(&[REG4])], enc(5), Some(0x55)), Some(0x55));
     }
 
     /// The next reference's reading: first register wins, any entry for
@@ -756,19 +760,19 @@ mod tests {
     fn entry_value_counts_anywhere_and_nests_any_op() {
         // reg4 first, then entry_value(reg5): found the expected one later.
         let ev5 = [ENTRY_VALUE, 1, REG5, STACK_VALUE];
-        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&ev5)], enc(5), 0x55), 0x55);
+        assert_eq!(loc_reg_exprs([e(&[REG4]), e(&ev5)], enc(5), Some(0x55)), Some(0x55));
         let gnu = [GNU_ENTRY_VALUE, 1, REG4, STACK_VALUE];
-        assert_eq!(loc_reg_exprs([e(&gnu)], enc(4), 0x55), 0x54);
+        assert_eq!(loc_reg_exprs([e(&gnu)], enc(4), Some(0x55)), Some(0x54));
         // The nested op need not be a register: its opcode is the result.
         let ev_breg = [ENTRY_VALUE, 2, BREG7, 0x00, STACK_VALUE];
-        assert_eq!(loc_reg_exprs([e(&ev_breg)], enc(5), 0x55), BREG7 as i32);
+        assert_eq!(loc_reg_exprs([e(&ev_breg)], enc(5), Some(0x55)), Some(BREG7));
         // Nested expressions of two operations are ignored.
         let ev2 = [ENTRY_VALUE, 2, REG5, REG4, STACK_VALUE];
-        assert_eq!(loc_reg_exprs([e(&ev2)], enc(5), 0x55), NO_REG);
+        assert_eq!(loc_reg_exprs([e(&ev2)], enc(5), Some(0x55)), None);
         // The last seen wins when none matches.
         assert_eq!(
-            loc_reg_exprs([e(&[REG4]), e(&gnu), e(&[ENTRY_VALUE, 1, 0x51])], enc(5), 0x55),
-            0x51
+            loc_reg_exprs([e(&[REG4]), e(&gnu), e(&[ENTRY_VALUE, 1, 0x51])], enc(5), Some(0x55)),
+            Some(0x51)
         );
     }
 
@@ -776,22 +780,22 @@ mod tests {
     fn undecodable_operation_stops_the_walk() {
         // 0x01 is not an opcode: the walk ends with what it had.
         assert_eq!(
-            loc_reg_exprs([e(&[REG4]), e(&[0x01]), e(&[ENTRY_VALUE, 1, REG5])], enc(5), 0x55),
-            0x54
+            loc_reg_exprs([e(&[REG4]), e(&[0x01]), e(&[ENTRY_VALUE, 1, REG5])], enc(5), Some(0x55)),
+            Some(0x54)
         );
     }
 
     #[test]
     fn classify() {
         assert_eq!(
-            ParamLoc::classify(Some(0x55), false, 0x55),
+            ParamLoc::classify(Some(Some(0x55)), false, Some(0x55)),
             ParamLoc {
                 has_loc: true,
                 ..Default::default()
             }
         );
         assert_eq!(
-            ParamLoc::classify(Some(0x54), false, 0x55),
+            ParamLoc::classify(Some(Some(0x54)), false, Some(0x55)),
             ParamLoc {
                 has_loc: true,
                 optimized: false,
@@ -800,21 +804,21 @@ mod tests {
         );
         // No expectation (sparc, mips, …): any register is fine.
         assert_eq!(
-            ParamLoc::classify(Some(0x54), false, NO_REG),
+            ParamLoc::classify(Some(Some(0x54)), false, None),
             ParamLoc {
                 has_loc: true,
                 ..Default::default()
             }
         );
         assert_eq!(
-            ParamLoc::classify(None, true, 0x55),
+            ParamLoc::classify(None, true, Some(0x55)),
             ParamLoc {
                 has_loc: false,
                 optimized: true,
                 unexpected_reg: false
             }
         );
-        assert_eq!(ParamLoc::classify(None, false, 0x55), ParamLoc::default());
+        assert_eq!(ParamLoc::classify(None, false, Some(0x55)), ParamLoc::default());
     }
 
     fn lists<'a>(loc: &'a [u8], loclists: &'a [u8]) -> LocationLists<R<'a>> {
@@ -851,11 +855,17 @@ mod tests {
         loc.extend(dwarf4_list(&[(0x10, 0x10, &[REG5]), (0x10, 0x20, &[REG4])]));
         let l = lists(&loc, &[]);
         let v = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0));
-        assert_eq!(loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        assert_eq!(
+            loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), Some(0x55)),
+            Some(0x55)
+        );
         // With the registers swapped the first entry is rsi → unexpected.
         let loc = dwarf4_list(&[(0x10, 0x10, &[REG4]), (0x10, 0x20, &[REG5])]);
         let l = lists(&loc, &[]);
-        assert_eq!(loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), 0x55), 0x54);
+        assert_eq!(
+            loc_reg(&v, &l, enc(4), gimli::DebugLocListsBase(0), Some(0x55)),
+            Some(0x54)
+        );
     }
 
     #[test]
@@ -872,16 +882,28 @@ mod tests {
         sec.extend(body);
         let l = lists(&[], &sec);
         let by_off = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0x14));
-        assert_eq!(loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        assert_eq!(
+            loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), Some(0x55)),
+            Some(0x55)
+        );
         let by_idx = AttributeValue::DebugLocListsIndex(gimli::DebugLocListsIndex(0));
-        assert_eq!(loc_reg(&by_idx, &l, enc(5), gimli::DebugLocListsBase(0x10), 0x55), 0x55);
+        assert_eq!(
+            loc_reg(&by_idx, &l, enc(5), gimli::DebugLocListsBase(0x10), Some(0x55)),
+            Some(0x55)
+        );
         // Expecting rsi: entry 0 matches immediately.
-        assert_eq!(loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), 0x54), 0x54);
+        assert_eq!(
+            loc_reg(&by_off, &l, enc(5), gimli::DebugLocListsBase(0), Some(0x54)),
+            Some(0x54)
+        );
         // A default_location entry counts as an entry.
         let sec2 = [0x05, 0x01, REG5, 0x00];
         let l2 = lists(&[], &sec2);
         let at0 = AttributeValue::LocationListsRef(gimli::LocationListsOffset(0));
-        assert_eq!(loc_reg(&at0, &l2, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        assert_eq!(
+            loc_reg(&at0, &l2, enc(5), gimli::DebugLocListsBase(0), Some(0x55)),
+            Some(0x55)
+        );
     }
 
     #[test]
@@ -889,18 +911,24 @@ mod tests {
         let l = lists(&[], &[]);
         let x = [REG5];
         let v = AttributeValue::Exprloc(Expression(EndianSlice::new(&x[..], LittleEndian)));
-        assert_eq!(loc_reg(&v, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), 0x55);
+        assert_eq!(
+            loc_reg(&v, &l, enc(5), gimli::DebugLocListsBase(0), Some(0x55)),
+            Some(0x55)
+        );
         let b = AttributeValue::Block(EndianSlice::new(&x[..], LittleEndian));
-        assert_eq!(loc_reg(&b, &l, enc(3), gimli::DebugLocListsBase(0), 0x54), 0x55);
+        assert_eq!(
+            loc_reg(&b, &l, enc(3), gimli::DebugLocListsBase(0), Some(0x54)),
+            Some(0x55)
+        );
         assert_eq!(
             loc_reg(
                 &AttributeValue::<R<'_>>::Udata(3),
                 &l,
                 enc(5),
                 gimli::DebugLocListsBase(0),
-                0x55
+                Some(0x55)
             ),
-            NO_REG
+            None
         );
         // Raw forms of a list offset.
         let loc = dwarf4_list(&[(0x10, 0x20, &[REG4])]);
@@ -911,9 +939,9 @@ mod tests {
                 &l4,
                 enc(4),
                 gimli::DebugLocListsBase(0),
-                0x55
+                Some(0x55)
             ),
-            0x54
+            Some(0x54)
         );
         assert_eq!(
             loc_reg(
@@ -921,9 +949,9 @@ mod tests {
                 &l4,
                 enc(3),
                 gimli::DebugLocListsBase(0),
-                0x55
+                Some(0x55)
             ),
-            0x54
+            Some(0x54)
         );
         assert_eq!(
             loc_reg(
@@ -931,12 +959,12 @@ mod tests {
                 &l4,
                 enc(4),
                 gimli::DebugLocListsBase(0),
-                0x55
+                Some(0x55)
             ),
-            NO_REG
+            None
         );
         // A list offset past the section is a decode error: nothing found.
         let bad = AttributeValue::LocationListsRef(gimli::LocationListsOffset(64));
-        assert_eq!(loc_reg(&bad, &l, enc(5), gimli::DebugLocListsBase(0), 0x55), NO_REG);
+        assert_eq!(loc_reg(&bad, &l, enc(5), gimli::DebugLocListsBase(0), Some(0x55)), None);
     }
 }

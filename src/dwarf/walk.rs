@@ -8,7 +8,7 @@
 
 use gimli::{AttributeValue, DwTag, Section, constants as dw};
 
-use super::attrs::{ABSENT, Attrs, NOT_UNIT, udata};
+use super::attrs::{Attrs, DieRef, udata};
 use super::dies::{self, Dies};
 use super::ids::{IdxRange, UnitOff};
 use super::{
@@ -273,15 +273,15 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             // (`Decoder::pull_imports`), found by the section-wide offset.
             Role::ImportedUnit if self.refs == Refs::Section => {
                 self.read(at)?;
-                match self.attrs.import {
-                    ABSENT | NOT_UNIT => {
+                match self.attrs.import.and_then(DieRef::offset) {
+                    None => {
                         return Err(self.dec.err(
                             self.cu.offset,
                             Some(at.die(self.cu.offset)),
                             "DW_TAG_imported_unit without a DW_AT_import reference to a unit",
                         ));
                     }
-                    o => self.cu.imports.push(o),
+                    Some(o) => self.cu.imports.push(o),
                 }
                 Ctx::Skip
             }
@@ -370,12 +370,19 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         self.cu.dies_read += 1;
         self.cu.type_unit_refs += attrs.type_unit_refs as u64;
         if attrs.resolved != 0 {
-            let fields = [attrs.ty, attrs.origin, attrs.spec, attrs.signature.unwrap_or(ABSENT)];
+            let fields = [
+                attrs.ty,
+                attrs.origin,
+                attrs.spec,
+                attrs.signature.map(|s| DieRef::at(Some(s))),
+            ];
             let resolved = fields
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| attrs.resolved & (1 << i) != 0);
-            self.cu.type_unit_pulls.extend(resolved.map(|(_, &at)| at));
+            self.cu
+                .type_unit_pulls
+                .extend(resolved.filter_map(|(_, at)| at.and_then(DieRef::offset)));
         }
         Ok(())
     }
@@ -395,15 +402,15 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// A reference attribute as a unit offset (`None` when absent or not a
     /// unit reference); one past the unit is damage.
     #[inline(always)]
-    fn uref(&self, v: u64, at: At) -> Result<Option<UnitOff>, DecodeError> {
-        match v {
-            ABSENT | NOT_UNIT => Ok(None),
-            o if o >= self.ref_end => Err(self.dec.err(
+    fn uref(&self, v: Option<DieRef>, at: At) -> Result<Option<UnitOff>, DecodeError> {
+        match v.and_then(DieRef::offset) {
+            None => Ok(None),
+            Some(o) if o >= self.ref_end => Err(self.dec.err(
                 self.cu.offset,
                 Some(at.die(self.cu.offset)),
                 format!("reference to unit offset {o:#x} outside its unit"),
             )),
-            o => {
+            Some(o) => {
                 if let Some(far) = &self.far
                     && !self.own.contains(&o)
                 {
@@ -488,7 +495,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
 
     /// The frame of a type DIE whose children (or gcc annotation chain)
     /// are still to come.
-    fn type_frame(&self, depth: isize, ctx: Ctx, s: Slot<'a>, gnu: u64) -> Frame<'a> {
+    fn type_frame(&self, depth: isize, ctx: Ctx, s: Slot<'a>, gnu: Option<DieRef>) -> Frame<'a> {
         let mut f = frame(depth, ctx);
         f.kids_start = match ctx {
             Ctx::Struct => self.scratch.members.len(),
@@ -506,8 +513,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// What `finish` makes of a type's frame without children, without
     /// building one (most types are leaves, and a frame is large to move).
     #[inline(always)]
-    fn leaf(&mut self, mut s: Slot<'a>, ctx: Ctx, gnu: u64) -> Result<(), DecodeError> {
-        if gnu != ABSENT && self.dec.opts.gnu_annotations {
+    fn leaf(&mut self, mut s: Slot<'a>, ctx: Ctx, gnu: Option<DieRef>) -> Result<(), DecodeError> {
+        if gnu.is_some() && self.dec.opts.gnu_annotations {
             // (rare: gcc 16's tags) as a frame without children ends
             let f = self.type_frame(0, ctx, s, gnu);
             return self.finish(f);
@@ -613,7 +620,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             uoff: at.uoff(self.base),
             name: self.attrs.name,
             ty,
-            has_type: self.attrs.ty != ABSENT,
+            has_type: self.attrs.ty.is_some(),
             origin: self.uref(self.attrs.origin, at)?,
             facts,
             loc,
@@ -630,7 +637,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             die: at.die(self.cu.offset),
             name: a.name,
             ty,
-            has_type: a.ty != ABSENT,
+            has_type: a.ty.is_some(),
             origin: self.uref(a.origin, at)?,
             spec: self.uref(a.spec, at)?,
             declaration: a.declaration,
@@ -691,9 +698,9 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// one's name, value and offset, until a reference leads to another
     /// kind of DIE, out of the unit, or around a cycle.
     #[cold]
-    fn gnu_chain(&self, first: u64) -> Result<Vec<GnuAnnotation<'a>>, DecodeError> {
+    fn gnu_chain(&self, first: Option<DieRef>) -> Result<Vec<GnuAnnotation<'a>>, DecodeError> {
         let mut out = Vec::new();
-        let mut next = first;
+        let mut next = first.and_then(DieRef::offset);
         let err = |msg: String| self.dec.err(self.cu.offset, None, msg);
         // (the walk reads DIEs through its own compiled abbreviations;
         // gimli's, for reading these by offset, are parsed once per unit)
@@ -708,8 +715,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 self.gnu_abbrevs.get_or_init(|| a)
             }
         };
-        while next != ABSENT && next != NOT_UNIT && next >= self.base && next < self.ref_end {
-            let rel = gimli::UnitOffset((next - self.base) as usize);
+        while let Some(off) = next.filter(|&n| n >= self.base && n < self.ref_end) {
+            let rel = gimli::UnitOffset((off - self.base) as usize);
             let Ok(die) = self.unit.header.entry(abbrevs, rel) else {
                 break;
             };
@@ -723,15 +730,15 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     .map(super::nm)
                     .map_err(|m| err(format!("DW_TAG_GNU_annotation at unit offset {:#x}: {m}", rel.0)))
             };
-            let Some(uoff) = UnitOff::new(next as u32) else { break };
+            let Some(uoff) = UnitOff::new(off as u32) else { break };
             out.push(GnuAnnotation {
                 name: string(dw::DW_AT_name)?,
                 value: string(dw::DW_AT_const_value)?,
                 uoff,
             });
             next = match die.attr_value(DW_AT_GNU_ANNOTATION) {
-                Some(AttributeValue::UnitRef(o)) => self.base + o.0 as u64,
-                _ => ABSENT,
+                Some(AttributeValue::UnitRef(o)) => Some(self.base + o.0 as u64),
+                _ => None,
             };
         }
         Ok(out)
@@ -739,8 +746,8 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
 
     /// The `btf_decl_tag`s of gcc's chain from `first`, as component
     /// `component`'s annotations.
-    fn gnu_decl_tags(&mut self, first: u64, component: i32) -> Result<(), DecodeError> {
-        if first == ABSENT || !self.dec.opts.gnu_annotations || !self.dec.opts.decl_tag {
+    fn gnu_decl_tags(&mut self, first: Option<DieRef>, component: i32) -> Result<(), DecodeError> {
+        if first.is_none() || !self.dec.opts.gnu_annotations || !self.dec.opts.decl_tag {
             return Ok(());
         }
         for a in self.gnu_chain(first)? {
@@ -757,8 +764,12 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// A pointer's `btf_type_tag`s from gcc's chain at `first` (those
     /// before the first other annotation), placed in chain order, the
     /// first nearest the pointer: what the pointer refers to.
-    fn gnu_type_tags(&mut self, first: u64, pointee: Option<UnitOff>) -> Result<Option<UnitOff>, DecodeError> {
-        if first == ABSENT || !self.dec.opts.gnu_annotations || !self.dec.opts.type_tag {
+    fn gnu_type_tags(
+        &mut self,
+        first: Option<DieRef>,
+        pointee: Option<UnitOff>,
+    ) -> Result<Option<UnitOff>, DecodeError> {
+        if first.is_none() || !self.dec.opts.gnu_annotations || !self.dec.opts.type_tag {
             return Ok(pointee);
         }
         let chain = self.gnu_chain(first)?;
@@ -819,7 +830,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     /// A frame ends: what it gathered moves into the unit's columns.
     #[inline(always)]
     fn finish(&mut self, mut f: Frame<'a>) -> Result<(), DecodeError> {
-        if f.gnu != ABSENT {
+        if f.gnu.is_some() {
             self.finish_gnu(&mut f)?;
         }
         let (cu, sc) = (&mut self.cu, &mut self.scratch);
@@ -909,9 +920,9 @@ struct Frame<'a> {
     last_tag: Option<UnitOff>,
     /// A pointer's type tags came as child DIEs.
     child_tags: bool,
-    /// The DIE's DW_AT_GNU_annotation, as references are kept (gcc 16's
-    /// decl and type tags: a chain read when the frame ends).
-    gnu: u64,
+    /// The DIE's DW_AT_GNU_annotation (gcc 16's decl and type tags: a
+    /// chain read when the frame ends).
+    gnu: Option<DieRef>,
 }
 
 /// A `btf_type_tag` as the slot of its annotation DIE (at `die`, `uoff`),
@@ -948,7 +959,7 @@ fn frame<'a>(depth: isize, ctx: Ctx) -> Frame<'a> {
         var: None,
         last_tag: None,
         child_tags: false,
-        gnu: ABSENT,
+        gnu: None,
     }
 }
 

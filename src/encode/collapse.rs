@@ -380,12 +380,9 @@ pub(super) fn hash_types(out: &CuOut<'_>) -> Vec<Option<u64>> {
     let n = out.n_types;
     let mut names = Vec::with_capacity(out.strs.len() + 1);
     names.push(0);
-    names.extend(out.strs.iter().zip(&out.strs_off).map(|(&s, &off)| {
-        if off != super::local::NOT_IN_DEBUG_STR {
-            mix(1, off as u64)
-        } else {
-            crate::dwarf::nm(s).iter().fold(2, |h, &b| mix(h, b as u64))
-        }
+    names.extend(out.strs.iter().zip(&out.strs_off).map(|(&s, &off)| match off {
+        Some(off) => mix(1, off.get() as u64),
+        None => crate::dwarf::nm(s).iter().fold(2, |h, &b| mix(h, b as u64)),
     }));
     let l = Names { out, names: &names };
     let mut hash = vec![None; n + 1];

@@ -161,14 +161,15 @@ impl Merger {
 
     /// Appends a CU's record after its types (a VAR or a decl tag), its
     /// local ids shifted by `shift`, or mapped through `self.ids` when the
-    /// CU was collapsed; a decl tag of a variable refers to `last_var`.
-    fn push_record(&mut self, rec: &[u32], shift: IdShift, last_var: Option<TypeId>, collapsed: bool) -> TypeId {
+    /// CU was collapsed; a decl tag of a variable (`tags_var`) refers to it.
+    fn push_record(&mut self, rec: &[u32], shift: IdShift, tags_var: Option<TypeId>, collapsed: bool) -> TypeId {
         self.scratch.clear();
         self.scratch.extend_from_slice(rec);
         let map = &self.map;
         Btf::for_each_str_ref_mut(&mut self.scratch, |w| *w = map[*w as usize]);
-        if self.scratch[2] == local::VAR_REF_MARKER && self.scratch.kind() == kind::DECL_TAG {
-            self.scratch[2] = last_var.unwrap_or(TypeId::VOID).get();
+        if let Some(var) = tags_var {
+            debug_assert_eq!(self.scratch.kind(), kind::DECL_TAG);
+            self.scratch[2] = var.get();
         } else if collapsed {
             let ids = &self.ids;
             Btf::for_each_type_ref_mut(&mut self.scratch, |w| *w = ids[*w as usize]);
@@ -190,14 +191,13 @@ impl Merger {
             return;
         };
         for i in from..to {
-            let known = out.strs_known[i];
-            if known != 0 {
-                self.map[i + 1] = known;
+            if let Some(known) = out.strs_known[i] {
+                self.map[i + 1] = known.get();
                 continue;
             }
             let s = out.strs[i];
             let off = out.strs_off[i];
-            if off != local::NOT_IN_DEBUG_STR {
+            if let Some(off) = off.map(local::DebugStrOff::get) {
                 let btf = &mut self.btf;
                 let mut intern = || btf.add_str(dwarf::nm(s)).get();
                 self.map[i + 1] = match str_cache.get_or_insert_with(off, &mut intern) {
@@ -311,11 +311,14 @@ impl Merger {
         }
         self.intern_range(&out, out.strs_in_types as usize, out.strs.len());
         let mut vars = out.vars.iter().peekable();
-        let mut last_var = None;
+        // the variable whose tags come next, and how many are left
+        let (mut tagged, mut tags_left) = (TypeId::VOID, 0u32);
         for i in out.n_types..nrec {
             let (s, e) = rec(&out, i);
             let words = std::mem::take(&mut out.words);
-            let id = self.push_record(&words[s..e], shift, last_var, collapsing);
+            let tags_var = (tags_left > 0).then_some(tagged);
+            tags_left = tags_left.saturating_sub(1);
+            let id = self.push_record(&words[s..e], shift, tags_var, collapsing);
             out.words = words;
             if let Some(v) = vars.peek()
                 && v.record as usize == i
@@ -326,7 +329,7 @@ impl Merger {
                     size: v.size,
                 });
                 self.summary.vars += 1;
-                last_var = Some(id);
+                (tagged, tags_left) = (id, v.tags);
                 vars.next();
             }
         }
@@ -620,7 +623,7 @@ mod tests {
             offs,
             n_types: records.len(),
             has_arrays,
-            strs_off: vec![local::NOT_IN_DEBUG_STR; strs.len()],
+            strs_off: vec![None; strs.len()],
             strs_known: vec![],
             strs,
             strs_in_types: n,

@@ -17,6 +17,7 @@
 //! hit"). [`StrCache::for_section`] leaves such a section uncached, and the
 //! merge interns its names by content alone.
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub struct StrCache {
@@ -87,10 +88,10 @@ impl StrCache {
         self.vals.get((self.rank[w] + below) as usize)
     }
 
-    /// The BTF offset cached for `off`, or 0.
+    /// The BTF offset cached for `off`, if the merge has interned it.
     #[inline]
-    pub fn get(&self, off: u32) -> u32 {
-        self.slot(off).map_or(0, |s| s.load(Ordering::Relaxed))
+    pub fn get(&self, off: u32) -> Option<NonZeroU32> {
+        NonZeroU32::new(self.slot(off)?.load(Ordering::Relaxed))
     }
 
     /// The BTF offset for `off`, computing and caching it with `intern` if
@@ -174,17 +175,20 @@ mod tests {
         let sec = b"ab\0c\0\0d";
         let c = StrCache::new(sec);
         for off in [0, 3, 5, 6] {
-            assert_eq!(c.get(off), 0);
+            assert_eq!(c.get(off), None);
             assert_eq!(c.get_or_insert_with(off, || off + 100), Some(off + 100));
         }
-        assert_eq!([c.get(0), c.get(3), c.get(5), c.get(6)], [100, 103, 105, 106]);
+        assert_eq!(
+            [c.get(0), c.get(3), c.get(5), c.get(6)].map(|v| v.map_or(0, |v| v.get())),
+            [100, 103, 105, 106]
+        );
         // a known value is returned without interning again
         assert_eq!(c.get_or_insert_with(3, || unreachable!()), Some(103));
         // the tail "b" of "ab" and offsets past the end are not cached
         assert_eq!(c.get_or_insert_with(1, || unreachable!()), None);
-        assert_eq!(c.get(1), 0);
-        assert_eq!(c.get(7), 0);
-        assert_eq!(c.get(u32::MAX), 0);
+        assert_eq!(c.get(1), None);
+        assert_eq!(c.get(7), None);
+        assert_eq!(c.get(u32::MAX), None);
     }
 
     /// `n` distinct names, as one merged section holds them.
@@ -230,8 +234,8 @@ mod tests {
             c.get_or_insert_with(s, || n as u32 + 1);
         }
         for (n, &s) in starts.iter().enumerate() {
-            assert_eq!(c.get(s), n as u32 + 1, "offset {s}");
-            assert_eq!(c.get(s + 1), 0);
+            assert_eq!(c.get(s).map(|v| v.get()), Some(n as u32 + 1), "offset {s}");
+            assert_eq!(c.get(s + 1), None);
         }
     }
 }

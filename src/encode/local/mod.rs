@@ -25,10 +25,9 @@ mod vars;
 
 pub use funcflags::function_flags;
 use funcs::record_functions;
-pub(crate) use out::NOT_IN_DEBUG_STR;
+pub(crate) use out::DebugStrOff;
 use out::{OFF_MAP, Out, finish};
-use typeloop::{NO_EDGES, NO_RECORD, down_flags, type_loop};
-pub use vars::VAR_REF_MARKER;
+use typeloop::{NO_EDGES, down_flags, type_loop};
 use vars::encode_vars;
 
 pub struct Ctx<'e, 'a> {
@@ -47,7 +46,11 @@ pub struct Ctx<'e, 'a> {
 /// A VAR record of the CU and where it goes in a DATASEC.
 #[derive(Clone, Copy, Debug)]
 pub struct VarOut {
+    /// The VAR's record.
     pub record: u32,
+    /// The DECL_TAGs right after it that tag it: their type word is the
+    /// VAR's id, set by the merge.
+    pub tags: u32,
     pub section: u32,
     pub offset: u32,
     pub size: u32,
@@ -61,12 +64,14 @@ pub struct CuOut<'a> {
     pub n_types: usize,
     pub has_arrays: bool,
     pub strs: Vec<&'a [u8]>,
-    /// Per local string: its `.debug_str` offset, or [`NOT_IN_DEBUG_STR`] (inline or
-    /// synthesized). Lets the merge skip hashing strings it has seen.
-    pub strs_off: Vec<u32>,
+    /// Per local string: its `.debug_str` offset, if it has one (inline and
+    /// synthesized names have none). Lets the merge skip hashing strings it
+    /// has seen.
+    pub(crate) strs_off: Vec<Option<DebugStrOff>>,
     /// Per local string: its BTF offset if the merge already knew it when
-    /// this CU was encoded, else 0; empty without a string cache.
-    pub strs_known: Vec<u32>,
+    /// this CU was encoded (never 0: that is the empty string's, which is
+    /// not looked up); empty without a string cache.
+    pub strs_known: Vec<Option<std::num::NonZeroU32>>,
     /// Local strings first used by the type records.
     pub strs_in_types: u32,
     pub int_core: Option<u32>,
@@ -183,7 +188,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     };
     // Core id -> where in `o.o.words` the record it emitted starts, noted
     // while the record is hot (a gather afterwards costs a pass of misses).
-    let mut rec_at = vec![NO_RECORD; cu.slots.len() + 1];
+    let mut rec_at = vec![None; cu.slots.len() + 1];
     let mut down = vec![NO_EDGES; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = CoreId::at(i).get();
@@ -194,7 +199,9 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         enc.encode_slot(&mut o, s)?;
         if o.o.offs.len() > before {
             let at = o.o.offs[before];
-            rec_at[core as usize] = at;
+            // (word positions stay far below u32::MAX: the type section's
+            // length in bytes is a u32)
+            rec_at[core as usize] = nonmax::NonMaxU32::new(at);
             down[core as usize] = down_flags(&o.o.words[at as usize..], core);
         }
     }

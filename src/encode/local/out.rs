@@ -2,10 +2,26 @@
 //! CU's string list (by `.debug_str` offset, or by content for the rest).
 
 use hashbrown::HashMap;
+use nonmax::NonMaxU32;
 
-/// A local string's `.debug_str` offset when it has none (inline or
-/// synthesized names).
-pub(crate) const NOT_IN_DEBUG_STR: u32 = u32::MAX;
+/// A local string's offset in `.debug_str`. `Option<DebugStrOff>` is
+/// `None` for a name that has none (inline or synthesized) and fits in
+/// four bytes: `.debug_str` stops short of 4 GiB (the decoder refuses
+/// larger sections), which leaves `u32::MAX` for the niche.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct DebugStrOff(NonMaxU32);
+
+impl DebugStrOff {
+    #[inline]
+    pub(crate) fn new(off: u32) -> Option<DebugStrOff> {
+        NonMaxU32::new(off).map(DebugStrOff)
+    }
+    #[inline]
+    pub(crate) fn get(self) -> u32 {
+        self.0.get()
+    }
+}
 
 use super::{Ctx, CuOut};
 use crate::encode::offmap::OffMap;
@@ -35,7 +51,7 @@ impl<'a> Out<'a> {
             let offs = &mut self.o.strs_off;
             return self.by_off.get_or_insert(p as u32, || {
                 strs.push(s);
-                offs.push(p as u32);
+                offs.push(DebugStrOff::new(p as u32));
                 n
             });
         }
@@ -43,7 +59,7 @@ impl<'a> Out<'a> {
         let offs = &mut self.o.strs_off;
         *self.ids.entry(s).or_insert_with(|| {
             strs.push(s);
-            offs.push(NOT_IN_DEBUG_STR);
+            offs.push(None);
             n
         })
     }
@@ -78,7 +94,7 @@ pub(super) fn finish<'a>(ctx: &Ctx<'_, 'a>, mut o: CuOut<'a>) -> CuOut<'a> {
         o.strs_known = o
             .strs_off
             .iter()
-            .map(|&off| if off != NOT_IN_DEBUG_STR { cache.get(off) } else { 0 })
+            .map(|&off| off.and_then(|off| cache.get(off.get())))
             .collect();
     }
     if ctx.collapse && !o.shifted_ids {

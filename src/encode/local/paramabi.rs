@@ -102,9 +102,10 @@ impl Abi {
         }
     }
 
-    /// Argument register `idx` (a `DW_OP_regN` opcode, -1 where the
-    /// reference knows none), if there is one.
-    fn expected(&self, idx: usize) -> Option<i32> {
+    /// Argument register `idx`: `None` past the argument registers,
+    /// `Some(None)` where the reference knows none, else its `DW_OP_regN`
+    /// opcode.
+    fn expected(&self, idx: usize) -> Option<Option<u8>> {
         self.regs.expected(idx)
     }
 
@@ -134,7 +135,7 @@ impl Abi {
             return false;
         };
         let at = reg_idx + slots;
-        at < self.regs.count() && self.expected(at) == Some(i32::from(reg))
+        at < self.regs.count() && self.expected(at) == Some(Some(reg))
     }
 }
 
@@ -171,8 +172,7 @@ pub(super) fn analyse(params: &[ParamIn], abi: &Abi, clang: bool, changed: bool,
             }
             let slots = abi.slots(p.size);
             if let Some(reg) = abi.reg(p) {
-                let in_window =
-                    (reg_idx..(reg_idx + slots).min(nregs)).any(|i| abi.expected(i) == Some(i32::from(reg)));
+                let in_window = (reg_idx..(reg_idx + slots).min(nregs)).any(|i| abi.expected(i) == Some(Some(reg)));
                 v.unexpected_reg = !in_window;
             }
             reg_idx += slots;
@@ -203,8 +203,8 @@ pub(super) fn analyse(params: &[ParamIn], abi: &Abi, clang: bool, changed: bool,
                     None if true_sig => v.unexpected_reg = true,
                     None => v.optimized = true,
                     Some(reg) => {
-                        let expected = abi.expected(reg_idx).unwrap_or(-1);
-                        if expected >= 0 && expected != i32::from(reg) {
+                        let expected = abi.expected(reg_idx).flatten();
+                        if expected.is_some_and(|e| e != reg) {
                             v.unexpected_reg = true;
                         } else if true_sig && abi.pieces(p) != [0, 0] {
                             let [first, second] = abi.pieces(p);

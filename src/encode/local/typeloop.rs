@@ -4,10 +4,9 @@
 use crate::btf::RawRecord;
 use crate::btf::kind::{ARRAY, CONST, FUNC_PROTO, PTR, RESTRICT, STRUCT, TYPE_TAG, TYPEDEF, UNION, VOLATILE};
 
-use super::CuOut;
+use nonmax::NonMaxU32;
 
-/// No record for this core id in [`type_loop`]'s `start` column.
-pub(super) const NO_RECORD: u32 = u32::MAX;
+use super::CuOut;
 
 /// Which references a loop check follows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,20 +69,19 @@ pub(super) fn down_flags(w: &[u32], root: u32) -> u8 {
 /// records just encoded, whose references are already resolved to core ids
 /// (no lookups), depth-first with an explicit stack (chains of any depth
 /// cost no stack).
-pub(super) fn type_loop(o: &CuOut<'_>, start: &[u32], down: &[u8]) -> Option<(u32, String)> {
-    // `start`: per core id, where its record starts in `o.words` (or
-    // NO_RECORD); `down`: its [`down_flags`].
+pub(super) fn type_loop(o: &CuOut<'_>, start: &[Option<NonMaxU32>], down: &[u8]) -> Option<(u32, String)> {
+    // `start`: per core id, where its record starts in `o.words`, if it
+    // has one; `down`: its [`down_flags`].
     let n = start.len();
     let words = &o.words[..];
     for mode in [Loop::Reference, Loop::Containment] {
         // Where the references `mode` follows out of `core`'s record lie:
         // (first word, count, stride); every kind's are evenly spaced.
         let edges = |core: u32| -> (usize, u32, usize) {
-            let s = start[core as usize];
-            if s == NO_RECORD {
+            let Some(s) = start[core as usize] else {
                 return (0, 0, 0);
-            }
-            let s = s as usize;
+            };
+            let s = s.get() as usize;
             let info = crate::btf::Info(words[s + 1]);
             let vlen = info.vlen() as u32;
             match (info.kind(), mode) {

@@ -90,16 +90,15 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
                 btf::LINKAGE_STATIC
             },
         ]);
+        // The tags refer to the VAR, whose id only the merge knows: their
+        // type word is set there ([`VarOut::tags`]).
         for a in annots {
             let an = o.s(a.value);
             o.rec(&[an, make_info(Kind::DeclTag, false, 0), 0, u32::MAX]);
-            // The tag refers to the VAR: the merge only knows its id, so the
-            // reference is fixed there (type word 0 + marker below).
-            let s = *o.o.offs.last().unwrap() as usize;
-            o.o.words[s + 2] = VAR_REF_MARKER;
         }
         o.o.vars.push(VarOut {
             record,
+            tags: annots.len() as u32,
             section: sec,
             offset: offset as u32,
             size: size as u32,
@@ -107,6 +106,3 @@ pub(super) fn encode_vars<'a>(enc: &Enc<'_, '_, 'a>, o: &mut Out<'a>) -> Result<
     }
     Ok(())
 }
-
-/// Type word of a variable's DECL_TAG before the merge: "the VAR just before".
-pub const VAR_REF_MARKER: u32 = u32::MAX;
