@@ -40,19 +40,53 @@ pub use features::{Features, Reference};
 pub use lang::LangFilter;
 pub use local::CuOut;
 
+/// An encode that failed. The file is said once, here: what went wrong
+/// with it is the [`Problem`].
 #[derive(Debug, Error)]
 pub enum EncodeError {
+    /// The file, or its supplementary file, could not be read as ELF (the
+    /// error names the file).
+    #[error(transparent)]
+    Elf(#[from] crate::Error),
+    #[error("{path}: {problem}")]
+    File {
+        path: PathBuf,
+        #[source]
+        problem: Problem,
+    },
+}
+
+impl EncodeError {
+    /// `problem` with the file at `path`.
+    pub fn at(path: impl Into<PathBuf>, problem: Problem) -> EncodeError {
+        EncodeError::File {
+            path: path.into(),
+            problem,
+        }
+    }
+
+    /// What went wrong, unless the file could not be read at all.
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            EncodeError::File { problem, .. } => Some(problem),
+            EncodeError::Elf(_) => None,
+        }
+    }
+}
+
+/// What went wrong with a file being encoded (see [`EncodeError`]).
+#[derive(Debug, Error)]
+pub enum Problem {
     /// Damaged DWARF: a unit or DIE that cannot be read.
-    #[error("{path}: .debug_info: {source}")]
-    Damaged { path: PathBuf, source: dwarf::DecodeError },
+    #[error(".debug_info: {source}")]
+    Damaged { source: dwarf::DecodeError },
     /// A reference across units in a file the reference reads unit by unit
     /// (its LTO note says it is no LTO build).
-    #[error("{path}: .debug_info: {source}")]
-    CrossUnitRef { path: PathBuf, source: dwarf::DecodeError },
+    #[error(".debug_info: {source}")]
+    CrossUnitRef { source: dwarf::DecodeError },
     /// A loop in a CU's type references that BTF cannot hold.
-    #[error("{path}: .debug_info: {tag} {what} at DIE {die:#x} (CU {cu:#x})")]
+    #[error(".debug_info: {tag} {what} at DIE {die:#x} (CU {cu:#x})")]
     TypeLoop {
-        path: PathBuf,
         tag: gimli::DwTag,
         what: String,
         die: u64,
@@ -60,18 +94,16 @@ pub enum EncodeError {
     },
     /// A construct BTF cannot express, or one the reference rejects, with
     /// the DIE's place in the source when the DWARF names it.
-    #[error("{path}: {what} at DIE {die:#x} (CU {cu:#x}){}", context.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
+    #[error("{what} at DIE {die:#x} (CU {cu:#x}){}", context.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
     Unsupported {
-        path: PathBuf,
         what: String,
         die: u64,
         cu: u64,
         context: Option<String>,
     },
     /// A CU-level variable BTF cannot hold.
-    #[error("{path}: DW_TAG_variable `{name}` at DIE {die:#x} (CU {cu:#x}){problem}")]
+    #[error("DW_TAG_variable `{name}` at DIE {die:#x} (CU {cu:#x}){problem}")]
     Variable {
-        path: PathBuf,
         name: String,
         die: u64,
         cu: u64,
@@ -79,65 +111,60 @@ pub enum EncodeError {
     },
     /// DWARF 4 `.debug_types` with `--type-units=resolve`.
     #[error(
-        "{path}: .debug_types: --type-units=resolve reads DWARF 5 type units only; DWARF 4 `.debug_types` are not \
+        ".debug_types: --type-units=resolve reads DWARF 5 type units only; DWARF 4 `.debug_types` are not \
          resolved (without the flag they are passed over, as the reference does)"
     )]
-    Dwarf4TypeUnits { path: PathBuf },
+    Dwarf4TypeUnits,
     /// The input has no DWARF, or every CU was filtered out.
-    #[error("{path}: {}", match what {
+    #[error("{}", match .0 {
         Nothing::NoDebugInfo => "no DWARF debug info (.debug_info is missing or empty)",
         Nothing::AllFiltered => "nothing to encode: no compile unit is left after the language filters",
     })]
-    Nothing { path: PathBuf, what: Nothing },
+    Nothing(Nothing),
     /// A library caller's second encode of one loaded module, whose
     /// relocated `.debug_info` the first encode freed as it went.
     #[error(
-        "{path}: .debug_info: this load's relocated copy was freed by an earlier encode as it was read; load the file again to encode it again"
+        ".debug_info: this load's relocated copy was freed by an earlier encode as it was read; load the file again to encode it again"
     )]
-    InfoGivenBack { path: PathBuf },
+    InfoGivenBack,
     /// Functions are wanted but the file has no symbol table.
-    #[error("{path}: no .symtab section: cannot build the ELF function table")]
-    NoSymtab { path: PathBuf },
-    /// The reference stops reading the file at this CU but writes what it has.
-    #[error(
-        "{path}: warning: {source}: error decoding this CU; it and the rest of the file are dropped, as \
-         the reference does"
-    )]
-    StopFile { path: PathBuf, source: dwarf::DecodeError },
+    #[error("no .symtab section: cannot build the ELF function table")]
+    NoSymtab,
     /// The function phase failed (a kfunc table the reference refuses too).
-    #[error("{path}: {source}")]
-    Funcs {
-        path: PathBuf,
-        source: crate::funcs::FuncsError,
-    },
+    #[error("{source}")]
+    Funcs { source: crate::funcs::FuncsError },
     /// The encoder's own thread pool could not start.
-    #[error("{path}: cannot start threads: {source}")]
-    Threads {
-        path: PathBuf,
-        source: rayon::ThreadPoolBuildError,
-    },
+    #[error("cannot start threads: {source}")]
+    Threads { source: rayon::ThreadPoolBuildError },
     /// A unit header that cannot be read.
-    #[error("{path}: {source}")]
-    Header { path: PathBuf, source: dwarf::HeaderError },
+    #[error("{source}")]
+    Header { source: dwarf::HeaderError },
     /// The merge refused the BTF built so far (a limit, or invalid BTF).
-    #[error("{path}: {source}")]
-    Merge { path: PathBuf, source: MergeError },
-    #[error(transparent)]
-    Elf(#[from] crate::Error),
+    #[error("{source}")]
+    Merge { source: MergeError },
     /// The supplementary file (dwz -m) cannot be found, or is not the one
     /// the file names.
-    #[error("{path}: {source}")]
-    Alt {
-        path: PathBuf,
-        source: Box<crate::elf::alt::AltError>,
-    },
+    #[error("{source}")]
+    Alt { source: Box<crate::elf::alt::AltError> },
     /// A damaged unit of the supplementary file.
-    #[error("{path}: supplementary file {alt}: {source}")]
-    AltDamaged {
-        path: PathBuf,
-        alt: PathBuf,
-        source: dwarf::HeaderError,
-    },
+    #[error("supplementary file {alt}: {source}")]
+    AltDamaged { alt: PathBuf, source: dwarf::HeaderError },
+}
+
+/// Where the reference stops reading a file but writes what it has: the
+/// unit it could not decode. The encode succeeds without that unit and the
+/// rest of the file ([`Summary::stopped`]); a warning, not an error.
+#[derive(Clone, Debug)]
+pub struct Stopped(pub dwarf::DecodeError);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: error decoding this CU; it and the rest of the file are dropped, as the reference does",
+            self.0
+        )
+    }
 }
 
 /// Why there is nothing to encode.
@@ -299,6 +326,9 @@ impl Options {
 /// What one run produced besides the BTF.
 #[derive(Debug, Default, Clone)]
 pub struct Summary {
+    /// Where the reference stops reading the file, when it does: what
+    /// came before that unit is the BTF (a warning for the caller to show).
+    pub stopped: Option<Stopped>,
     pub cus: usize,
     pub cus_encoded: usize,
     pub func_states: usize,
@@ -488,10 +518,12 @@ pub fn encode_elf_with(
     // as long as the file's (its names end up in the decoded units).
     let alt_input = match &elf.alt_link {
         Some(link) => Some(crate::elf::alt::open(path, link, &opts.alt).map_err(|e| match e {
-            crate::elf::alt::AltOpenError::Alt(source) => EncodeError::Alt {
-                path: path.to_path_buf(),
-                source: Box::new(source),
-            },
+            crate::elf::alt::AltOpenError::Alt(source) => EncodeError::at(
+                path,
+                Problem::Alt {
+                    source: Box::new(source),
+                },
+            ),
             crate::elf::alt::AltOpenError::Open(e) => EncodeError::Elf(e),
         })?),
         None => None,
@@ -525,10 +557,7 @@ pub fn encode_elf_with(
             released = end;
         }
     })
-    .map_err(|source| EncodeError::Header {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    .map_err(|source| EncodeError::at(path, Problem::Header { source }))?;
     let type_units = resolve.then(|| dwarf::TypeUnits::index(&headers));
     let decode_opts = dwarf::DecodeOpts {
         type_tag: opts.features.type_tag,
@@ -539,10 +568,14 @@ pub fn encode_elf_with(
         gnu_annotations: opts.reference == Reference::Next,
     };
     let alt_headers = match (&alt_dw, &alt_input) {
-        (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| EncodeError::AltDamaged {
-            path: path.to_path_buf(),
-            alt: i.path.clone(),
-            source,
+        (Some(a), Some(i)) => dwarf::unit_headers(a).map_err(|source| {
+            EncodeError::at(
+                path,
+                Problem::AltDamaged {
+                    alt: i.path.clone(),
+                    source,
+                },
+            )
         })?,
         _ => Vec::new(),
     };
@@ -635,10 +668,7 @@ pub fn encode_elf_with(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(effective_jobs(opts.jobs, headers.len()))
                 .build()
-                .map_err(|source| EncodeError::Threads {
-                    path: path.to_path_buf(),
-                    source,
-                })?,
+                .map_err(|source| EncodeError::at(path, Problem::Threads { source }))?,
         )
     };
     if let Some(m) = elf.mapping {
@@ -679,25 +709,16 @@ pub fn encode_elf_with(
 /// table, DWARF 4 type units to resolve.
 fn check_input(path: &Path, elf: &ElfInfo<'_>, opts: &Options) -> Result<(), EncodeError> {
     if elf.info_given_back() {
-        return Err(EncodeError::InfoGivenBack {
-            path: path.to_path_buf(),
-        });
+        return Err(EncodeError::at(path, Problem::InfoGivenBack));
     }
     if elf.debug.info.is_empty() {
-        return Err(EncodeError::Nothing {
-            path: path.to_path_buf(),
-            what: Nothing::NoDebugInfo,
-        });
+        return Err(EncodeError::at(path, Problem::Nothing(Nothing::NoDebugInfo)));
     }
     if !elf.has_symtab {
-        return Err(EncodeError::NoSymtab {
-            path: path.to_path_buf(),
-        });
+        return Err(EncodeError::at(path, Problem::NoSymtab));
     }
     if opts.type_units == TypeUnitMode::Resolve && elf.grouped_types {
-        return Err(EncodeError::Dwarf4TypeUnits {
-            path: path.to_path_buf(),
-        });
+        return Err(EncodeError::at(path, Problem::Dwarf4TypeUnits));
     }
     Ok(())
 }
@@ -783,7 +804,21 @@ impl LoopCounters {
 }
 
 /// One unit's outcome: its records, or none (filtered out, a type unit).
-type Item<'x> = Result<Option<CuOut<'x>>, EncodeError>;
+type Item<'x> = Result<Option<CuOut<'x>>, Halt>;
+
+/// Why the CU loop goes no further than a unit.
+enum Halt {
+    /// The reference stops reading the file at this unit and writes what
+    /// came before it.
+    Stop(dwarf::DecodeError),
+    Error(EncodeError),
+}
+
+impl From<EncodeError> for Halt {
+    fn from(e: EncodeError) -> Halt {
+        Halt::Error(e)
+    }
+}
 
 /// The CU loop: chunks of units decoded and encoded on the pool's workers
 /// while the previous chunk is merged in order.
@@ -801,12 +836,13 @@ struct CuWork<'w, 'a> {
 }
 
 impl<'a> CuWork<'_, 'a> {
-    fn decode_err(&self, e: dwarf::DecodeError) -> EncodeError {
-        let path = self.path.to_path_buf();
+    fn decode_err(&self, e: dwarf::DecodeError) -> Halt {
         match e.kind {
-            dwarf::DecodeErrorKind::StopFile => EncodeError::StopFile { path, source: e },
-            dwarf::DecodeErrorKind::MergedMode => EncodeError::CrossUnitRef { path, source: e },
-            dwarf::DecodeErrorKind::Damaged => EncodeError::Damaged { path, source: e },
+            dwarf::DecodeErrorKind::StopFile => Halt::Stop(e),
+            dwarf::DecodeErrorKind::MergedMode => {
+                Halt::Error(EncodeError::at(self.path, Problem::CrossUnitRef { source: e }))
+            }
+            dwarf::DecodeErrorKind::Damaged => Halt::Error(EncodeError::at(self.path, Problem::Damaged { source: e })),
         }
     }
 
@@ -840,7 +876,9 @@ impl<'a> CuWork<'_, 'a> {
                 }
                 match cu {
                     Some(cu) if cu.kind == dwarf::UnitKind::Normal => {
-                        cpu_into(timed, &self.n.cu_encode_ns, || local::encode_cu(self.lctx, &cu)).map(Some)
+                        Ok(Some(cpu_into(timed, &self.n.cu_encode_ns, || {
+                            local::encode_cu(self.lctx, &cu)
+                        })?))
                     }
                     _ => Ok(None),
                 }
@@ -879,7 +917,7 @@ impl<'a> CuWork<'_, 'a> {
             let next = windows.get(i + 1).cloned();
             let parts = std::mem::take(&mut cur);
             let (appended, nxt) = rayon::join(
-                || -> Result<(), EncodeError> {
+                || -> Result<(), Halt> {
                     for part in parts {
                         let Some(part) = part.map_err(|e| self.decode_err(e))? else {
                             continue;
@@ -906,7 +944,9 @@ impl<'a> CuWork<'_, 'a> {
             .pull_imports(&mut cu, true)
             .map_err(|e| self.decode_err(e))?;
         cu.finish_parts();
-        cpu_into(timed, &self.n.cu_encode_ns, || local::encode_cu(self.lctx, &cu)).map(Some)
+        Ok(Some(cpu_into(timed, &self.n.cu_encode_ns, || {
+            local::encode_cu(self.lctx, &cu)
+        })?))
     }
 
     /// Each chunk merged in order while the next is decoded, `on_merged`
@@ -945,19 +985,15 @@ impl<'a> CuWork<'_, 'a> {
                 || -> Result<(), EncodeError> {
                     for it in items {
                         match it {
-                            Ok(Some(out)) => cpu_into(timed, &self.n.merge_ns, || m.merge(out)).map_err(|source| {
-                                EncodeError::Merge {
-                                    path: self.path.to_path_buf(),
-                                    source,
-                                }
-                            })?,
+                            Ok(Some(out)) => cpu_into(timed, &self.n.merge_ns, || m.merge(out))
+                                .map_err(|source| EncodeError::at(self.path, Problem::Merge { source }))?,
                             Ok(None) => {}
-                            Err(e @ EncodeError::StopFile { .. }) => {
-                                eprintln!("btfkit: {e}");
+                            Err(Halt::Stop(e)) => {
+                                m.summary.stopped = Some(Stopped(e));
                                 stopped = true;
                                 break;
                             }
-                            Err(e) => return Err(e),
+                            Err(Halt::Error(e)) => return Err(e),
                         }
                     }
                     cpu_into(timed, &self.n.on_merged_ns, || on_merged(&mut m.btf));
@@ -1012,22 +1048,13 @@ fn functions_phase(
     opts: &Options,
     pool: &Option<rayon::ThreadPool>,
 ) -> Result<(), EncodeError> {
-    let refused = |source: MergeError| EncodeError::Merge {
-        path: path.to_path_buf(),
-        source,
-    };
+    let refused = |source: MergeError| EncodeError::at(path, Problem::Merge { source });
     if m.summary.cus_encoded == 0 {
-        return Err(EncodeError::Nothing {
-            path: path.to_path_buf(),
-            what: Nothing::AllFiltered,
-        });
+        return Err(EncodeError::at(path, Problem::Nothing(Nothing::AllFiltered)));
     }
     if !opts.no_funcs {
         m.emit_funcs(elf, data, &opts.features, opts.reference, opts.verbose)
-            .map_err(|source| EncodeError::Funcs {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(|source| EncodeError::at(path, Problem::Funcs { source }))?;
     }
     m.finish_datasecs(elf, &opts.features).map_err(refused)?;
     // Functions and DATASECs come after the last CU's check.

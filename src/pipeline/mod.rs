@@ -150,7 +150,7 @@ pub fn encode(plan: &Plan) -> Result<Pending, Error> {
         plan.dedup,
         early,
     )?;
-    warn_type_units(&plan.input, &enc.summary);
+    warn(&plan.input, &enc.summary);
     Ok(Pending { enc, early })
 }
 
@@ -238,7 +238,7 @@ pub fn encode_btf(
     dedup: bool,
 ) -> Result<(Btf, Summary, u32), Error> {
     let (enc, _) = encode_overlapped(input, bytes, base, opts, dedup, false)?;
-    warn_type_units(input, &enc.summary);
+    warn(input, &enc.summary);
     let pre_dedup_types = enc.btf.own_type_count();
     // The encoder's string section is kept as built (pahole's libbpf dedups
     // BTF it built itself, whose strings are already unique).
@@ -250,10 +250,14 @@ pub fn encode_btf(
     Ok((out_btf, enc.summary, pre_dedup_types))
 }
 
-/// Says on stderr that types in DWARF type units were lost, as the
-/// reference loses them (its own warnings name some of them, only in
-/// linked files); the bytes are still the reference's.
-fn warn_type_units(input: &Path, s: &Summary) {
+/// Says on stderr what the encode's summary holds as warnings: a unit
+/// where the reference stops reading the file, and types in DWARF type
+/// units lost as the reference loses them (its own warnings name some of
+/// them, only in linked files). The bytes are the reference's either way.
+fn warn(input: &Path, s: &Summary) {
+    if let Some(stopped) = &s.stopped {
+        eprintln!("btfkit: {}: warning: {stopped}", input.display());
+    }
     if s.type_unit_refs > 0 {
         eprintln!(
             "btfkit: warning: {}: {} references to types in DWARF type units (-fdebug-types-section: \

@@ -2,13 +2,13 @@
 //! with CU-local references (core ids) and CU-local names (indices into the
 //! CU's string list, in first-use order).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gimli::constants as dw;
 use hashbrown::HashMap;
 
-use super::EncodeError;
 use super::features::Features;
+use super::{EncodeError, Problem};
 use crate::btf::{self, Kind, make_info};
 use crate::dwarf::{CoreId, Cu, nm};
 use crate::elf::debug::ElfInfo;
@@ -104,25 +104,26 @@ impl<'a> Enc<'_, '_, 'a> {
             btf::Endian::Big => gimli::RunTimeEndian::Big,
         };
         let context = crate::dwarf::die_context(&crate::dwarf::dwarf(&elf.debug, endian), self.cu.offset, die);
-        EncodeError::Unsupported {
-            path: self.path(),
-            what: msg,
-            die,
-            cu: self.cu.offset,
-            context,
-        }
+        EncodeError::at(
+            self.ctx.path,
+            Problem::Unsupported {
+                what: msg,
+                die,
+                cu: self.cu.offset,
+                context,
+            },
+        )
     }
     fn bad_var(&self, name: &[u8], die: u64, problem: crate::encode::VarProblem) -> EncodeError {
-        EncodeError::Variable {
-            path: self.path(),
-            name: String::from_utf8_lossy(name).into_owned(),
-            die,
-            cu: self.cu.offset,
-            problem,
-        }
-    }
-    fn path(&self) -> PathBuf {
-        self.ctx.path.to_path_buf()
+        EncodeError::at(
+            self.ctx.path,
+            Problem::Variable {
+                name: String::from_utf8_lossy(name).into_owned(),
+                die,
+                cu: self.cu.offset,
+                problem,
+            },
+        )
     }
 }
 
@@ -208,13 +209,15 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     o.o.n_types = o.o.offs.len();
     if let Some((core, msg)) = type_loop(&o.o, &rec_at, &down) {
         let s = &cu.slots[core as usize - 1];
-        return Err(EncodeError::TypeLoop {
-            path: enc.path(),
-            tag: s.tag,
-            what: msg,
-            die: s.die,
-            cu: cu.offset,
-        });
+        return Err(EncodeError::at(
+            ctx.path,
+            Problem::TypeLoop {
+                tag: s.tag,
+                what: msg,
+                die: s.die,
+                cu: cu.offset,
+            },
+        ));
     }
     o.o.strs_in_types = o.o.strs.len() as u32;
 

@@ -295,7 +295,7 @@ fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<
 
 fn loop_msg(r: Result<CuOut<'static>, EncodeError>) -> String {
     match r {
-        Err(e @ EncodeError::TypeLoop { .. }) => e.to_string(),
+        Err(e) if matches!(e.problem(), Some(crate::encode::Problem::TypeLoop { .. })) => e.to_string(),
         Err(e) => panic!("not a damaged-input error: {e}"),
         Ok(_) => panic!("no loop found"),
     }
