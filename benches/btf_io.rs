@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use btfkit::btf::{dump, read, write};
-use btfkit::corpus::Corpus;
+use btfkit::testing::corpus::Corpus;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();

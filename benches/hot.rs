@@ -15,11 +15,11 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
 use btfkit::btf::{Btf, StrTab, read, write};
-use btfkit::corpus::Corpus;
 use btfkit::dedup;
 use btfkit::dwarf::{self, DecodeOpts, Decoder};
 use btfkit::elf::debug::ElfInfo;
 use btfkit::encode::{self, Options};
+use btfkit::testing::corpus::Corpus;
 
 const SAMPLE_ELF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/multi_types.gcc-O2.ld-r.o");
 const SAMPLE_BTF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample.btf");
@@ -130,7 +130,7 @@ fn type_hashes_and_dedup(c: &mut Criterion) {
     let mut g = c.benchmark_group("dedup");
     g.throughput(Throughput::Elements(btf.own_type_count() as u64));
     g.bench_function(format!("signature hashes, {name}"), |b| {
-        b.iter(|| dedup::signature_hashes(&btf).len())
+        b.iter(|| btfkit::testing::signature_hashes(&btf).len())
     });
     let opts = dedup::Options {
         ids_checked: true,

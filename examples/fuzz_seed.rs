@@ -1,7 +1,7 @@
 //! Seeds for the `dwarf_cu` fuzz target (fuzz/run.sh runs this): one input
 //! per compile unit of each given ELF file, built from the sections as the
 //! encoder sees them (decompressed, relocated), in the layout of
-//! `btfkit::encode::fuzz_input`. Units whose input would exceed 128 KiB are
+//! `btfkit::testing::fuzz_input`. Units whose input would exceed 128 KiB are
 //! left out (small inputs fuzz faster).
 //! Usage: fuzz_seed OUTDIR ELF...
 
@@ -10,7 +10,7 @@ use std::path::Path;
 use btfkit::btf::Endian;
 use btfkit::dwarf;
 use btfkit::elf::debug::{DebugSections, ElfInfo, SectionBytes};
-use btfkit::encode::fuzz_input;
+use btfkit::testing::fuzz_input;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
         [ -e "corpus/$t/$(basename "$f")" ] || { printf '\002'; cat "$f"; } > "corpus/$t/$(basename "$f")"
       done ;;
     # One input per CU: the fixtures' DWARF sections as the encoder sees them
-    # (relocated), in the target's layout (src/dwarf/fuzz_input.rs).
+    # (relocated), in the target's layout (src/testing/fuzz_input.rs).
     dwarf_cu)
       [ -n "$(ls -A "corpus/$t")" ] || (cd .. && cargo run -q --profile test --example fuzz_seed -- "fuzz/corpus/$t" "${fixtures[@]#../}") ;;
     elf_open|elf_encode)

@@ -35,7 +35,6 @@
 
 pub mod btf;
 pub mod core;
-pub mod corpus;
 pub mod dedup;
 pub mod diff;
 pub mod elf;
@@ -47,6 +46,8 @@ pub mod output;
 pub mod package;
 pub mod pipeline;
 pub mod report;
+#[doc(hidden)]
+pub mod testing;
 pub mod verify;
 
 pub use error::Error;

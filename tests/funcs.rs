@@ -13,9 +13,9 @@ mod common;
 use std::collections::BTreeSet;
 
 use btfkit::btf::{Btf, Kind, TypeId, read, write};
-use btfkit::corpus::Corpus;
 use btfkit::elf::functab::FuncTable;
 use btfkit::funcs::{EmitOptions, FuncStates, KfuncMarks, emit_funcs};
+use btfkit::testing::corpus::Corpus;
 
 fn corpus() -> Corpus {
     let c = Corpus::open_default();

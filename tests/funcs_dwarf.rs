@@ -10,10 +10,10 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use btfkit::corpus::Corpus;
 use btfkit::dwarf::loc::{RegParams, loc_reg_in_unit, param_facts, propagate};
 use btfkit::encode::function_flags;
 use btfkit::funcs::flags;
+use btfkit::testing::corpus::Corpus;
 use gimli::{AttributeValue, EndianSlice, LittleEndian, UnitOffset, constants as dw};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
 

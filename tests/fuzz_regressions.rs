@@ -57,8 +57,8 @@ fn btf_read_regressions() {
 fn dwarf_cu_input_encodes_like_its_fixture() {
     crate::needs_corpus!();
     use btfkit::elf::debug::ElfInfo;
-    use btfkit::encode::fuzz_input;
     use btfkit::encode::{Options, encode_elf};
+    use btfkit::testing::fuzz_input;
     let mut opts = Options::default();
     opts.features.var = false;
     for name in [
@@ -89,10 +89,10 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
 
 #[test]
 fn dwarf_cu_regressions() {
-    replay("dwarf_cu", |_, data| btfkit::encode::fuzz_input::check(data));
+    replay("dwarf_cu", |_, data| btfkit::testing::fuzz_input::check(data));
 }
 
 #[test]
 fn elf_open_regressions() {
-    replay("elf_open", |_, data| btfkit::elf::fuzz::check_open(data));
+    replay("elf_open", |_, data| btfkit::testing::elf_open::check_open(data));
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use btfkit::btf::{Btf, dump, read, write};
-use btfkit::corpus::Corpus;
+use btfkit::testing::corpus::Corpus;
 use rayon::prelude::*;
 
 /// expected file → base file, from the manifests (in-place .BTF sections are

@@ -7,7 +7,8 @@
 #![no_main]
 
 use btfkit::btf::{read, write};
-use btfkit::dedup::{Options, Rules, dedup, dedup_through_table};
+use btfkit::dedup::{Options, Rules, dedup};
+use btfkit::testing::dedup_through_table;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

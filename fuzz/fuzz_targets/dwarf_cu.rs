@@ -2,13 +2,13 @@
 //! without an ELF around them: an error, never a panic, and any BTF produced
 //! reads back.
 //!
-//! Input: `btfkit::encode::fuzz_input` (a flags byte, the section lengths,
+//! Input: `btfkit::testing::fuzz_input` (a flags byte, the section lengths,
 //! the section bytes). Keeping the ELF out of the input means mutations land
 //! in the DWARF, not in section headers that would stop the file before the
 //! decoder sees it.
 #![no_main]
 
-use btfkit::encode::fuzz_input;
+use btfkit::testing::fuzz_input;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

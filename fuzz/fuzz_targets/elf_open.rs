@@ -3,11 +3,11 @@
 //! relocations), the ELF function table and the `.BTF`/`.BTF.base` lookup.
 //! Errors are fine, panics are not; and where the file both loads and takes
 //! a new `.BTF` (the in-place rewrite), that `.BTF` reads back unchanged.
-//! The body is `btfkit::elf::fuzz::check_open`.
+//! The body is `btfkit::testing::elf_open::check_open`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    btfkit::elf::fuzz::check_open(data);
+    btfkit::testing::elf_open::check_open(data);
 });

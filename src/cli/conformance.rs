@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use btfkit::btf::{self, dump};
-use btfkit::corpus::{Corpus, Row, read_manifest};
+use btfkit::testing::corpus::{Corpus, Row, read_manifest};
 
 use super::{EXIT_NO, EXIT_OK};
 
@@ -265,7 +265,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             cache.dir = d.clone();
             "--corpus"
         }
-        None => btfkit::corpus::corpus_dir_and_source().1,
+        None => btfkit::testing::corpus::corpus_dir_and_source().1,
     };
     if !cache.exists() {
         anyhow::bail!(

@@ -175,7 +175,7 @@ use timer::Timer;
 
 pub use base_index::BaseIndex;
 pub use incremental::Incremental;
-pub use signature::signature_hashes;
+pub(crate) use signature::signature_hashes;
 
 /// What happens to the string section.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -514,8 +514,7 @@ pub fn dedup(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
 /// [`dedup`] with the reference pass looking reference types up in the
 /// candidate table as libbpf does, not in its own index ([`refindex`]):
 /// the same result, which tests and fuzzing check.
-#[doc(hidden)]
-pub fn dedup_through_table(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
+pub(crate) fn dedup_through_table(btf: &Btf, opts: &Options) -> Result<Btf, DedupError> {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {

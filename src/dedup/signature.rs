@@ -139,8 +139,7 @@ pub(super) fn prep_hash(w: &[u32], id: TypeId) -> Result<Option<u64>, DedupError
 /// libbpf's signature hash of every own type, the value each pass looks its
 /// candidates up by (for the `hot` micro-benchmark; dedup computes them as
 /// it goes). Kinds dedup never hashes (VAR, DATASEC, unknown) give 0.
-#[doc(hidden)]
-pub fn signature_hashes(btf: &Btf) -> Vec<u64> {
+pub(crate) fn signature_hashes(btf: &Btf) -> Vec<u64> {
     let (w, offs) = (btf.raw_words(), btf.type_offsets());
     offs.iter()
         // the prep pass's hash: the same per-kind choice every pass makes

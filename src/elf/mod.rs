@@ -11,7 +11,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub mod fuzz;
 pub mod write;
 
 use memmap2::Mmap;

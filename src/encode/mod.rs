@@ -11,7 +11,6 @@
 //! sees CUs in `.debug_info` order, so the bytes never depend on `-j`.
 
 pub mod features;
-pub mod fuzz_input;
 pub use local::function_flags;
 mod collapse;
 pub mod lang;

@@ -1,11 +1,11 @@
 //! Shared helpers for integration tests: corpus files by their decompressed
-//! names, through the library's corpus cache (`btfkit::corpus::cache_dir()`, `files/`).
+//! names, through the library's corpus cache (`btfkit::testing::corpus::cache_dir()`, `files/`).
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
-pub use btfkit::corpus::corpus_dir;
+pub use btfkit::testing::corpus::corpus_dir;
 
 /// Whether the conformance corpus is here. A test that needs it starts with
 /// [`needs_corpus!`]: without the corpus it is skipped, and the first skip
@@ -84,7 +84,7 @@ pub fn corpus_file(rel: &str) -> PathBuf {
              a test that needs it starts with needs_corpus!()"
         );
     }
-    btfkit::corpus::Corpus::open_default()
+    btfkit::testing::corpus::Corpus::open_default()
         .file(rel)
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -140,7 +140,7 @@ pub fn crate_dir() -> PathBuf {
 }
 
 pub fn cache_dir() -> PathBuf {
-    btfkit::corpus::cache_dir()
+    btfkit::testing::corpus::cache_dir()
 }
 
 pub fn btfkit() -> std::process::Command {

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use btfkit::btf::{Btf, KERNEL_MAX_BTF_SIZE};
-use btfkit::corpus::Corpus;
+use btfkit::testing::corpus::Corpus;
 use btfkit::verify::{self, Verdict};
 
 fn rejects(c: &Corpus) -> HashMap<String, String> {

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use super::debug::ElfInfo;
-use super::functab::FuncTable;
-use super::{load_btf_bytes, section_data, write::set_sections};
+use crate::elf::debug::ElfInfo;
+use crate::elf::functab::FuncTable;
+use crate::elf::{load_btf_bytes, section_data, write::set_sections};
 
 /// A one-type BTF (`int`, 4 bytes, signed), little-endian.
 const SMALL_BTF: &[u8] = &[

@@ -12,11 +12,11 @@
 
 use std::path::Path;
 
-use super::{Options, encode_elf, features::FEATURE_NAMES};
 use crate::btf::{self, Endian};
 use crate::elf::debug::{DebugSections, LOADED, SectionBytes};
 use crate::elf::debug::{ElfInfo, SHT_PROGBITS, SectionInfo};
 use crate::elf::functab::{FuncTable, func_key};
+use crate::encode::{Options, encode_elf, features::FEATURE_NAMES};
 
 /// Sections of the header: the debug sections in `elf::debug::LOADED`
 /// order, then the symbol names.
@@ -135,7 +135,7 @@ pub fn check(data: &[u8]) {
         ..Options::default()
     };
     if input.flags & NEXT != 0 {
-        opts.reference = super::Reference::Next;
+        opts.reference = crate::encode::Reference::Next;
     }
     if input.flags & ALL_FEATURES != 0 {
         opts.features.apply_list(&FEATURE_NAMES.join(","));
