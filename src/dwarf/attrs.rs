@@ -5,6 +5,7 @@ use gimli::{AttributeValue, EndianSlice, RunTimeEndian, Section, UnitOffset, con
 use nonmax::NonMaxU64;
 
 use super::dies::{self, Dies, Field, ReadError, Value};
+use super::ids::DieOffset;
 use super::{DecodeError, DecodeErrorKind, Decoder, InfoSpace, R, Refs};
 
 /// Attributes of one DIE, the ones any handler needs, in compact form (this
@@ -141,7 +142,7 @@ impl<'a> Decoder<'a, '_> {
         abbrev: dies::Abbrev,
         a: &mut Attrs<'a>,
         cu_off: u64,
-        die: u64,
+        die: DieOffset,
         refs: Refs,
         base: u64,
     ) -> Result<(), DecodeError> {

@@ -3,14 +3,14 @@
 
 use gimli::{DwTag, constants as dw};
 
-use super::ids::{BitsId, CoreId, IdxRange, UnitOff};
+use super::ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff};
 
 /// One placed type (core id = index + 1).
 #[derive(Clone, Debug)]
 pub struct Slot<'a> {
     pub tag: DwTag,
     /// Section offset of the DIE (for messages).
-    pub die: u64,
+    pub die: DieOffset,
     /// Unit offset of the DIE (for reference resolution).
     pub uoff: UnitOff,
     pub name: &'a [u8],
@@ -35,7 +35,7 @@ pub struct Member<'a> {
     pub ty: Option<UnitOff>,
     /// Its bitfield attributes, if it has any (see [`Cu::bits`]).
     pub bits: Option<BitsId>,
-    pub die: u64,
+    pub die: DieOffset,
     /// DW_AT_data_member_location in bytes (`None` if absent).
     pub loc: Option<u64>,
 }
@@ -91,7 +91,7 @@ pub struct FParam<'a> {
 #[derive(Clone, Debug)]
 pub struct Func<'a> {
     pub uoff: UnitOff,
-    pub die: u64,
+    pub die: DieOffset,
     pub name: &'a [u8],
     pub ty: Option<UnitOff>,
     pub has_type: bool,
@@ -114,7 +114,7 @@ pub struct Func<'a> {
 #[derive(Clone, Debug)]
 pub struct Var<'a> {
     pub uoff: UnitOff,
-    pub die: u64,
+    pub die: DieOffset,
     pub name: &'a [u8],
     pub ty: Option<UnitOff>,
     pub spec: Option<UnitOff>,

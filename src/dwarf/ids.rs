@@ -8,6 +8,29 @@ use std::marker::PhantomData;
 use std::num::NonZeroU32;
 use std::ops::{Index, Range};
 
+/// A DIE's offset in `.debug_info`, where messages point (a supplementary
+/// file's DIEs are placed after the file's own, as in [`super::InfoSpace`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct DieOffset(u64);
+
+impl DieOffset {
+    #[inline]
+    pub const fn new(off: u64) -> DieOffset {
+        DieOffset(off)
+    }
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::LowerHex for DieOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
 /// A DIE's offset as references name it: in its unit, or in `.debug_info`
 /// for the parts of a merged unit. Offsets stop short of 4 GiB (the decoder
 /// refuses larger sections), which frees `u32::MAX` for `None`.

@@ -23,7 +23,7 @@ mod units;
 mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
-pub use ids::{BitsId, CoreId, IdxRange, UnitOff, local_id};
+pub use ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff, local_id};
 pub use imports::{Imports, declares_imported_units, has_gcc_lto_unit};
 pub use units::{HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers, unit_headers_passing};
 
@@ -43,7 +43,7 @@ pub const DW_AT_GNU_ANNOTATION: gimli::DwAt = gimli::DwAt(0x2139);
 #[derive(Debug, Clone)]
 pub struct DecodeError {
     pub cu: u64,
-    pub die: Option<u64>,
+    pub die: Option<DieOffset>,
     pub msg: String,
     pub kind: DecodeErrorKind,
 }
@@ -176,7 +176,7 @@ impl TypeUnits {
 }
 
 impl<'a, 'd> Decoder<'a, 'd> {
-    fn err(&self, cu: u64, die: Option<u64>, msg: impl Into<String>) -> DecodeError {
+    fn err(&self, cu: u64, die: Option<DieOffset>, msg: impl Into<String>) -> DecodeError {
         DecodeError {
             cu,
             die,

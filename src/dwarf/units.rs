@@ -186,7 +186,8 @@ pub(super) fn any_table_declares(
 /// decoded: the DIE's own unit is read without the units before it, whose
 /// bytes may already be given back; a DIE outside it (a later part of a
 /// merged unit) is looked for from the first unit on.
-pub fn die_context(d: &Dwarf<'_>, cu: u64, die: u64) -> Option<String> {
+pub fn die_context(d: &Dwarf<'_>, cu: u64, die: super::DieOffset) -> Option<String> {
+    let die = die.get();
     use gimli::AttributeValue as V;
     let holds = |h: &gimli::UnitHeader<R<'_>>| {
         let start = h.offset().0 as u64;

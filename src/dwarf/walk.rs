@@ -10,7 +10,7 @@ use gimli::{AttributeValue, DwTag, Section, constants as dw};
 
 use super::attrs::{Attrs, DieRef, udata};
 use super::dies::{self, Dies};
-use super::ids::{IdxRange, UnitOff};
+use super::ids::{DieOffset, IdxRange, UnitOff};
 use super::{
     Annot, Cu, DW_AT_GNU_ANNOTATION, DW_TAG_GNU_ANNOTATION, DW_TAG_LLVM_ANNOTATION, DecodeError, DecodeErrorKind,
     Decoder, Enumerator, FParam, Func, Member, MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
@@ -29,8 +29,8 @@ struct At {
 impl At {
     /// Its `.debug_info` offset (for messages and `--stats`), given the unit's.
     #[inline(always)]
-    fn die(self, unit: u64) -> u64 {
-        unit + self.off
+    fn die(self, unit: u64) -> DieOffset {
+        DieOffset::new(unit + self.off)
     }
 
     /// Its offset as references name it, given what they are relative to
@@ -189,7 +189,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                 break;
             }
             let abbrev = self.entries.entry().map_err(|e| {
-                let die = self.cu.offset + off;
+                let die = DieOffset::new(self.cu.offset + off);
                 self.dec.err(self.cu.offset, Some(die), format!("cannot read DIE: {e}"))
             })?;
             if abbrev.is_null() {
@@ -777,14 +777,14 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
         for (k, &GnuAnnotation { value, uoff, .. }) in chain[..n].iter().enumerate() {
             // A tag is placed under its DIE's offset: a chain two pointers
             // share would give two types one offset.
+            let die = DieOffset::new(self.cu.offset + u64::from(uoff.get()) - self.base);
             if !self.gnu_tags_placed.insert(uoff) {
                 return Err(self.dec.err(
                     self.cu.offset,
-                    Some(self.cu.offset + u64::from(uoff.get())),
+                    Some(die),
                     "a DW_TAG_GNU_annotation type tag shared by two pointers is not supported".to_string(),
                 ));
             }
-            let die = self.cu.offset + u64::from(uoff.get()) - self.base;
             let to = chain[..n].get(k + 1).map(|a| a.uoff).or(pointee);
             self.cu.place(type_tag(die, uoff, value, to));
         }
@@ -927,7 +927,7 @@ struct Frame<'a> {
 
 /// A `btf_type_tag` as the slot of its annotation DIE (at `die`, `uoff`),
 /// whose text is `value`, naming the type at `to`.
-fn type_tag(die: u64, uoff: UnitOff, value: &[u8], to: Option<UnitOff>) -> Slot<'_> {
+fn type_tag(die: DieOffset, uoff: UnitOff, value: &[u8], to: Option<UnitOff>) -> Slot<'_> {
     Slot {
         tag: DW_TAG_LLVM_ANNOTATION,
         die,

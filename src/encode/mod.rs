@@ -88,7 +88,7 @@ pub enum Problem {
     TypeLoop {
         tag: gimli::DwTag,
         what: String,
-        die: u64,
+        die: dwarf::DieOffset,
         cu: u64,
     },
     /// A construct BTF cannot express, or one the reference rejects, with
@@ -96,7 +96,7 @@ pub enum Problem {
     #[error("{what} at DIE {die:#x} (CU {cu:#x}){}", context.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
     Unsupported {
         what: String,
-        die: u64,
+        die: dwarf::DieOffset,
         cu: u64,
         context: Option<String>,
     },
@@ -104,7 +104,7 @@ pub enum Problem {
     #[error("DW_TAG_variable `{name}` at DIE {die:#x} (CU {cu:#x}){problem}")]
     Variable {
         name: String,
-        die: u64,
+        die: dwarf::DieOffset,
         cu: u64,
         problem: VarProblem,
     },

@@ -77,7 +77,7 @@ impl<'a> Enc<'_, '_, 'a> {
         members: &[crate::dwarf::Member<'a>],
         order: Option<&[u32]>,
         union: bool,
-        die: u64,
+        die: crate::dwarf::DieOffset,
     ) -> EncodeError {
         let placed: smallvec::SmallVec<[(u32, u32, bool); 32]> =
             members.iter().map(|m| self.member_bit_offset(m)).collect();

@@ -96,7 +96,7 @@ struct Enc<'c, 'e, 'a> {
 }
 
 impl<'a> Enc<'_, '_, 'a> {
-    fn unsupported(&self, die: u64, msg: String) -> EncodeError {
+    fn unsupported(&self, die: crate::dwarf::DieOffset, msg: String) -> EncodeError {
         // The source place, read again from the DWARF on this error path.
         let elf = self.ctx.elf;
         let endian = match elf.endian {
@@ -114,7 +114,7 @@ impl<'a> Enc<'_, '_, 'a> {
             },
         )
     }
-    fn bad_var(&self, name: &[u8], die: u64, problem: crate::encode::VarProblem) -> EncodeError {
+    fn bad_var(&self, name: &[u8], die: crate::dwarf::DieOffset, problem: crate::encode::VarProblem) -> EncodeError {
         EncodeError::at(
             self.ctx.path,
             Problem::Variable {

@@ -64,7 +64,7 @@ fn off(o: u32) -> Option<UnitOff> {
 fn slot(tag: gimli::DwTag, uoff: u32, name: &'static [u8], ty: u32, size: u64) -> Slot<'static> {
     Slot {
         tag,
-        die: uoff as u64,
+        die: crate::dwarf::DieOffset::new(uoff as u64),
         uoff: UnitOff::new(uoff).unwrap(),
         name,
         spec: None,
@@ -166,7 +166,7 @@ fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
             name,
             ty: off(0x10),
             bits,
-            die: 0,
+            die: crate::dwarf::DieOffset::new(0),
             loc: Some(loc),
         }
     };
@@ -204,7 +204,7 @@ fn offsets_struct(tag: gimli::DwTag, locs: &[u64], bitfield: bool) -> Result<CuO
             name: names[i],
             ty: off(0x10),
             bits,
-            die: 0,
+            die: crate::dwarf::DieOffset::new(0),
             loc: Some(loc),
         });
     }
@@ -225,7 +225,7 @@ fn rust_members_are_placed_in_offset_order() {
             name,
             ty: off(0x10),
             bits: None,
-            die: 0,
+            die: crate::dwarf::DieOffset::new(0),
             loc: Some(loc),
         });
     }
@@ -286,7 +286,7 @@ fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<
         name: b"m",
         ty: off(member_ty),
         bits: None,
-        die: 0x21,
+        die: crate::dwarf::DieOffset::new(0x21),
         loc: Some(0),
     }];
     add(&mut c, st);
@@ -444,7 +444,7 @@ fn empty_decl_tag_value_drops_the_rest_of_the_cu() {
 fn func(uoff: u32, name: &'static [u8], params: usize, nparams: usize) -> crate::dwarf::Func<'static> {
     crate::dwarf::Func {
         uoff: UnitOff::new(uoff).unwrap(),
-        die: uoff as u64,
+        die: crate::dwarf::DieOffset::new(uoff as u64),
         name,
         ty: None,
         has_type: false,
