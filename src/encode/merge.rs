@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::collapse::Collapse;
 use super::features::Features;
+use super::local::LocalTypeId;
 use super::{CuOut, MAX_STR_OFFSET, MAX_TYPES, Summary, local, strcache};
 use crate::btf::{self, Btf, Kind, RawRecord, TypeId, kind, make_info};
 use crate::dwarf;
@@ -39,11 +40,6 @@ pub enum MergeError {
     DatasecCountWraps { section: String, vars: usize },
 }
 
-/// A CU's own type id, as its records hold it before the merge: 1, 2, …
-/// in the CU's placing order, 0 for void.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LocalId(u32);
-
 /// What a CU's local ids are shifted by in the run's BTF: the number of
 /// types before the CU. [`IdShift::apply`] is the one place where a local
 /// id becomes a run-wide one.
@@ -57,8 +53,8 @@ impl IdShift {
     /// ids a nested DW_TAG_unspecified_type shifted may point one past its
     /// last type, which [`Merger::check_refs_in_range`] refuses afterwards.
     #[inline(always)]
-    fn apply(self, local: LocalId) -> TypeId {
-        match local.0 {
+    fn apply(self, local: LocalTypeId) -> TypeId {
+        match local.get() {
             0 => TypeId::VOID,
             l => TypeId::new(l.wrapping_add(self.types_before)),
         }
@@ -67,7 +63,7 @@ impl IdShift {
     /// [`IdShift::apply`] on a type-id word of a record, in place.
     #[inline(always)]
     fn word(self, w: &mut u32) {
-        *w = self.apply(LocalId(*w)).get();
+        *w = self.apply(LocalTypeId::from_word(*w)).get();
     }
 }
 
@@ -277,10 +273,10 @@ impl Merger {
         if self.index.is_none()
             && let Some(k) = out.int_core
         {
-            self.index = Some(shift.apply(LocalId(k)));
+            self.index = Some(shift.apply(k));
         }
         // else the `int` synthesized after the CU's types, if it has arrays
-        let synthesized = shift.apply(LocalId(out.nslots));
+        let synthesized = shift.apply(LocalTypeId::from_word(out.nslots));
         let index = self.index.unwrap_or(synthesized);
         self.map.clear();
         self.map.resize(out.strs.len() + 1, 0);
@@ -335,13 +331,14 @@ impl Merger {
         }
         let (map, ids) = (&self.map, &self.ids);
         // the saved function states hold the CU's local ids
-        let ty = |t: TypeId| match t.get() {
-            0 => t,
+        let ty = |t: LocalTypeId| match t.get() {
+            0 => TypeId::VOID,
             x if collapsing => TypeId::new(ids[x as usize]),
-            x => shift.apply(LocalId(x)),
+            _ => shift.apply(t),
         };
-        self.funcs
-            .extend_relocated(&out.funcs, ty, |s| btf::StrOff::new(map[s.get() as usize]));
+        self.funcs.extend_relocated(&out.funcs, ty, |s: local::LocalStr| {
+            btf::StrOff::new(map[s.get() as usize])
+        });
         self.summary.func_states = self.funcs.len();
         Ok(())
     }
@@ -379,7 +376,7 @@ impl Merger {
             let words = self.btf.raw_words();
             for i in 0..out.n_types {
                 let start = base + out.offs[i] as usize;
-                let id = shift.apply(LocalId(i as u32 + 1)).get();
+                let id = shift.apply(LocalTypeId::from_word(i as u32 + 1)).get();
                 c.push(id, pairable.then_some(start as u32));
                 if pairable {
                     let len = words[start..start + 2].rec_len();
@@ -609,6 +606,7 @@ mod tests {
 
     /// A CU of records (names are local string ids, refs core ids).
     fn cu(records: Vec<Vec<u32>>, strs: Vec<&'static [u8]>, int_core: Option<u32>, nslots: u32) -> CuOut<'static> {
+        let int_core = int_core.map(LocalTypeId::from_word);
         let mut words = Vec::new();
         let mut offs = Vec::new();
         let mut has_arrays = false;

@@ -75,18 +75,25 @@ pub mod flags {
 
 /// One parameter of a saved state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Param {
-    pub name: StrOff,
-    pub ty: TypeId,
+pub struct Param<T = TypeId, S = StrOff> {
+    pub name: S,
+    pub ty: T,
 }
 
 /// One function annotation (`btf_decl_tag`) of a saved state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Annot {
-    pub value: StrOff,
+pub struct Annot<S = StrOff> {
+    pub value: S,
     /// −1 for the function, k for its k-th parameter.
     pub component: i32,
 }
+
+/// What a saved state's type ids (`T`) and string offsets (`S`) may be:
+/// the run's (`TypeId`, `StrOff`, the defaults), or a unit's own before the
+/// merge relocates them ([`FuncStates::extend_relocated`]). The default
+/// value is void, or the empty string.
+pub trait Slot: Copy + Default + PartialEq {}
+impl<X: Copy + Default + PartialEq> Slot for X {}
 
 /// Saved function states, struct-of-arrays: per state the ELF table entry,
 /// the return type, the flags and where its parameters and annotations start
@@ -99,18 +106,33 @@ pub struct Annot {
 /// [`push_param`]: FuncStates::push_param
 /// [`push_varargs`]: FuncStates::push_varargs
 /// [`push_annot`]: FuncStates::push_annot
-#[derive(Clone, Debug, Default)]
-pub struct FuncStates {
+#[derive(Clone, Debug)]
+pub struct FuncStates<T = TypeId, S = StrOff> {
     entry: Vec<u32>,
-    ret: Vec<TypeId>,
+    ret: Vec<T>,
     flags: Vec<u8>,
     /// The function's DW_AT_low_pc; 0 without one, as the reference keeps
     /// it (and compares it with the ELF symbols' addresses so).
     low_pc: Vec<u64>,
     param_start: Vec<u32>,
     annot_start: Vec<u32>,
-    params: Vec<Param>,
-    annots: Vec<Annot>,
+    params: Vec<Param<T, S>>,
+    annots: Vec<Annot<S>>,
+}
+
+impl<T, S> Default for FuncStates<T, S> {
+    fn default() -> Self {
+        FuncStates {
+            entry: Vec::new(),
+            ret: Vec::new(),
+            flags: Vec::new(),
+            low_pc: Vec::new(),
+            param_start: Vec::new(),
+            annot_start: Vec::new(),
+            params: Vec::new(),
+            annots: Vec::new(),
+        }
+    }
 }
 
 /// A state in a [`FuncStates`] (its index in every column).
@@ -134,7 +156,15 @@ impl FuncStates {
         FuncStates::default()
     }
 
-    pub fn with_capacity(states: usize, params: usize) -> FuncStates {
+    /// Appends every state of `other` after ours (CU order: call this with the
+    /// CUs' arenas in `.debug_info` order).
+    pub fn extend(&mut self, other: &FuncStates) {
+        self.extend_relocated(other, |t| t, |s| s);
+    }
+}
+
+impl<T: Slot, S: Slot> FuncStates<T, S> {
+    pub fn with_capacity(states: usize, params: usize) -> FuncStates<T, S> {
         FuncStates {
             entry: Vec::with_capacity(states),
             ret: Vec::with_capacity(states),
@@ -150,7 +180,7 @@ impl FuncStates {
     /// Starts a state for ELF table entry `entry` with return type `ret`
     /// (0 = void), the recording-time flags (see [`flags`]) and the
     /// function's DW_AT_low_pc.
-    pub fn push(&mut self, entry: u32, ret: TypeId, flags: u8, low_pc: Option<u64>) -> StateId {
+    pub fn push(&mut self, entry: u32, ret: T, flags: u8, low_pc: Option<u64>) -> StateId {
         let id = StateId::new(self.entry.len() as u32);
         self.entry.push(entry);
         self.ret.push(ret);
@@ -162,18 +192,18 @@ impl FuncStates {
     }
 
     /// Adds a parameter to the last state (its name already interned).
-    pub fn push_param(&mut self, name: StrOff, ty: TypeId) {
+    pub fn push_param(&mut self, name: S, ty: T) {
         debug_assert!(!self.entry.is_empty(), "push_param before push");
         self.params.push(Param { name, ty });
     }
 
     /// Adds the varargs slot (no name, type void) to the last state.
     pub fn push_varargs(&mut self) {
-        self.push_param(StrOff::EMPTY, TypeId::VOID);
+        self.push_param(S::default(), T::default());
     }
 
     /// Adds an annotation to the last state (its value already interned).
-    pub fn push_annot(&mut self, value: StrOff, component: i32) {
+    pub fn push_annot(&mut self, value: S, component: i32) {
         debug_assert!(!self.entry.is_empty(), "push_annot before push");
         self.annots.push(Annot { value, component });
     }
@@ -200,7 +230,7 @@ impl FuncStates {
         self.entry[s.index()]
     }
 
-    pub fn ret(&self, s: StateId) -> TypeId {
+    pub fn ret(&self, s: StateId) -> T {
         self.ret[s.index()]
     }
 
@@ -213,34 +243,28 @@ impl FuncStates {
         self.low_pc[s.index()]
     }
 
-    pub fn params(&self, s: StateId) -> &[Param] {
+    pub fn params(&self, s: StateId) -> &[Param<T, S>] {
         let i = s.index();
         let start = self.param_start[i] as usize;
         let end = self.param_start.get(i + 1).map_or(self.params.len(), |&e| e as usize);
         &self.params[start..end]
     }
 
-    pub fn annots(&self, s: StateId) -> &[Annot] {
+    pub fn annots(&self, s: StateId) -> &[Annot<S>] {
         let i = s.index();
         let start = self.annot_start[i] as usize;
         let end = self.annot_start.get(i + 1).map_or(self.annots.len(), |&e| e as usize);
         &self.annots[start..end]
     }
 
-    /// Appends every state of `other` after ours (CU order: call this with the
-    /// CUs' arenas in `.debug_info` order).
-    pub fn extend(&mut self, other: &FuncStates) {
-        self.extend_relocated(other, |t| t, |s| s);
-    }
-
-    /// Appends `other`, recorded with CU-local ids, after ours: type ids go
-    /// through `ty` (CU-local → run-wide), non-empty string offsets through
-    /// `map_str` (CU-local string → run-wide offset).
-    pub fn extend_relocated(
+    /// Appends `other`, recorded with a unit's own ids, after ours: type
+    /// ids go through `ty` (the unit's → ours), non-empty strings through
+    /// `map_str`.
+    pub fn extend_relocated<U: Slot, V: Slot>(
         &mut self,
-        other: &FuncStates,
-        ty: impl Fn(TypeId) -> TypeId,
-        mut map_str: impl FnMut(StrOff) -> StrOff,
+        other: &FuncStates<U, V>,
+        ty: impl Fn(U) -> T,
+        mut map_str: impl FnMut(V) -> S,
     ) {
         let p0 = self.params.len() as u32;
         let a0 = self.annots.len() as u32;
@@ -251,16 +275,16 @@ impl FuncStates {
         self.param_start.extend(other.param_start.iter().map(|&s| s + p0));
         self.annot_start.extend(other.annot_start.iter().map(|&s| s + a0));
         self.params.extend(other.params.iter().map(|p| Param {
-            name: if p.name == StrOff::EMPTY {
-                p.name
+            name: if p.name == V::default() {
+                S::default()
             } else {
                 map_str(p.name)
             },
             ty: ty(p.ty),
         }));
         self.annots.extend(other.annots.iter().map(|a| Annot {
-            value: if a.value == StrOff::EMPTY {
-                a.value
+            value: if a.value == V::default() {
+                S::default()
             } else {
                 map_str(a.value)
             },
@@ -281,12 +305,12 @@ impl FuncStates {
     }
 
     /// Overrides the type of parameter `i` of state `s` (arena tags).
-    pub(crate) fn set_param_type(&mut self, s: StateId, i: usize, ty: TypeId) {
+    pub(crate) fn set_param_type(&mut self, s: StateId, i: usize, ty: T) {
         let start = self.param_start[s.index()] as usize;
         self.params[start + i].ty = ty;
     }
 
-    pub(crate) fn set_ret(&mut self, s: StateId, ty: TypeId) {
+    pub(crate) fn set_ret(&mut self, s: StateId, ty: T) {
         self.ret[s.index()] = ty;
     }
 

@@ -2,9 +2,8 @@
 
 use super::funcflags::Saved;
 use super::out::Out;
-use super::{Ctx, Enc, funcflags, name_empty};
-use crate::btf;
-use crate::dwarf::{Cu, UnitOff, local_id, nm};
+use super::{Ctx, Enc, LocalStr, LocalTypeId, funcflags, name_empty};
+use crate::dwarf::{Cu, UnitOff, nm};
 
 /// The reference's per-CU function recording: which subprograms are saved
 /// and, as they are, their parameter names and annotation values interned.
@@ -75,8 +74,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
             func(fun.origin).and_then(|f| f.ty)
         };
         let fl = flags.flags(index, fun, func(fun.origin), &params);
-        o.o.funcs
-            .push(entry, btf::TypeId::new(local_id(cu.core(ret_off))), fl, fun.low_pc);
+        o.o.funcs.push(entry, LocalTypeId::of(cu.core(ret_off)), fl, fun.low_pc);
         for (k, &(pn, ty)) in params.iter().enumerate() {
             let (pn, ty) = match flags.saved(k) {
                 Saved::As => (pn, ty),
@@ -87,8 +85,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
                 }
             };
             let n = o.s(pn);
-            o.o.funcs
-                .push_param(btf::StrOff::new(n), btf::TypeId::new(local_id(cu.core(ty))));
+            o.o.funcs.push_param(LocalStr::new(n), LocalTypeId::of(cu.core(ty)));
         }
         if fun.varargs {
             o.o.funcs.push_varargs();
@@ -96,7 +93,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
         if ctx.features.decl_tag {
             for a in &cu.annots[fun.annots] {
                 let n = o.s(a.value);
-                o.o.funcs.push_annot(btf::StrOff::new(n), a.component);
+                o.o.funcs.push_annot(LocalStr::new(n), a.component);
             }
         }
     }

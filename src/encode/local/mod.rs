@@ -56,6 +56,45 @@ pub struct VarOut {
     pub size: u32,
 }
 
+/// A CU's own type id, as its records and saved function states hold it
+/// before the merge makes it the run's ([`super::merge`]): its core id (1,
+/// 2, … in placing order), 0 for void.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalTypeId(u32);
+
+impl LocalTypeId {
+    /// The local id of a placed type, or of void.
+    #[inline]
+    pub(crate) fn of(core: Option<CoreId>) -> LocalTypeId {
+        LocalTypeId(crate::dwarf::local_id(core))
+    }
+    /// The local id a record's type word holds.
+    #[inline(always)]
+    pub(crate) fn from_word(w: u32) -> LocalTypeId {
+        LocalTypeId(w)
+    }
+    #[inline(always)]
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// A CU's own string: its position + 1 in the CU's string list
+/// ([`CuOut::strs`]), 0 for the empty string.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalStr(u32);
+
+impl LocalStr {
+    #[inline]
+    pub(crate) fn new(n: u32) -> LocalStr {
+        LocalStr(n)
+    }
+    #[inline]
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
 /// One CU's records, ready for the in-order merge.
 pub struct CuOut<'a> {
     pub words: Vec<u32>,
@@ -74,7 +113,7 @@ pub struct CuOut<'a> {
     pub strs_known: Vec<Option<std::num::NonZeroU32>>,
     /// Local strings first used by the type records.
     pub strs_in_types: u32,
-    pub int_core: Option<u32>,
+    pub int_core: Option<LocalTypeId>,
     /// Slots including slot 0.
     pub nslots: u32,
     /// A nested DW_TAG_unspecified_type holds a core id but emits nothing,
@@ -83,8 +122,8 @@ pub struct CuOut<'a> {
     /// Section offset of the CU (for messages).
     pub cu_offset: u64,
     pub vars: Vec<VarOut>,
-    /// Saved function states with CU-local ids (core ids, local string indices).
-    pub funcs: FuncStates,
+    /// Saved function states, with the CU's own type ids and strings.
+    pub funcs: FuncStates<LocalTypeId, LocalStr>,
     /// Per local type id (0 = void), its hash for the merge's collapse of
     /// exact copies, when [`Ctx::collapse`]; else empty.
     pub type_hashes: Vec<Option<u64>>,
@@ -194,7 +233,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     for (i, s) in cu.slots.iter().enumerate() {
         let core = CoreId::at(i).get();
         if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
-            o.o.int_core = Some(core);
+            o.o.int_core = Some(LocalTypeId(core));
         }
         let before = o.o.offs.len();
         enc.encode_slot(&mut o, s)?;

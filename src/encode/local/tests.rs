@@ -118,7 +118,7 @@ fn base_types_int_float_and_sanitized() {
     int(&mut c, 0x30, b"()", 0, 7);
     int(&mut c, 0x40, b"_Bool", 1, ATE_BOOLEAN);
     let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
-    assert_eq!(out.int_core, Some(1));
+    assert_eq!(out.int_core, Some(LocalTypeId::from_word(1)));
     assert_eq!(
         record(&out, 0),
         vec![1, make_info(Kind::Int, false, 0), 4, (btf::INT_SIGNED << 24) | 32]
@@ -514,8 +514,8 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
     // Both intern the parameter name once; nothing else is interned.
     assert_eq!(out.strs, vec![&b"abs_a"[..]]);
     let p = crate::funcs::Param {
-        name: btf::StrOff::new(1),
-        ty: btf::TypeId::new(0),
+        name: LocalStr::new(1),
+        ty: LocalTypeId::from_word(0),
     };
     assert_eq!(
         (out.funcs.params(StateId::new(0)), out.funcs.params(StateId::new(1))),
