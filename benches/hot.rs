@@ -46,18 +46,18 @@ fn dwarf_decode(c: &mut Criterion) {
     let path = input("kernel/modules/btrfs.ko", SAMPLE_ELF);
     let data = std::fs::read(&path).unwrap();
     let elf = ElfInfo::load(&path, &data).unwrap();
-    let endian = match elf.endian {
+    let endian = match elf.endian() {
         btfkit::btf::Endian::Little => gimli::RunTimeEndian::Little,
         btfkit::btf::Endian::Big => gimli::RunTimeEndian::Big,
     };
-    let dw = dwarf::dwarf(&elf.debug, endian);
+    let dw = dwarf::dwarf(elf.debug(), endian);
     let headers = dwarf::unit_headers(&dw).unwrap();
     let decoder = Decoder {
         dwarf: &dw,
         opts: DecodeOpts {
             type_tag: true,
             decl_tag: true,
-            regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine),
+            regs: btfkit::dwarf::loc::RegParams::for_machine(elf.machine()),
             addrx_plus_offset: false,
             param_locations: false,
             gnu_annotations: false,
@@ -69,13 +69,13 @@ fn dwarf_decode(c: &mut Criterion) {
     };
     let keep = |_: u16, _: &[u8]| true;
     let mut g = c.benchmark_group("dwarf_decode");
-    g.throughput(Throughput::Bytes(elf.debug.info.len() as u64));
+    g.throughput(Throughput::Bytes(elf.debug().info.len() as u64));
     g.bench_function(label(&path), |b| {
         b.iter(|| {
             let mut n = 0usize;
             for h in &headers {
                 if let Some(cu) = decoder.decode(*h, &keep).unwrap() {
-                    n += cu.slots.len();
+                    n += cu.slots().len();
                 }
             }
             n

@@ -23,24 +23,24 @@ fn main() {
         let path = Path::new(f);
         let Ok(data) = std::fs::read(path) else { continue };
         let Ok(elf) = ElfInfo::load(path, &data) else { continue };
-        let endian = match elf.endian {
+        let endian = match elf.endian() {
             Endian::Little => gimli::RunTimeEndian::Little,
             Endian::Big => gimli::RunTimeEndian::Big,
         };
-        let dw = dwarf::dwarf(&elf.debug, endian);
+        let dw = dwarf::dwarf(elf.debug(), endian);
         let Ok(headers) = dwarf::unit_headers(&dw) else {
             continue;
         };
-        let mut syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();
-        syms.extend(elf.objects.iter().map(|o| o.0));
+        let mut syms: Vec<&[u8]> = elf.funcs().syms.iter().map(|s| s.0).collect();
+        syms.extend(elf.objects().iter().map(|o| o.0));
         let mut flags = 0;
-        if elf.endian == Endian::Big {
+        if elf.endian() == Endian::Big {
             flags |= fuzz_input::BIG_ENDIAN;
         }
-        if elf.machine == 183 {
+        if elf.machine() == 183 {
             flags |= fuzz_input::AARCH64;
         }
-        let d = &elf.debug;
+        let d = elf.debug();
         for (i, h) in headers.iter().enumerate() {
             let (start, len) = (h.offset().0, h.length_including_self());
             let b = |s: &SectionBytes<'_>| SectionBytes::Owned(s.to_vec());

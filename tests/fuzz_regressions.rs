@@ -70,13 +70,13 @@ fn dwarf_cu_input_encodes_like_its_fixture() {
         let path = Path::new(name);
         let data = common::read_corpus(&format!("fixtures/bin/{name}"));
         let elf = ElfInfo::load(path, &data).unwrap();
-        let syms: Vec<&[u8]> = elf.funcs.syms.iter().map(|s| s.0).collect();
-        let flags = if elf.endian == btfkit::btf::Endian::Big {
+        let syms: Vec<&[u8]> = elf.funcs().syms.iter().map(|s| s.0).collect();
+        let flags = if elf.endian() == btfkit::btf::Endian::Big {
             fuzz_input::BIG_ENDIAN
         } else {
             0
         };
-        let bytes = fuzz_input::build(flags, &elf.debug, &syms);
+        let bytes = fuzz_input::build(flags, elf.debug(), &syms);
         let input = fuzz_input::parse(&bytes).unwrap();
         let synthetic = input.elf_info();
         let want = encode_elf(path, &elf, &data, None, &opts).unwrap();

@@ -513,7 +513,7 @@ fn a_modules_relocated_dwarf_given_back_chunk_by_chunk_gives_the_same_bytes() {
     let input = btfkit::elf::Input::open(&path).unwrap();
     assert!(input.mapping().is_some(), "the corpus file is mapped");
     let whole = ElfInfo::load_input_releasing_from(&input, usize::MAX).unwrap();
-    assert!(matches!(whole.debug.info, SectionBytes::Owned(_)));
+    assert!(matches!(whole.debug().info, SectionBytes::Owned(_)));
     for jobs in [1, 2] {
         let opts = Options {
             jobs,
@@ -525,7 +525,7 @@ fn a_modules_relocated_dwarf_given_back_chunk_by_chunk_gives_the_same_bytes() {
         // so names are not cached by offset (see the test below)
         assert!(!want.summary.debug_str_cached);
         let given_back = ElfInfo::load_input_releasing_from(&input, 1 << 20).unwrap();
-        assert!(matches!(given_back.debug.info, SectionBytes::Relocated(_)));
+        assert!(matches!(given_back.debug().info, SectionBytes::Relocated(_)));
         let got = encode_elf(&path, &given_back, input.bytes(), None, &opts).unwrap();
         assert!(to_bytes(&got.btf) == to_bytes(&want.btf), "-j{jobs}: bytes differ");
         // what was freed is not read again: a second encode of that load is refused

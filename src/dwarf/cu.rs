@@ -136,56 +136,56 @@ pub enum UnitKind {
 /// One decoded CU.
 #[derive(Clone, Debug)]
 pub struct Cu<'a> {
-    pub offset: u64,
-    pub language: u16,
+    pub(crate) offset: u64,
+    pub(crate) language: u16,
     /// DW_AT_producer names clang.
-    pub producer_clang: bool,
-    pub name: &'a [u8],
-    pub kind: UnitKind,
-    pub address_size: u8,
-    pub slots: Vec<Slot<'a>>,
-    pub members: Vec<Member<'a>>,
+    pub(crate) producer_clang: bool,
+    pub(crate) name: &'a [u8],
+    pub(crate) kind: UnitKind,
+    pub(crate) address_size: u8,
+    pub(crate) slots: Vec<Slot<'a>>,
+    pub(crate) members: Vec<Member<'a>>,
     /// Bitfield attributes of members (`Member::bits`).
-    pub member_bits: Vec<MemberBits>,
-    pub enumerators: Vec<Enumerator<'a>>,
-    pub params: Vec<Param<'a>>,
-    pub annots: Vec<Annot<'a>>,
-    pub funcs: Vec<Func<'a>>,
-    pub fparams: Vec<FParam<'a>>,
-    pub vars: Vec<Var<'a>>,
+    pub(crate) member_bits: Vec<MemberBits>,
+    pub(crate) enumerators: Vec<Enumerator<'a>>,
+    pub(crate) params: Vec<Param<'a>>,
+    pub(crate) annots: Vec<Annot<'a>>,
+    pub(crate) funcs: Vec<Func<'a>>,
+    pub(crate) fparams: Vec<FParam<'a>>,
+    pub(crate) vars: Vec<Var<'a>>,
     /// (unit offset, core id), sorted by offset: reference resolution.
-    pub index: Vec<(UnitOff, CoreId)>,
+    pub(crate) index: Vec<(UnitOff, CoreId)>,
     /// Per 2^BUCKET_SHIFT bytes of unit offset, the first `index` position at
     /// or past it (built with [`Cu::build_buckets`]; empty = binary search).
     /// Type references resolve in a step or two instead of a 13-step binary
     /// search with a cache miss per step, a visible part of an encode.
-    pub buckets: Vec<u32>,
+    pub(crate) buckets: Vec<u32>,
     /// Count of nested DW_TAG_unspecified_type slots (placed, never emitted).
-    pub has_nested_unspecified: bool,
+    pub(crate) has_nested_unspecified: bool,
     /// DIEs walked (null entries not counted).
-    pub dies: u64,
+    pub(crate) dies: u64,
     /// Of those, the DIEs whose attributes were read in full; the rest were
     /// passed over by their abbreviation's sizes.
-    pub dies_read: u64,
+    pub(crate) dies_read: u64,
     /// References to types in DWARF type units (DW_FORM_ref_sig8, and the
     /// DW_AT_signature of gcc's skeleton types). The reference resolves
     /// none of them: such a reference is void, a skeleton an empty
     /// anonymous struct. Counted so that the loss can be reported.
-    pub type_unit_refs: u64,
+    pub(crate) type_unit_refs: u64,
     /// `.debug_info` offsets that resolved signature references point to
     /// (in type units this unit must be decoded with).
-    pub type_unit_pulls: Vec<u64>,
+    pub(crate) type_unit_pulls: Vec<u64>,
     /// Skeleton types (offset) standing for a type-unit type (its offset),
     /// made references by [`Cu::finish_parts`].
-    pub aliases: Vec<(UnitOff, UnitOff)>,
+    pub(crate) aliases: Vec<(UnitOff, UnitOff)>,
     /// Where the unit's DW_TAG_imported_units point (dwz's partial units),
     /// as references are kept, until they are read as parts of it.
-    pub imports: Vec<u64>,
+    pub(crate) imports: Vec<u64>,
     /// References leaving the unit, where they are tracked (dwz: each must
     /// land in a unit read with it).
-    pub far_refs: Vec<u64>,
+    pub(crate) far_refs: Vec<u64>,
     /// Its root is a DW_TAG_partial_unit.
-    pub partial: bool,
+    pub(crate) partial: bool,
 }
 
 /// Unit-offset bytes per `Cu::buckets` entry: an eighth of the unit's size
@@ -193,6 +193,19 @@ pub struct Cu<'a> {
 const BUCKET_SHIFT: u32 = 5;
 
 impl<'a> Cu<'a> {
+    /// The unit's offset in `.debug_info`.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+    /// Its placed types, in placing order (core id = index + 1).
+    pub fn slots(&self) -> &[Slot<'a>] {
+        &self.slots
+    }
+    /// Its subprograms.
+    pub fn funcs(&self) -> &[Func<'a>] {
+        &self.funcs
+    }
+
     /// An empty unit at section offset `offset`, its columns sized for a
     /// unit of `unit_len` bytes.
     pub fn new(offset: u64, address_size: u8, unit_len: usize) -> Cu<'a> {

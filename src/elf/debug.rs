@@ -185,40 +185,69 @@ pub struct SectionInfo<'a> {
 
 /// The ELF facts the encoder uses.
 pub struct ElfInfo<'a> {
-    pub endian: Endian,
-    pub is_64: bool,
-    pub machine: u16,
-    pub is_rel: bool,
-    pub has_symtab: bool,
-    pub sections: Vec<SectionInfo<'a>>,
-    pub funcs: FuncTable<'a>,
+    pub(crate) endian: Endian,
+    pub(crate) is_64: bool,
+    pub(crate) machine: u16,
+    pub(crate) is_rel: bool,
+    pub(crate) has_symtab: bool,
+    pub(crate) sections: Vec<SectionInfo<'a>>,
+    pub(crate) funcs: FuncTable<'a>,
     /// STT_OBJECT symbols as (name, section index), sorted.
-    pub objects: Vec<(&'a [u8], u32)>,
-    pub debug: DebugSections<'a>,
+    pub(crate) objects: Vec<(&'a [u8], u32)>,
+    pub(crate) debug: DebugSections<'a>,
     /// The `.debug_info` sections inside section groups (type units of a
     /// relocatable object), relocated, in section order: not part of
     /// `debug.info`, as they are not in the reference's reading.
-    pub grouped_info: Vec<SectionBytes<'a>>,
+    pub(crate) grouped_info: Vec<SectionBytes<'a>>,
     /// Whether the file has DWARF 4 type units (`.debug_types`) in groups.
-    pub grouped_types: bool,
+    pub(crate) grouped_types: bool,
     /// The kernel's "built with LTO" note (type 0x101, owner `Linux`): the
     /// first one's descriptor, non-zero or not. Where there is one, it alone
     /// decides whether the reference merges all units into one.
-    pub lto_note: Option<bool>,
+    pub(crate) lto_note: Option<bool>,
     /// The supplementary file its DWARF refers into (dwz -m), as
     /// `.gnu_debugaltlink` or `.debug_sup` names it.
-    pub alt_link: Option<super::alt::AltLink<'a>>,
+    pub(crate) alt_link: Option<super::alt::AltLink<'a>>,
     /// The raw `.symtab` (empty without one): once `funcs` and `objects`
     /// are built from it, only their names (in `.strtab`) are read again,
     /// so a mapped file's pages of it can go ([`ElfInfo::mapping`]).
-    pub symtab_bytes: &'a [u8],
+    pub(crate) symtab_bytes: &'a [u8],
     /// The file's mapping, where the bytes given to `load` are one: then
     /// pages of sections borrowed from them may be dropped from memory once
     /// used (they are re-read from the file). `None` for bytes in memory.
-    pub mapping: Option<super::Mapping<'a>>,
+    pub(crate) mapping: Option<super::Mapping<'a>>,
 }
 
 impl<'a> ElfInfo<'a> {
+    /// The file's byte order.
+    pub fn endian(&self) -> Endian {
+        self.endian
+    }
+    /// ELF `e_machine`.
+    pub fn machine(&self) -> u16 {
+        self.machine
+    }
+    /// A relocatable object (`ET_REL`: a module, an `ld -r` output).
+    pub fn is_rel(&self) -> bool {
+        self.is_rel
+    }
+    /// Its debug sections, inflated and relocated.
+    pub fn debug(&self) -> &DebugSections<'a> {
+        &self.debug
+    }
+    /// Its function table (the symbols BTF functions are matched against).
+    pub fn funcs(&self) -> &FuncTable<'a> {
+        &self.funcs
+    }
+    /// Its section headers.
+    pub fn sections(&self) -> &[SectionInfo<'a>] {
+        &self.sections
+    }
+    /// Its object symbols (name, section index), sorted.
+    pub fn objects(&self) -> &[(&'a [u8], u32)] {
+        &self.objects
+    }
+
     pub fn address_size(&self) -> u8 {
         if self.is_64 { 8 } else { 4 }
     }
