@@ -219,6 +219,29 @@ pub struct ElfInfo<'a> {
 }
 
 impl<'a> ElfInfo<'a> {
+    /// An ELF made up by tests and the fuzz targets: a 64-bit file with a
+    /// symbol table, `debug` as its debug sections and nothing else (no
+    /// sections, functions or object symbols until the caller adds them).
+    pub(crate) fn synthetic(endian: Endian, machine: u16, is_rel: bool, debug: DebugSections<'a>) -> ElfInfo<'a> {
+        ElfInfo {
+            endian,
+            is_64: true,
+            machine,
+            is_rel,
+            has_symtab: true,
+            sections: Vec::new(),
+            funcs: FuncTable::default(),
+            objects: Vec::new(),
+            debug,
+            lto_note: None,
+            alt_link: None,
+            grouped_info: Vec::new(),
+            grouped_types: false,
+            symtab_bytes: &[],
+            mapping: None,
+        }
+    }
+
     /// The file's byte order.
     pub fn endian(&self) -> Endian {
         self.endian

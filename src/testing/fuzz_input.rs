@@ -96,31 +96,21 @@ impl<'a> FuzzInput<'a> {
             sh_type,
             flags,
         };
-        ElfInfo {
-            endian: if self.flags & BIG_ENDIAN != 0 {
-                Endian::Big
-            } else {
-                Endian::Little
-            },
-            is_64: true,
-            machine: if self.flags & AARCH64 != 0 {
-                EM_AARCH64
-            } else {
-                EM_X86_64
-            },
-            is_rel: false,
-            has_symtab: true,
-            sections: vec![sec(b"", 0, 0, 0), sec(b".data", SHT_PROGBITS, 1 << 32, 3)],
-            funcs: FuncTable::build(funcs),
-            objects,
-            debug,
-            lto_note: None,
-            alt_link: None,
-            grouped_info: Vec::new(),
-            grouped_types: false,
-            symtab_bytes: &[],
-            mapping: None,
-        }
+        let endian = if self.flags & BIG_ENDIAN != 0 {
+            Endian::Big
+        } else {
+            Endian::Little
+        };
+        let machine = if self.flags & AARCH64 != 0 {
+            EM_AARCH64
+        } else {
+            EM_X86_64
+        };
+        let mut elf = ElfInfo::synthetic(endian, machine, false, debug);
+        elf.sections = vec![sec(b"", 0, 0, 0), sec(b".data", SHT_PROGBITS, 1 << 32, 3)];
+        elf.funcs = FuncTable::build(funcs);
+        elf.objects = objects;
+        elf
     }
 }
 

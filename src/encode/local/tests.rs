@@ -28,23 +28,7 @@ fn plain_member_offsets_are_the_general_path_without_bitfields() {
 }
 
 fn elf(endian: btf::Endian) -> ElfInfo<'static> {
-    ElfInfo {
-        endian,
-        is_64: true,
-        machine: 62,
-        is_rel: true,
-        has_symtab: true,
-        sections: vec![],
-        funcs: FuncTable::default(),
-        objects: vec![],
-        debug: DebugSections::default(),
-        lto_note: None,
-        alt_link: None,
-        grouped_info: Vec::new(),
-        grouped_types: false,
-        symtab_bytes: &[],
-        mapping: None,
-    }
+    ElfInfo::synthetic(endian, 62, true, DebugSections::default())
 }
 
 fn cu() -> Cu<'static> {
