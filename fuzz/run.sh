@@ -12,7 +12,10 @@ secs="${1:-60}"; shift || true
 targets=("$@")
 # cargo-fuzz needs nightly flags; the stable toolchain accepts them this way.
 export RUSTC_BOOTSTRAP=1
+# (a missing cargo-fuzz must fail the run, not list no targets and pass)
+command -v cargo-fuzz >/dev/null || { echo "fuzz/run.sh: cargo-fuzz is not installed (cargo install --locked cargo-fuzz)" >&2; exit 2; }
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo fuzz list)
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz/run.sh: cargo fuzz list named no target" >&2; exit 2; }
 corpus="${BTFKIT_CORPUS:-$(cd ../.. && pwd)/shared/corpus}"
 # (and the next reference's optimised, clang 19 and hand-made gcc 16-style objects)
 fixtures=(../tests/fixtures/*.o ../tests/fixtures/*.exe ../tests/next/bin/*.o)
