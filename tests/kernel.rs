@@ -260,6 +260,7 @@ fn the_library_runs_a_kernel_and_checks_its_report() {
         out_dir: by_lib.clone(),
         opts,
         version: "library-test".into(),
+        spill_over: btfkit::pipeline::kernel::SPILL_OVER,
     };
     let seen = Seen::default();
     let done = kernel::run(&run, &seen).unwrap();
@@ -648,6 +649,18 @@ fn files(d: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     m
 }
 
+/// The package reader's temporary files in the temporary directory.
+fn member_files() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("btfkit-member-"))
+        .collect();
+    v.sort();
+    v
+}
+
 /// A package read as a stream gives what its unpacked tree gives: with
 /// Debian's layout (the vmlinux first) and Fedora's (the modules first, set
 /// aside on disk until the vmlinux has been read). A rerun reuses it all.
@@ -701,6 +714,24 @@ fn a_package_equals_its_unpacked_tree() {
             by_input(&deb_out.join("report.jsonl"), "sha256"),
         );
         assert_eq!(deb_shas, tree_shas, "{layout}");
+        // Every member spilled to a temporary file (as the largest modules
+        // of a real package are): the same outputs, and no file left.
+        let spill_out = dir.join(layout).join("spilled");
+        let run = btfkit::pipeline::kernel::KernelRun {
+            target: btfkit::pipeline::kernel::Target::One(deb.clone()),
+            out_dir: spill_out.clone(),
+            opts: btfkit::encode::Options {
+                jobs: 2,
+                ..btfkit::encode::Options::kernel_build()
+            },
+            version: "spill-test".into(),
+            spill_over: 0,
+        };
+        let tmp_before = member_files();
+        let done = btfkit::pipeline::kernel::run(&run, &btfkit::pipeline::kernel::Quiet).unwrap();
+        assert_eq!((done.summary.ok, done.summary.failed), (5, 0), "{layout}");
+        assert!(files(&spill_out) == want, "{layout}: the spilled members' outputs differ");
+        assert_eq!(member_files(), tmp_before, "{layout}: a spilled member outlived its run");
 
         ok(&kernel(&[&s(&deb), "--out-dir", &s(&deb_out), "-j2"]));
         let again = outcomes(&deb_out.join("report.jsonl"));

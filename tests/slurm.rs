@@ -405,7 +405,11 @@ fn make_kernel(work: &Path, version: &str, copies: usize) -> (PathBuf, PathBuf, 
     let members: Vec<(String, Vec<u8>)> = btfkit::package::open(&deb)
         .unwrap_or_else(|e| panic!("{e}"))
         .select(|p| p.starts_with("usr/lib/debug/"))
-        .map(|e| e.map(|e| (e.path, e.data)).unwrap_or_else(|e| panic!("{e}")))
+        .map(|e| {
+            let e = e.unwrap_or_else(|e| panic!("{e}"));
+            let data = e.data.in_memory().expect("no spill size was set").to_vec();
+            (e.path, data)
+        })
         .collect();
     assert_eq!(members.len(), inputs.len(), "members of {}", deb.display());
     for (path, data) in &members {

@@ -180,6 +180,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         out_dir: a.out_dir.clone(),
         opts,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        spill_over: kernel::SPILL_OVER,
     };
     let bar = Bar::new();
     let done = kernel::run(&run, &bar)?;

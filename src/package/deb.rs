@@ -77,10 +77,10 @@ fn data_tar(r: impl Read, member: &str, cx: &Cx) -> Result<(), PackageError> {
             if regular && cx.wants(&path) {
                 let mtime = entry.header().mtime().map_err(|e| cx.io(&here, e))?;
                 let size = entry.size();
-                let data = read_data(&mut entry, size).map_err(|e| cx.io(&here, e))?;
+                let data = cx.contents(&mut entry, size).map_err(|e| cx.io(&here, e))?;
                 cx.emit(Entry {
                     path: path.clone(),
-                    size: data.len() as u64,
+                    size,
                     mtime,
                     data,
                 })?;

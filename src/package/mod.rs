@@ -50,12 +50,49 @@ pub struct Entry {
     /// The path inside the payload without a leading `./` or `/`, e.g.
     /// `usr/lib/debug/boot/vmlinux-6.1`.
     pub path: String,
-    /// The file's size in bytes (`data.len()`).
+    /// The file's size in bytes.
     pub size: u64,
     /// Modification time, seconds since the epoch, as the archive records it.
     pub mtime: u64,
     /// The file's contents.
-    pub data: Vec<u8>,
+    pub data: Contents,
+}
+
+/// Where a file's contents are: in memory, or, for a file larger than the
+/// package's spill size ([`Package::spill_over`]), in a temporary file
+/// that is deleted when the last clone of it is dropped.
+#[derive(Clone, Debug)]
+pub enum Contents {
+    Memory(Vec<u8>),
+    Spilled(Arc<tempfile::TempPath>),
+}
+
+impl Contents {
+    /// The bytes, if they are in memory.
+    pub fn in_memory(&self) -> Option<&[u8]> {
+        match self {
+            Contents::Memory(v) => Some(v),
+            Contents::Spilled(_) => None,
+        }
+    }
+}
+
+impl PartialEq for Contents {
+    fn eq(&self, other: &Contents) -> bool {
+        match (self, other) {
+            (Contents::Memory(a), Contents::Memory(b)) => a == b,
+            (Contents::Spilled(a), Contents::Spilled(b)) => AsRef::<Path>::as_ref(&**a) == AsRef::<Path>::as_ref(&**b),
+            _ => false,
+        }
+    }
+}
+impl Eq for Contents {}
+
+/// Files over `over` bytes go to temporary files in `dir`.
+#[derive(Clone, Debug)]
+struct SpillOver {
+    over: u64,
+    dir: PathBuf,
 }
 
 /// What went wrong, with the package's path and the place in it.
@@ -88,6 +125,7 @@ pub struct Package {
     path: PathBuf,
     kind: PackageKind,
     filter: Arc<Mutex<Filter>>,
+    spill: Option<SpillOver>,
     state: State,
 }
 
@@ -135,6 +173,7 @@ pub fn open(path: &Path) -> Result<Package, PackageError> {
         path: path.to_path_buf(),
         kind,
         filter: Arc::new(Mutex::new(Box::new(|_: &str| true))),
+        spill: None,
         state: State::Ready(file),
     })
 }
@@ -159,12 +198,22 @@ impl Package {
         self
     }
 
+    /// Writes the files larger than `over` bytes to temporary files in `dir`
+    /// as they are read, instead of holding them in memory
+    /// ([`Contents::Spilled`]): a kernel's largest module is hundreds of MB,
+    /// and the reader runs up to two files ahead. Set it before iterating.
+    pub fn spill_over(mut self, over: u64, dir: PathBuf) -> Self {
+        self.spill = Some(SpillOver { over, dir });
+        self
+    }
+
     fn start(&mut self, file: File) -> Result<Running, PackageError> {
         let (tx, rx) = sync_channel(2);
         let stop = Arc::new(AtomicBool::new(false));
         let cx = Cx {
             path: self.path.clone(),
             filter: Arc::clone(&self.filter),
+            spill: self.spill.clone(),
             tx,
             stop: Arc::clone(&stop),
         };
@@ -312,6 +361,7 @@ pub(crate) fn decoder<'a, R: Read + Send + 'a>(name: &str, r: R) -> Option<io::R
 pub(crate) struct Cx {
     path: PathBuf,
     filter: Arc<Mutex<Filter>>,
+    spill: Option<SpillOver>,
     tx: SyncSender<Result<Entry, PackageError>>,
     stop: Arc<AtomicBool>,
 }
@@ -390,6 +440,21 @@ pub(crate) fn normalise(path: &str) -> String {
         }
     }
     p.to_string()
+}
+
+impl Cx {
+    /// A file's `size` bytes of contents from `r`: in memory, or in a
+    /// temporary file if it is larger than the spill size.
+    pub(crate) fn contents(&self, r: &mut dyn Read, size: u64) -> io::Result<Contents> {
+        match &self.spill {
+            Some(s) if size > s.over => {
+                let mut f = tempfile::Builder::new().prefix("btfkit-member-").tempfile_in(&s.dir)?;
+                io::copy(&mut Exact::new(r, size), f.as_file_mut())?;
+                Ok(Contents::Spilled(Arc::new(f.into_temp_path())))
+            }
+            _ => read_data(r, size).map(Contents::Memory),
+        }
+    }
 }
 
 /// Reads exactly `size` bytes of a file's contents, growing the buffer as

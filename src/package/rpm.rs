@@ -166,10 +166,10 @@ fn cpio(mut r: impl Read, payload: &str, cx: &Cx) -> Result<(), PackageError> {
         // In newc, hardlinked files carry their data on the last link only.
         let regular = mode & 0o170000 == 0o100000 && !(nlink > 1 && size == 0);
         if regular && cx.wants(&path) {
-            let data = read_data(&mut r, u64::from(size)).map_err(|e| cx.io(&here, e))?;
+            let data = cx.contents(&mut r, u64::from(size)).map_err(|e| cx.io(&here, e))?;
             cx.emit(Entry {
                 path: path.clone(),
-                size: data.len() as u64,
+                size: u64::from(size),
                 mtime: u64::from(mtime),
                 data,
             })?;

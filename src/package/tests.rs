@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Entry, PackageError, PackageKind, open};
+use super::{Contents, Entry, PackageError, PackageKind, open};
 
 /// A file under the temp dir, removed when dropped.
 pub(super) struct Temp(pub(super) PathBuf);
@@ -73,7 +73,7 @@ fn expected() -> Vec<Entry> {
                 path: p.trim_start_matches("./").to_string(),
                 size: d.len() as u64,
                 mtime: t,
-                data: d,
+                data: Contents::Memory(d),
             }),
             _ => None,
         })
@@ -311,6 +311,45 @@ fn select_keeps_only_the_chosen_files() {
     }
 }
 
+/// Over the spill size, a file comes in a temporary file of the same bytes
+/// (deleted with its last clone); the others in memory, as without it.
+#[test]
+fn files_over_the_spill_size_come_in_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for bytes in [deb_with("zstd"), rpm_with(Some("zstd"))] {
+        let t = Temp::new(&bytes);
+        let want = expected();
+        let over = 10;
+        let got: Vec<Entry> = open(&t.0)
+            .unwrap()
+            .spill_over(over, dir.path().to_path_buf())
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(got.len(), want.len());
+        let mut spilled = Vec::new();
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((&g.path, g.size, g.mtime), (&w.path, w.size, w.mtime));
+            let Contents::Memory(w_data) = &w.data else {
+                unreachable!("expected() is in memory")
+            };
+            match &g.data {
+                Contents::Spilled(p) => {
+                    assert!(g.size > over, "{} spilled at {} bytes", g.path, g.size);
+                    assert_eq!(&std::fs::read(&**p).unwrap(), w_data, "{}", g.path);
+                    spilled.push(p.to_path_buf());
+                }
+                Contents::Memory(d) => {
+                    assert!(g.size <= over, "{} held at {} bytes", g.path, g.size);
+                    assert_eq!(d, w_data, "{}", g.path);
+                }
+            }
+        }
+        assert!(!spilled.is_empty(), "no file of the test package is over {over} bytes");
+        drop(got);
+        assert!(spilled.iter().all(|p| !p.exists()), "a spilled file outlived its entry");
+    }
+}
+
 #[test]
 fn unknown_compressors_are_named() {
     let e = read_all(&deb_with("bzip2")).unwrap_err();
@@ -481,7 +520,7 @@ fn the_reader_thread_stays_bounded_ahead() {
     std::thread::sleep(Duration::from_millis(200));
     // f0 taken, f1 and f2 queued, f3 read and waiting to be queued
     assert!(asked.load(Ordering::Relaxed) <= 4, "{}", asked.load(Ordering::Relaxed));
-    let rest: Vec<_> = pkg.map(|e| e.unwrap().data[0]).collect();
+    let rest: Vec<_> = pkg.map(|e| e.unwrap().data.in_memory().unwrap()[0]).collect();
     assert_eq!(rest, (1..20).collect::<Vec<u8>>());
 }
 
@@ -533,7 +572,7 @@ fn dropping_early_stops_the_reader() {
         let _ = stop.set(Arc::clone(&running.stop));
     }
     drop(pkg);
-    assert_eq!(first.unwrap().unwrap().data, b"xxx");
+    assert_eq!(first.unwrap().unwrap().data, Contents::Memory(b"xxx".to_vec()));
     assert!(reached, "the reader thread never asked about big");
     assert_eq!(*asked.lock().unwrap(), ["small", "big"]);
 }

@@ -37,6 +37,9 @@ pub struct KernelRun {
     /// The version recorded in each report line; a rerun reuses only lines
     /// of the same version.
     pub version: String,
+    /// A package's members larger than this are read into temporary files
+    /// and mapped from there, not held in memory ([`super::SPILL_OVER`]).
+    pub spill_over: u64,
 }
 
 /// What a run tells its caller as it goes. Every method has a default that
@@ -127,7 +130,7 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
             });
             continue;
         }
-        let item = match open_item(&path, name.clone()) {
+        let item = match open_item(&path, name.clone(), run.spill_over) {
             Ok(mut i) => {
                 let done = settled(&plan, &mut i, &out_dir);
                 plan.mark_written(&done);
@@ -157,7 +160,7 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
     };
     let mut totals = ItemTotals::default();
     for p in planned {
-        let item = match p.item.unwrap_or_else(|| open_item(&p.path, p.name.clone())) {
+        let item = match p.item.unwrap_or_else(|| open_item(&p.path, p.name.clone(), run.spill_over)) {
             Ok(i) => i,
             Err(e) => {
                 let r = unopened(&plan, p.name, &p.path, &crate::error::one_line(&e));

@@ -9,6 +9,10 @@ pub enum InputData {
     File(PathBuf),
     /// Bytes in memory (a package's member); the input's `rel` names them.
     Bytes(Arc<Vec<u8>>),
+    /// A package's member too large to hold in memory, in a temporary file
+    /// (deleted with the last clone), mapped when it is encoded as a tree's
+    /// file is; the input's `rel` names it.
+    Spilled(Arc<tempfile::TempPath>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,11 +68,36 @@ impl Input {
         }
     }
 
+    /// A package's member (at `rel`, with its recorded time), in memory or
+    /// spilled to a temporary file.
+    pub fn member(rel: String, kind: InputKind, out: String, mtime: u64, contents: crate::package::Contents) -> Input {
+        match contents {
+            crate::package::Contents::Memory(v) => Input::bytes(rel, kind, out, mtime, Arc::new(v)),
+            crate::package::Contents::Spilled(p) => Input {
+                rel,
+                kind,
+                out,
+                size: std::fs::metadata(&*p).map_or(0, |m| m.len()),
+                mtime,
+                data: InputData::Spilled(p),
+            },
+        }
+    }
+
     /// The name messages give it: the file's path, or its path in the package.
     pub fn name(&self) -> PathBuf {
         match &self.data {
             InputData::File(p) => p.clone(),
-            InputData::Bytes(_) => PathBuf::from(&self.rel),
+            InputData::Bytes(_) | InputData::Spilled(_) => PathBuf::from(&self.rel),
+        }
+    }
+
+    /// The file the encoder reads, unless the bytes are in memory.
+    pub fn read_path(&self) -> Option<&Path> {
+        match &self.data {
+            InputData::File(p) => Some(p),
+            InputData::Spilled(p) => Some(p),
+            InputData::Bytes(_) => None,
         }
     }
 
@@ -88,21 +117,27 @@ impl Input {
                     h.update(&b[off.min(end)..end]);
                 }
             }
-            InputData::File(p) => {
-                let mut f = File::open(p).map_err(io(p))?;
-                let mut head = Vec::with_capacity(64);
-                (&mut f).take(64).read_to_end(&mut head).map_err(io(p))?;
-                h.update(&head);
-                if let (_, Some((off, len))) = header_ranges(&head) {
-                    let mut sht = Vec::new();
-                    f.seek(SeekFrom::Start(off as u64)).map_err(io(p))?;
-                    f.take(len as u64).read_to_end(&mut sht).map_err(io(p))?;
-                    h.update(&sht);
-                }
-            }
+            InputData::File(p) => hash_headers_of(&mut h, p)?,
+            InputData::Spilled(p) => hash_headers_of(&mut h, p)?,
         }
         Ok(hex(&h.finalize()))
     }
+}
+
+/// Feeds `h` a file's ELF header and section header table (as
+/// [`Input::fingerprint`] hashes bytes in memory).
+fn hash_headers_of(h: &mut Sha256, p: &Path) -> Result<(), KernelError> {
+    let mut f = File::open(p).map_err(io(p))?;
+    let mut head = Vec::with_capacity(64);
+    (&mut f).take(64).read_to_end(&mut head).map_err(io(p))?;
+    h.update(&head);
+    if let (_, Some((off, len))) = header_ranges(&head) {
+        let mut sht = Vec::new();
+        f.seek(SeekFrom::Start(off as u64)).map_err(io(p))?;
+        f.take(len as u64).read_to_end(&mut sht).map_err(io(p))?;
+        h.update(&sht);
+    }
+    Ok(())
 }
 
 /// The ELF header's length and the section header table's place, read

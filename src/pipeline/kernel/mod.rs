@@ -105,7 +105,7 @@ pub use drive::{Finished, KernelRun, Progress, Quiet, Target, run};
 use input::file_sha256;
 pub use input::{Input, InputData, InputKind, sha256_hex};
 pub use list::{ListEntry, read_list, resolve_shard, shard_entries, shard_report_name};
-pub use package::open_package;
+pub use package::{SPILL_OVER, open_package};
 pub use report::{Header, Line, Outcome, Record, ReportWriter, Totals, flags_string, read_report};
 pub use tree::{module_output_name, open_tree};
 
@@ -125,12 +125,12 @@ pub struct Item {
 /// Opens a list entry or the one root of a run: a directory is a tree
 /// ([`open_tree`]), a file a package ([`open_package`], recognised by its
 /// magic, whatever its name).
-pub fn open_item(path: &Path, name: Option<String>) -> Result<Item, KernelError> {
+pub fn open_item(path: &Path, name: Option<String>, spill_over: u64) -> Result<Item, KernelError> {
     let m = std::fs::metadata(path).map_err(io(path))?;
     if m.is_dir() {
         return open_tree(path, name);
     }
-    match open_package(path, name) {
+    match open_package(path, name, spill_over) {
         Err(KernelError::Package(crate::package::PackageError::NotAPackage { .. })) => Err(KernelError::NotAnItem {
             path: path.to_path_buf(),
         }),
@@ -355,9 +355,12 @@ pub fn run_item(
     let base_sha = vm_rec.sha256.clone();
     let vm_ok = vm_rec.outcome != Outcome::Failed;
     emit(vm_rec)?;
-    // A package's vmlinux is held in memory; the modules read its BTF only.
-    if let InputData::Bytes(b) = &mut item.vmlinux.data {
-        *b = Arc::default();
+    // A package's vmlinux is held in memory or in a temporary file; the
+    // modules read its BTF only.
+    match &mut item.vmlinux.data {
+        InputData::Bytes(b) => *b = Arc::default(),
+        d @ InputData::Spilled(_) => *d = InputData::Bytes(Arc::default()),
+        InputData::File(_) => {}
     }
     let vm = &item.vmlinux;
 
@@ -489,11 +492,12 @@ fn module_record(
     let t0 = Instant::now();
     let c0 = crate::metrics::thread_cpu();
     let res = (|| -> Result<(Vec<u8>, u64, Duration), Error> {
-        let bytes = match &m.data {
-            InputData::Bytes(b) => Some(&b[..]),
-            InputData::File(_) => None,
+        let (path, bytes) = match &m.data {
+            InputData::Bytes(b) => (m.name(), Some(&b[..])),
+            InputData::File(p) => (p.clone(), None),
+            InputData::Spilled(p) => (p.to_path_buf(), None),
         };
-        let (btf, summary, _) = encode_btf(&m.name(), bytes, Some(base.clone()), index.as_ref(), opts, true)?;
+        let (btf, summary, _) = encode_btf(&path, bytes, Some(base.clone()), index.as_ref(), opts, true)?;
         let raw = btf::write::to_bytes(&btf);
         // the CU loop's workers, unless it ran on this thread's own pool
         let pool = if opts.global_pool {
@@ -568,7 +572,10 @@ impl Done {
 fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Record {
     let t0 = Instant::now();
     let c0 = crate::metrics::process_cpu();
-    let mut p = Plan::new(vm.name(), plan.opts.clone());
+    let mut p = Plan::new(
+        vm.read_path().map_or_else(|| vm.name(), Path::to_path_buf),
+        plan.opts.clone(),
+    );
     if let InputData::Bytes(b) = &vm.data {
         p.input_bytes = Some(b.clone());
     }

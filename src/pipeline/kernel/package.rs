@@ -44,14 +44,25 @@ fn member(path: &str) -> Option<Member> {
 }
 
 fn module_input(e: Entry, out: String) -> Input {
-    Input::bytes(e.path, InputKind::Module, out, e.mtime, Arc::new(e.data))
+    Input::member(e.path, InputKind::Module, out, e.mtime, e.data)
 }
+
+/// Members larger than this go to a temporary file as the package is read,
+/// and are mapped from there when encoded, as a tree's files are: held in
+/// memory, the largest module (`amdgpu.ko`, 596 MB) doubled the package
+/// run's peak. Few modules are this large, so the rest still pass in
+/// memory, never touching the disk.
+pub const SPILL_OVER: u64 = 32 << 20;
 
 /// Opens the kernel package at `path`: reads its stream up to the vmlinux
 /// (spilling any module before it to a temporary directory), and returns
 /// the item whose modules are the spilled ones, then the rest of the stream.
-pub fn open_package(path: &Path, name: Option<String>) -> Result<Item, KernelError> {
-    let mut pkg = package::open(path)?.select(|p| member(p).is_some());
+/// A member larger than `spill_over` bytes is read into a temporary file
+/// ([`SPILL_OVER`] is what `btfkit kernel` takes).
+pub fn open_package(path: &Path, name: Option<String>, spill_over: u64) -> Result<Item, KernelError> {
+    let mut pkg = package::open(path)?
+        .select(|p| member(p).is_some())
+        .spill_over(spill_over, std::env::temp_dir());
     let mut spill: Option<Spill> = None;
     let vmlinux = loop {
         let e = match pkg.next() {
@@ -74,12 +85,12 @@ pub fn open_package(path: &Path, name: Option<String>) -> Result<Item, KernelErr
             None => {}
         }
     };
-    let vm = Input::bytes(
+    let vm = Input::member(
         vmlinux.path.clone(),
         InputKind::Vmlinux,
         "vmlinux.btf".into(),
         vmlinux.mtime,
-        Arc::new(vmlinux.data),
+        vmlinux.data,
     );
     let spilled = spill
         .as_mut()
@@ -159,10 +170,15 @@ impl Spill {
     }
 
     fn push(&mut self, e: Entry, out: String) -> Result<(), KernelError> {
+        let package::Contents::Memory(data) = e.data else {
+            // in a file of its own already
+            self.inputs.push(module_input(e, out));
+            return Ok(());
+        };
         let path = self.dir.path().join(format!("{}.ko", self.inputs.len()));
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&path)?;
-            f.write_all(&e.data)
+            f.write_all(&data)
         };
         write().map_err(|source| KernelError::Spill {
             package: path.clone(),
