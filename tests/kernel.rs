@@ -730,8 +730,15 @@ fn a_package_equals_its_unpacked_tree() {
         let tmp_before = member_files();
         let done = btfkit::pipeline::kernel::run(&run, &btfkit::pipeline::kernel::Quiet).unwrap();
         assert_eq!((done.summary.ok, done.summary.failed), (5, 0), "{layout}");
-        assert!(files(&spill_out) == want, "{layout}: the spilled members' outputs differ");
-        assert_eq!(member_files(), tmp_before, "{layout}: a spilled member outlived its run");
+        assert!(
+            files(&spill_out) == want,
+            "{layout}: the spilled members' outputs differ"
+        );
+        assert_eq!(
+            member_files(),
+            tmp_before,
+            "{layout}: a spilled member outlived its run"
+        );
 
         ok(&kernel(&[&s(&deb), "--out-dir", &s(&deb_out), "-j2"]));
         let again = outcomes(&deb_out.join("report.jsonl"));

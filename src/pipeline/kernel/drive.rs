@@ -160,7 +160,10 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
     };
     let mut totals = ItemTotals::default();
     for p in planned {
-        let item = match p.item.unwrap_or_else(|| open_item(&p.path, p.name.clone(), run.spill_over)) {
+        let item = match p
+            .item
+            .unwrap_or_else(|| open_item(&p.path, p.name.clone(), run.spill_over))
+        {
             Ok(i) => i,
             Err(e) => {
                 let r = unopened(&plan, p.name, &p.path, &crate::error::one_line(&e));
