@@ -68,19 +68,20 @@ impl Input {
         }
     }
 
-    /// A package's member (at `rel`, with its recorded time), in memory or
-    /// spilled to a temporary file.
-    pub fn member(rel: String, kind: InputKind, out: String, mtime: u64, contents: crate::package::Contents) -> Input {
-        match contents {
-            crate::package::Contents::Memory(v) => Input::bytes(rel, kind, out, mtime, Arc::new(v)),
-            crate::package::Contents::Spilled(p) => Input {
-                rel,
-                kind,
-                out,
-                size: std::fs::metadata(&*p).map_or(0, |m| m.len()),
-                mtime,
-                data: InputData::Spilled(p),
-            },
+    /// A package's member (named by its path in the package, with the time
+    /// the package records), in memory or spilled to a temporary file.
+    pub fn member(e: crate::package::Entry, kind: InputKind, out: String) -> Input {
+        let data = match e.data {
+            crate::package::Contents::Memory(v) => InputData::Bytes(Arc::new(v)),
+            crate::package::Contents::Spilled(p) => InputData::Spilled(p),
+        };
+        Input {
+            rel: e.path,
+            kind,
+            out,
+            size: e.size,
+            mtime: e.mtime,
+            data,
         }
     }
 

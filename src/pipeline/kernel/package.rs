@@ -44,7 +44,7 @@ fn member(path: &str) -> Option<Member> {
 }
 
 fn module_input(e: Entry, out: String) -> Input {
-    Input::member(e.path, InputKind::Module, out, e.mtime, e.data)
+    Input::member(e, InputKind::Module, out)
 }
 
 /// Members larger than this go to a temporary file as the package is read,
@@ -85,13 +85,8 @@ pub fn open_package(path: &Path, name: Option<String>, spill_over: u64) -> Resul
             None => {}
         }
     };
-    let vm = Input::member(
-        vmlinux.path.clone(),
-        InputKind::Vmlinux,
-        "vmlinux.btf".into(),
-        vmlinux.mtime,
-        vmlinux.data,
-    );
+    let vmlinux_path = vmlinux.path.clone();
+    let vm = Input::member(vmlinux, InputKind::Vmlinux, "vmlinux.btf".into());
     let spilled = spill
         .as_mut()
         .map(|s| std::mem::take(&mut s.inputs))
@@ -103,7 +98,7 @@ pub fn open_package(path: &Path, name: Option<String>, spill_over: u64) -> Resul
         module_count: None,
         modules: Box::new(Modules {
             package: path.to_path_buf(),
-            vmlinux: vmlinux.path,
+            vmlinux: vmlinux_path,
             spilled: spilled.into_iter(),
             _spill: spill,
             stream: pkg,
