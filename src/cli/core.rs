@@ -207,11 +207,7 @@ fn check(a: CheckArgs) -> anyhow::Result<i32> {
     } else {
         let mut text = String::new();
         result.render(&mut text, a.verbose);
-        use std::io::Write as _;
-        std::io::stdout()
-            .lock()
-            .write_all(text.as_bytes())
-            .map_err(super::StdoutError)?;
+        super::print_text(&text)?;
     }
     // A kernel that could not be read is an error of the run (the others
     // were still checked): said on stderr, and exit 2.

@@ -11,6 +11,12 @@ macro_rules! out {
     }};
 }
 
+/// Writes `text` (whole lines, already rendered) to standard output.
+fn print_text(text: &str) -> Result<(), StdoutError> {
+    use std::io::Write as _;
+    std::io::stdout().lock().write_all(text.as_bytes()).map_err(StdoutError)
+}
+
 mod args;
 mod batch;
 mod conformance;

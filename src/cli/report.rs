@@ -36,11 +36,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     } else {
         let mut text = String::new();
         checked.render(&mut text, a.verbose);
-        use std::io::Write as _;
-        std::io::stdout()
-            .lock()
-            .write_all(text.as_bytes())
-            .map_err(super::StdoutError)?;
+        super::print_text(&text)?;
     }
     Ok(if checked.good() { EXIT_OK } else { EXIT_NO })
 }
