@@ -93,12 +93,13 @@ impl Input {
         }
     }
 
-    /// The file the encoder reads, unless the bytes are in memory.
-    pub fn read_path(&self) -> Option<&Path> {
+    /// What the encoder is given: the file it reads, or, for bytes in
+    /// memory, the bytes and the name its messages use.
+    pub fn source(&self) -> (PathBuf, Option<&Arc<Vec<u8>>>) {
         match &self.data {
-            InputData::File(p) => Some(p),
-            InputData::Spilled(p) => Some(p),
-            InputData::Bytes(_) => None,
+            InputData::File(p) => (p.clone(), None),
+            InputData::Spilled(p) => (p.to_path_buf(), None),
+            InputData::Bytes(b) => (PathBuf::from(&self.rel), Some(b)),
         }
     }
 

@@ -492,11 +492,8 @@ fn module_record(
     let t0 = Instant::now();
     let c0 = crate::metrics::thread_cpu();
     let res = (|| -> Result<(Vec<u8>, u64, Duration), Error> {
-        let (path, bytes) = match &m.data {
-            InputData::Bytes(b) => (m.name(), Some(&b[..])),
-            InputData::File(p) => (p.clone(), None),
-            InputData::Spilled(p) => (p.to_path_buf(), None),
-        };
+        let (path, bytes) = m.source();
+        let bytes = bytes.map(|b| &b[..]);
         let (btf, summary, _) = encode_btf(&path, bytes, Some(base.clone()), index.as_ref(), opts, true)?;
         let raw = btf::write::to_bytes(&btf);
         // the CU loop's workers, unless it ran on this thread's own pool
@@ -572,13 +569,9 @@ impl Done {
 fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Record {
     let t0 = Instant::now();
     let c0 = crate::metrics::process_cpu();
-    let mut p = Plan::new(
-        vm.read_path().map_or_else(|| vm.name(), Path::to_path_buf),
-        plan.opts.clone(),
-    );
-    if let InputData::Bytes(b) = &vm.data {
-        p.input_bytes = Some(b.clone());
-    }
+    let (path, bytes) = vm.source();
+    let mut p = Plan::new(path, plan.opts.clone());
+    p.input_bytes = bytes.cloned();
     p.output = Some(out.to_path_buf());
     let res = out
         .parent()
