@@ -40,7 +40,7 @@ pub(super) fn read(r: impl Read + Send, cx: &Cx) -> Result<(), PackageError> {
                 ".lzma" => "lzma",
                 other => return Err(cx.unknown_compressor(&name, other.trim_start_matches('.'))),
             };
-            let Some(dec) = decoder(compressor, body) else {
+            let Some(dec) = decoder(compressor, body, cx.threads) else {
                 return Err(cx.unknown_compressor(&name, compressor));
             };
             let dec = dec.map_err(|e| cx.io(&name, e))?;

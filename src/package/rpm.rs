@@ -44,7 +44,7 @@ pub(super) fn read(mut r: impl Read + Send, cx: &Cx) -> Result<(), PackageError>
     }
     let compressor = main.string(TAG_PAYLOADCOMPRESSOR, cx)?.unwrap_or("gzip");
     let place = format!("payload ({compressor})");
-    let Some(payload) = decoder(compressor, r) else {
+    let Some(payload) = decoder(compressor, r, cx.threads) else {
         return Err(cx.unknown_compressor("main header (tag 1125)", compressor));
     };
     let payload = payload.map_err(|e| cx.io(&place, e))?;

@@ -311,6 +311,68 @@ fn select_keeps_only_the_chosen_files() {
     }
 }
 
+/// xz as `xz -T` and `dpkg-deb` write it: independent blocks of
+/// `block` bytes (here small, so that the test payload has many).
+fn xz_in_blocks(data: &[u8], block: u64) -> Vec<u8> {
+    let mut mt = liblzma::stream::MtStreamBuilder::new();
+    mt.threads(2).block_size(block).preset(6);
+    let mut e = liblzma::write::XzEncoder::new_stream(Vec::new(), mt.encoder().unwrap());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn read_all_on(threads: usize, bytes: &[u8]) -> Result<Vec<Entry>, PackageError> {
+    let t = Temp::new(bytes);
+    open(&t.0)?.threads(threads).collect()
+}
+
+/// The multi-threaded decoder gives the one-threaded decoder's files: a
+/// payload of one block, of many, and of several streams concatenated
+/// with stream padding between them (as `xz -d` reads them).
+#[test]
+fn xz_on_several_threads_gives_the_same_files() {
+    let tar = tar_bytes();
+    // not at a 512-byte boundary: a cut after the first stream must not
+    // look like a whole tar
+    let (head, tail) = tar.split_at((tar.len() / 2) | 1);
+    let mut two_streams = xz_in_blocks(head, 1 << 10);
+    two_streams.extend([0u8; 8]);
+    two_streams.extend(compress("xz", tail));
+    let payloads = [
+        ("one block", compress("xz", &tar)),
+        ("blocks", xz_in_blocks(&tar, 1 << 10)),
+        ("two streams", two_streams.clone()),
+    ];
+    for (what, xz) in payloads {
+        let deb = deb("data.tar.xz", &xz);
+        for threads in [1, 2, 3] {
+            let got = read_all_on(threads, &deb).unwrap_or_else(|e| panic!("{what}, {threads} threads: {e}"));
+            assert_eq!(got, expected(), "{what}, {threads} threads");
+        }
+    }
+    // padding that is not a multiple of four is an error, as for xz -d
+    let mut bad = xz_in_blocks(head, 1 << 10);
+    bad.extend([0u8; 3]);
+    bad.extend(compress("xz", tail));
+    for threads in [1, 2] {
+        assert!(
+            read_all_on(threads, &deb("data.tar.xz", &bad)).is_err(),
+            "{threads} threads"
+        );
+    }
+    // every cut of a payload of many blocks is an error, on any thread count
+    let whole = deb("data.tar.xz", &two_streams);
+    let step = (whole.len() / 300).max(1);
+    for len in (0..whole.len() - 1).step_by(step).chain([whole.len() - 1]) {
+        let padded = whole.len().is_multiple_of(2) && whole[len..] == *b"\n";
+        if let Ok(v) = read_all_on(2, &whole[..len])
+            && !padded
+        {
+            panic!("cut at {len} of {}: read {} entries, no error", whole.len(), v.len());
+        }
+    }
+}
+
 /// Over the spill size, a file comes in a temporary file of the same bytes
 /// (deleted with its last clone); the others in memory, as without it.
 #[test]
@@ -459,6 +521,8 @@ fn garbled_bytes_never_panic() {
         deb_with("gzip"),
         rpm_with(Some("zstd")),
         rpm_with(Some("xz")),
+        // the multi-threaded decoder's path: many blocks
+        deb("data.tar.xz", &xz_in_blocks(&tar_bytes(), 1 << 10)),
     ];
     // an uncompressed payload exposes the cpio and tar parsers themselves
     let mut rpm_plain = rpm_with(Some("gzip"));
@@ -485,6 +549,7 @@ fn garbled_bytes_never_panic() {
             }
             let t = Temp::new(&b);
             let Ok(pkg) = open(&t.0) else { continue };
+            let pkg = pkg.threads(1 + round % 2);
             let mut errors = 0;
             let mut n = 0;
             for item in pkg {
