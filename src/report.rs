@@ -254,6 +254,8 @@ pub fn kernel_check(reports: Vec<PathBuf>, list: Option<&Path>) -> Result<Kernel
     // (item, input) -> outcomes, each with its error
     let mut outcomes: BTreeMap<(Option<String>, String), Vec<Reported>> = BTreeMap::new();
     let mut vmlinux_of: BTreeSet<Option<String>> = BTreeSet::new();
+    // item -> the module count its package's end-of-package line gives
+    let mut package_modules: BTreeMap<Option<String>, usize> = BTreeMap::new();
     for f in &reports {
         let (lines, bad) = read_report(f)?;
         for n in bad {
@@ -264,6 +266,10 @@ pub fn kernel_check(reports: Vec<PathBuf>, list: Option<&Path>) -> Result<Kernel
             match l {
                 Line::Header(h) => headers.push(h),
                 Line::Summary { .. } => finished = true,
+                Line::Package { package } => {
+                    let item = package.item.or_else(|| f.parent().map(|d| d.display().to_string()));
+                    package_modules.insert(item, package.modules);
+                }
                 Line::Record(r) => {
                     // A run of one kernel names no item: its report's
                     // directory tells it from another such run's.
@@ -310,6 +316,18 @@ pub fn kernel_check(reports: Vec<PathBuf>, list: Option<&Path>) -> Result<Kernel
             let name = i.clone().unwrap_or_else(|| "(the tree)".into());
             problems.push(format!("item {name}: no report of its vmlinux"));
             missing_items.push(name);
+        }
+    }
+    // A package that says how many modules it has: each has its line.
+    for (item, &n) in &package_modules {
+        let got = outcomes
+            .iter()
+            .filter(|((i, _), _)| i == item)
+            .count()
+            .saturating_sub(usize::from(vmlinux_of.contains(item)));
+        if got < n {
+            let name = item.clone().unwrap_or_else(|| "(the tree)".into());
+            problems.push(format!("item {name}: its package has {n} modules, {got} reported"));
         }
     }
     let (mut ok, mut reused, mut failed) = (0usize, 0usize, 0usize);

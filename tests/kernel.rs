@@ -260,7 +260,10 @@ fn the_library_runs_a_kernel_and_checks_its_report() {
         out_dir: by_lib.clone(),
         opts,
         version: "library-test".into(),
-        spill_over: btfkit::pipeline::kernel::SPILL_OVER,
+        reading: btfkit::pipeline::kernel::Reading {
+            spill_over: btfkit::pipeline::kernel::SPILL_OVER,
+            threads: 1,
+        },
     };
     let seen = Seen::default();
     let done = kernel::run(&run, &seen).unwrap();
@@ -610,6 +613,7 @@ fn inputs_in_memory_equal_inputs_in_files() {
         vmlinux: to_bytes(tree.vmlinux),
         module_count: None,
         modules: Box::new(modules.into_iter().map(Ok)),
+        package: None,
     };
     let mem = dir.join("mem");
     run_one(item, &mem);
@@ -661,6 +665,35 @@ fn member_files() -> Vec<String> {
     v
 }
 
+/// A debug package built by dpkg-deb (xz) in `dir`: a small vmlinux at
+/// `vm_at` and `modules` under usr/lib/debug/lib/modules/6.12-t; returns
+/// the unpacked root and the package.
+fn build_deb(dir: &Path, vm_at: &str, modules: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+    let root = dir.join("root");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    };
+    copy(&small_vmlinux(), &root.join(vm_at));
+    for (m, at) in modules {
+        let to = root.join("usr/lib/debug/lib/modules/6.12-t").join(at);
+        copy(&corpus_file(&format!("kernel/modules/{m}")), &to);
+    }
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        "Package: linux-image-t-dbg\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n",
+    )
+    .unwrap();
+    let deb = dir.join("linux-image-t-dbg_1_amd64.deb");
+    let st = std::process::Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-Zxz", "--build", &s(&root), &s(&deb)])
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    (root, deb)
+}
+
 /// A package read as a stream gives what its unpacked tree gives: with
 /// Debian's layout (the vmlinux first) and Fedora's (the modules first, set
 /// aside on disk until the vmlinux has been read). A rerun reuses it all.
@@ -677,28 +710,7 @@ fn a_package_equals_its_unpacked_tree() {
         ("fedora", "usr/lib/debug/lib/modules/6.12-t/vmlinux"),
     ];
     for (layout, vm_at) in layouts {
-        let root = dir.join(layout).join("root");
-        let copy = |from: &Path, to: &Path| {
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(from, to).unwrap();
-        };
-        copy(&small_vmlinux(), &root.join(vm_at));
-        for (m, at) in &MODULES[..4] {
-            let to = root.join("usr/lib/debug/lib/modules/6.12-t").join(at);
-            copy(&corpus_file(&format!("kernel/modules/{m}")), &to);
-        }
-        std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
-        std::fs::write(
-            root.join("DEBIAN/control"),
-            "Package: linux-image-t-dbg\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n",
-        )
-        .unwrap();
-        let deb = dir.join(layout).join("linux-image-t-dbg_1_amd64.deb");
-        let st = std::process::Command::new("dpkg-deb")
-            .args(["--root-owner-group", "-Zxz", "--build", &s(&root), &s(&deb)])
-            .output()
-            .unwrap();
-        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let (root, deb) = build_deb(&dir.join(layout), vm_at, &MODULES[..4]);
 
         let (tree_out, deb_out) = (dir.join(layout).join("tree"), dir.join(layout).join("deb"));
         ok(&kernel(&[&s(&root), "--out-dir", &s(&tree_out), "-j2"]));
@@ -725,7 +737,10 @@ fn a_package_equals_its_unpacked_tree() {
                 ..btfkit::encode::Options::kernel_build()
             },
             version: "spill-test".into(),
-            spill_over: 0,
+            reading: btfkit::pipeline::kernel::Reading {
+                spill_over: 0,
+                threads: 2,
+            },
         };
         let tmp_before = member_files();
         let done = btfkit::pipeline::kernel::run(&run, &btfkit::pipeline::kernel::Quiet).unwrap();
@@ -746,6 +761,144 @@ fn a_package_equals_its_unpacked_tree() {
         assert!(again.values().all(|o| o == "reused"), "{layout}: {again:?}");
     }
     // nothing set aside is left behind
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every line of a report, parsed.
+fn report_lines(report: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(report)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A rerun of the same package reads only what is not done. With every
+/// line holding, it reads nothing of the package's stream (a copy cut
+/// short at its end opens, where reading it through fails); with one
+/// module's output gone, it reads up to that module and stops. The lines
+/// that hold are the rewritten report's first, before anything is encoded,
+/// so a rerun killed early keeps them; `btfkit report` finds a package
+/// whose modules are not all reported.
+#[test]
+fn a_package_rerun_reads_only_what_is_not_done() {
+    use btfkit::pipeline::kernel::{InputData, KernelPlan, Reading, SPILL_OVER, known, open_package, read_report};
+    crate::needs_corpus!();
+    if !have_tool("dpkg-deb", "--version") {
+        eprintln!("skipped: dpkg-deb not found");
+        return;
+    }
+    let dir = scratch("kernel-package-rerun");
+    let reading = Reading {
+        spill_over: SPILL_OVER,
+        threads: 2,
+    };
+    let layouts = [
+        ("debian", "usr/lib/debug/boot/vmlinux-6.12-t"),
+        ("fedora", "usr/lib/debug/lib/modules/6.12-t/vmlinux"),
+    ];
+    for (layout, vm_at) in layouts {
+        let (_, deb) = build_deb(&dir.join(layout), vm_at, &MODULES[..4]);
+        let out = dir.join(layout).join("out");
+        let report = out.join("report.jsonl");
+        ok(&kernel(&[&s(&deb), "--out-dir", &s(&out), "-j2"]));
+        let packages: Vec<serde_json::Value> = report_lines(&report)
+            .into_iter()
+            .filter_map(|l| l.get("package").cloned())
+            .collect();
+        assert_eq!(packages.len(), 1, "{layout}: {packages:?}");
+        assert_eq!(packages[0]["modules"], 4, "{layout}");
+        let sha = packages[0]["sha256"].as_str().unwrap().to_string();
+
+        let bytes = std::fs::read(&deb).unwrap();
+        let cut = dir.join(layout).join("cut.deb");
+        std::fs::write(&cut, &bytes[..bytes.len() - 8]).unwrap();
+        // What a rerun of the package (sha256 `sha`) would open, on `pkg`.
+        let plan = |with_report: bool| {
+            let lines = if with_report {
+                read_report(&report).unwrap().0
+            } else {
+                Vec::new()
+            };
+            KernelPlan::new(
+                out.clone(),
+                btfkit::encode::Options::kernel_build(),
+                env!("CARGO_PKG_VERSION").to_string(),
+                lines,
+            )
+        };
+        let open = |pkg: &Path, with_report: bool| {
+            let k = known(&plan(with_report), None, &sha, &out);
+            open_package(pkg, None, reading, k).map(|item| (item.vmlinux, item.modules.collect::<Vec<_>>()))
+        };
+        // Read through, the cut copy fails.
+        let read_through = open(&cut, false);
+        assert!(
+            read_through.map_or(true, |(_, mods)| mods.iter().any(|m| m.is_err())),
+            "{layout}: the cut copy reads without an error"
+        );
+        // Every line holds: nothing of the stream is read.
+        let (vm, mods) = open(&cut, true).unwrap_or_else(|e| panic!("{layout}: {e}"));
+        assert!(matches!(vm.data, InputData::Proven), "{layout}: the vmlinux was read");
+        assert_eq!(mods.len(), 4, "{layout}");
+        for m in &mods {
+            let m = m.as_ref().unwrap_or_else(|e| panic!("{layout}: {e}"));
+            assert!(matches!(m.data, InputData::Proven), "{layout}: {} was read", m.rel);
+        }
+        // One output gone: that module alone is read, and the stream stops
+        // before the cut.
+        let gone = out.join("modules/kernel/net/ipv4/tcp_bbr.btf");
+        let gone_bytes = std::fs::read(&gone).unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        let (vm, mods) = open(&cut, true).unwrap_or_else(|e| panic!("{layout}: {e}"));
+        assert!(matches!(vm.data, InputData::Proven), "{layout}");
+        let read: Vec<String> = mods
+            .iter()
+            .map(|m| m.as_ref().unwrap_or_else(|e| panic!("{layout}: {e}")))
+            .filter(|m| !matches!(m.data, InputData::Proven))
+            .map(|m| m.rel.clone())
+            .collect();
+        assert_eq!(mods.len(), 4, "{layout}");
+        assert_eq!(
+            read,
+            ["usr/lib/debug/lib/modules/6.12-t/kernel/net/ipv4/tcp_bbr.ko"],
+            "{layout}"
+        );
+
+        // The command's rerun: the lines that hold first, then the package's
+        // line, then the module encoded again (to the same bytes).
+        ok(&kernel(&[&s(&deb), "--out-dir", &s(&out), "-j2"]));
+        let lines = report_lines(&report);
+        let kinds: Vec<String> = lines
+            .iter()
+            .map(|l| match (l.get("outcome"), l.get("package"), l.get("summary")) {
+                (Some(o), _, _) => o.as_str().unwrap().to_string(),
+                (_, Some(_), _) => "package".into(),
+                (_, _, Some(_)) => "summary".into(),
+                _ => panic!("{l}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["reused", "reused", "reused", "reused", "package", "ok", "summary"],
+            "{layout}"
+        );
+        assert!(lines[5]["input"].as_str().unwrap().ends_with("tcp_bbr.ko"), "{layout}");
+        assert_eq!(std::fs::read(&gone).unwrap(), gone_bytes, "{layout}");
+        let r = run(&["report", &s(&out)]);
+        assert!(r.status.success(), "{layout}: {}", String::from_utf8_lossy(&r.stdout));
+        // A module's line missing: the package's count says so.
+        let text = std::fs::read_to_string(&report).unwrap();
+        let kept: Vec<&str> = text.lines().filter(|l| !l.contains("tcp_bbr.ko")).collect();
+        std::fs::write(&report, kept.join("\n") + "\n").unwrap();
+        let r = run(&["report", &s(&out)]);
+        let said = String::from_utf8_lossy(&r.stdout);
+        assert!(!r.status.success(), "{layout}: {said}");
+        assert!(
+            said.contains("its package has 4 modules, 3 reported"),
+            "{layout}: {said}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

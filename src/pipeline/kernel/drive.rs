@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::{
-    Header, InputKind, Item, ItemTotals, KernelError, KernelPlan, Line, Outcome, Record, ReportWriter, Totals,
+    Header, InputKind, Item, ItemTotals, KernelError, KernelPlan, Line, Outcome, Reading, Record, ReportWriter, Totals,
     flags_string, open_item, read_list, read_report, run_item, settled, shard_entries, shard_report_name,
 };
 use crate::encode::Options;
@@ -37,9 +37,9 @@ pub struct KernelRun {
     /// The version recorded in each report line; a rerun reuses only lines
     /// of the same version.
     pub version: String,
-    /// A package's members larger than this are read into temporary files
-    /// and mapped from there, not held in memory ([`super::SPILL_OVER`]).
-    pub spill_over: u64,
+    /// How packages are read: members over a size in temporary files
+    /// ([`super::SPILL_OVER`]), xz on how many threads.
+    pub reading: Reading,
 }
 
 /// What a run tells its caller as it goes. Every method has a default that
@@ -108,6 +108,7 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
     for n in bad {
         progress.bad_report_line(&report_path, n);
     }
+    let reading = run.reading;
     let mut plan = KernelPlan::new(run.out_dir.clone(), run.opts.clone(), run.version.clone(), previous);
     // Every tree opened first (its files listed), so that the new report
     // starts with every line that can be reused as it is. A package in a
@@ -130,11 +131,11 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
             });
             continue;
         }
-        let item = match open_item(&path, name.clone(), run.spill_over) {
+        let item = match open_item(&path, name.clone(), reading, &plan, &out_dir) {
             Ok(mut i) => {
                 let done = settled(&plan, &mut i, &out_dir);
                 plan.mark_written(&done);
-                first.extend(done.into_iter().map(|r| Line::Record(Box::new(r))));
+                first.extend(done);
                 Ok(i)
             }
             // one list entry that cannot be opened: its line, and on to the next
@@ -160,10 +161,20 @@ pub fn run(run: &KernelRun, progress: &dyn Progress) -> Result<Finished, KernelE
     };
     let mut totals = ItemTotals::default();
     for p in planned {
-        let item = match p
-            .item
-            .unwrap_or_else(|| open_item(&p.path, p.name.clone(), run.spill_over))
-        {
+        let opened = match p.item {
+            Some(i) => i,
+            // A list's package, opened now: its lines that hold go into
+            // the report before anything is encoded.
+            None => open_item(&p.path, p.name.clone(), reading, &plan, &p.out_dir).and_then(|mut i| {
+                let done = settled(&plan, &mut i, &p.out_dir);
+                for l in &done {
+                    report.append(l)?;
+                }
+                plan.mark_written(&done);
+                Ok(i)
+            }),
+        };
+        let item = match opened {
             Ok(i) => i,
             Err(e) => {
                 let r = unopened(&plan, p.name, &p.path, &crate::error::one_line(&e));

@@ -13,6 +13,10 @@ pub enum InputData {
     /// (deleted with the last clone), mapped when it is encoded as a tree's
     /// file is; the input's `rel` names it.
     Spilled(Arc<tempfile::TempPath>),
+    /// A package's member this run does not read: its previous line holds
+    /// (the package is byte-identical, and the output is as recorded), so
+    /// it is reused without its bytes, and the package reader skips it.
+    Proven,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +25,10 @@ pub enum InputKind {
     Vmlinux,
     Module,
 }
+
+/// What the encoder reads: a file, or bytes in memory and the name its
+/// messages give them.
+pub type Source<'a> = (PathBuf, Option<&'a Arc<Vec<u8>>>);
 
 /// One file of a kernel to encode.
 #[derive(Clone, Debug)]
@@ -35,6 +43,10 @@ pub struct Input {
     /// Seconds since the epoch.
     pub mtime: u64,
     pub data: InputData,
+    /// A package member's: the sha256 of the package file (hex). Its
+    /// fingerprint is then the package's and its path's, which a rerun can
+    /// check before reading the package.
+    pub package_sha256: Option<Arc<str>>,
 }
 
 impl Input {
@@ -53,6 +65,7 @@ impl Input {
             size: m.len(),
             mtime,
             data: InputData::File(path),
+            package_sha256: None,
         })
     }
 
@@ -65,12 +78,14 @@ impl Input {
             size: data.len() as u64,
             mtime,
             data: InputData::Bytes(data),
+            package_sha256: None,
         }
     }
 
     /// A package's member (named by its path in the package, with the time
-    /// the package records), in memory or spilled to a temporary file.
-    pub fn member(e: crate::package::Entry, kind: InputKind, out: String) -> Input {
+    /// the package records), in memory or spilled to a temporary file, from
+    /// the package of sha256 `package`.
+    pub fn member(e: crate::package::Entry, kind: InputKind, out: String, package: Arc<str>) -> Input {
         let data = match e.data {
             crate::package::Contents::Memory(v) => InputData::Bytes(Arc::new(v)),
             crate::package::Contents::Spilled(p) => InputData::Spilled(p),
@@ -82,6 +97,20 @@ impl Input {
             size: e.size,
             mtime: e.mtime,
             data,
+            package_sha256: Some(package),
+        }
+    }
+
+    /// The member `r` records, not read: see [`InputData::Proven`].
+    pub fn proven(r: &Record, out: String, package: Arc<str>) -> Input {
+        Input {
+            rel: r.input.clone(),
+            kind: r.kind,
+            out,
+            size: r.size,
+            mtime: 0,
+            data: InputData::Proven,
+            package_sha256: Some(package),
         }
     }
 
@@ -89,24 +118,34 @@ impl Input {
     pub fn name(&self) -> PathBuf {
         match &self.data {
             InputData::File(p) => p.clone(),
-            InputData::Bytes(_) | InputData::Spilled(_) => PathBuf::from(&self.rel),
+            InputData::Bytes(_) | InputData::Spilled(_) | InputData::Proven => PathBuf::from(&self.rel),
         }
     }
 
     /// What the encoder is given: the file it reads, or, for bytes in
-    /// memory, the bytes and the name its messages use.
-    pub fn source(&self) -> (PathBuf, Option<&Arc<Vec<u8>>>) {
+    /// memory, the bytes and the name its messages use. A member this run
+    /// does not read has neither.
+    pub fn source(&self) -> Result<Source<'_>, KernelError> {
         match &self.data {
-            InputData::File(p) => (p.clone(), None),
-            InputData::Spilled(p) => (p.to_path_buf(), None),
-            InputData::Bytes(b) => (PathBuf::from(&self.rel), Some(b)),
+            InputData::File(p) => Ok((p.clone(), None)),
+            InputData::Spilled(p) => Ok((p.to_path_buf(), None)),
+            InputData::Bytes(b) => Ok((PathBuf::from(&self.rel), Some(b))),
+            InputData::Proven => Err(KernelError::NotRead {
+                input: self.rel.clone(),
+            }),
         }
     }
 
-    /// A sha256 over its size, mtime, ELF header and section header table
-    /// (the bytes that move when anything in the file changes size or
-    /// place), as hex. A file too short or not ELF hashes what it has.
+    /// What tells it from another input of the same path, as hex. For a
+    /// package's member: a sha256 over the package's sha256 and the
+    /// member's path (a byte-identical package holds the same bytes there).
+    /// For a file: a sha256 over its size, mtime, ELF header and section
+    /// header table (the bytes that move when anything in the file changes
+    /// size or place); a file too short or not ELF hashes what it has.
     pub fn fingerprint(&self) -> Result<String, KernelError> {
+        if let Some(p) = &self.package_sha256 {
+            return Ok(member_fingerprint(p, &self.rel));
+        }
         let mut h = Sha256::new();
         h.update(self.size.to_le_bytes());
         h.update(self.mtime.to_le_bytes());
@@ -121,9 +160,24 @@ impl Input {
             }
             InputData::File(p) => hash_headers_of(&mut h, p)?,
             InputData::Spilled(p) => hash_headers_of(&mut h, p)?,
+            InputData::Proven => {
+                return Err(KernelError::NotRead {
+                    input: self.rel.clone(),
+                });
+            }
         }
         Ok(hex(&h.finalize()))
     }
+}
+
+/// The fingerprint of the member at `rel` of the package of sha256 `package`.
+pub(super) fn member_fingerprint(package: &str, rel: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"package member\0");
+    h.update(package.as_bytes());
+    h.update(b"\0");
+    h.update(rel.as_bytes());
+    hex(&h.finalize())
 }
 
 /// Feeds `h` a file's ELF header and section header table (as
@@ -199,4 +253,20 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 pub(super) fn file_sha256(path: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| sha256_hex(&b))
+}
+
+/// The sha256 of a file read as a stream (a package of a gigabyte is
+/// never held), as hex.
+pub(super) fn stream_sha256(path: &Path) -> Result<String, KernelError> {
+    let mut f = File::open(path).map_err(io(path))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(hex(&h.finalize())),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(path)(e)),
+        }
+    }
 }

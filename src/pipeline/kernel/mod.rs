@@ -21,6 +21,13 @@
 //! has a line for it with the same fingerprint, btfkit version and flags,
 //! outcome `ok` or `reused`, its output still has the recorded sha256, and
 //! (for a module) the base it was split over is the current `vmlinux.btf`.
+//! A package's member is fingerprinted by the package file's sha256 and its
+//! path, so a rerun knows what holds before reading the package
+//! ([`known`]): those members are neither encoded nor held (the reader
+//! skips them), their lines open the new report, and once the package's
+//! module count is known (its `package` line) the stream is dropped as soon
+//! as the members left to encode are read. A package whose every line
+//! holds is not decompressed at all.
 //!
 //! Files: `drive` (a whole run: one kernel or a list's shard, the report
 //! rewritten, the summary), `input` (an input and its fingerprint), `tree`
@@ -61,6 +68,10 @@ pub enum KernelError {
     /// A module met before its package's vmlinux could not be set aside.
     #[error("{package}: setting aside a module that comes before the vmlinux")]
     Spill { package: PathBuf, source: std::io::Error },
+    /// An input a rerun took as done without reading it was asked for its
+    /// bytes (a bug: its line was proven to hold).
+    #[error("{input}: not read from its package (its previous line was taken as holding)")]
+    NotRead { input: String },
     #[error("{path}: neither a directory nor a package (.deb, .ddeb, .rpm)")]
     NotAnItem { path: PathBuf },
     #[error("{path}")]
@@ -105,8 +116,8 @@ pub use drive::{Finished, KernelRun, Progress, Quiet, Target, run};
 use input::file_sha256;
 pub use input::{Input, InputData, InputKind, sha256_hex};
 pub use list::{ListEntry, read_list, resolve_shard, shard_entries, shard_report_name};
-pub use package::{SPILL_OVER, open_package};
-pub use report::{Header, Line, Outcome, Record, ReportWriter, Totals, flags_string, read_report};
+pub use package::{Known, PackageState, Reading, SPILL_OVER, known, open_package};
+pub use report::{Header, Line, Outcome, PackageRead, Record, ReportWriter, Totals, flags_string, read_report};
 pub use tree::{module_output_name, open_tree};
 
 /// One kernel to encode: its vmlinux, then its modules as they come.
@@ -120,17 +131,28 @@ pub struct Item {
     pub modules: Box<dyn Iterator<Item = Result<Input, KernelError>> + Send>,
     /// How many modules, when known in advance.
     pub module_count: Option<usize>,
+    /// A package's: its identity, and what its reading found.
+    pub package: Option<PackageState>,
 }
 
 /// Opens a list entry or the one root of a run: a directory is a tree
 /// ([`open_tree`]), a file a package ([`open_package`], recognised by its
-/// magic, whatever its name).
-pub fn open_item(path: &Path, name: Option<String>, spill_over: u64) -> Result<Item, KernelError> {
+/// magic, whatever its name; what `plan`'s previous report proves of it,
+/// its outputs in `out_dir`, is not read again).
+pub fn open_item(
+    path: &Path,
+    name: Option<String>,
+    how: Reading,
+    plan: &KernelPlan,
+    out_dir: &Path,
+) -> Result<Item, KernelError> {
     let m = std::fs::metadata(path).map_err(io(path))?;
     if m.is_dir() {
         return open_tree(path, name);
     }
-    match open_package(path, name, spill_over) {
+    let sha256 = input::stream_sha256(path)?;
+    let known = known(plan, name.as_deref(), &sha256, out_dir);
+    match open_package(path, name, how, known) {
         Err(KernelError::Package(crate::package::PackageError::NotAPackage { .. })) => Err(KernelError::NotAnItem {
             path: path.to_path_buf(),
         }),
@@ -158,34 +180,44 @@ pub struct KernelPlan {
     /// The (item, input) whose `reused` line the new report holds already
     /// (the new report's first lines).
     pub written: HashSet<(Option<String>, String)>,
+    /// The previous run's end-of-package lines, by item.
+    pub packages: HashMap<Option<String>, PackageRead>,
 }
 
 impl KernelPlan {
     /// A plan with the previous records of `lines` (the report being replaced).
     pub fn new(report_dir: PathBuf, opts: Options, version: String, lines: Vec<Line>) -> KernelPlan {
-        let previous = lines
-            .into_iter()
-            .filter_map(|l| match l {
-                Line::Record(r) => Some(((r.item.clone(), r.input.clone()), *r)),
-                _ => None,
-            })
-            .collect();
+        let (mut previous, mut packages) = (HashMap::new(), HashMap::new());
+        for l in lines {
+            match l {
+                Line::Record(r) => {
+                    previous.insert((r.item.clone(), r.input.clone()), *r);
+                }
+                Line::Package { package } => {
+                    packages.insert(package.item.clone(), package);
+                }
+                Line::Header(_) | Line::Summary { .. } => {}
+            }
+        }
         KernelPlan {
             report_dir,
             opts,
             version,
             previous,
             written: HashSet::new(),
+            packages,
         }
     }
 
-    /// Notes `records` as written into the new report (see [`settled`]):
-    /// they replace the previous lines of their inputs.
-    pub fn mark_written(&mut self, records: &[Record]) {
-        for r in records {
-            let key = (r.item.clone(), r.input.clone());
-            self.previous.insert(key.clone(), r.clone());
-            self.written.insert(key);
+    /// Notes the records of `lines` as written into the new report (see
+    /// [`settled`]): they replace the previous lines of their inputs.
+    pub fn mark_written(&mut self, lines: &[Line]) {
+        for l in lines {
+            if let Line::Record(r) = l {
+                let key = (r.item.clone(), r.input.clone());
+                self.previous.insert(key.clone(), (**r).clone());
+                self.written.insert(key);
+            }
         }
     }
 }
@@ -217,20 +249,21 @@ fn output_rel(plan: &KernelPlan, out_dir: &Path, out: &str) -> String {
         .into_owned()
 }
 
-/// The `reused` record of `input` (of item `item`, fingerprint `fp`, split
-/// over a vmlinux.btf of sha256 `base`) if its previous line still holds:
-/// same fingerprint, version and flags, outcome ok or reused, the same
-/// base, and its output still has the recorded sha256. A line the
-/// rewritten report holds already is taken as it is.
+/// The `reused` record of input `rel` (of item `item`, output `out`,
+/// fingerprint `fp`, split over a vmlinux.btf of sha256 `base`) if its
+/// previous line still holds: same fingerprint, version and flags, outcome
+/// ok or reused, the same base, and its output still has the recorded
+/// sha256. A line the rewritten report holds already is taken as it is.
 fn reuse(
     plan: &KernelPlan,
     item: Option<&str>,
-    input: &Input,
+    rel: &str,
+    out: &str,
     fp: &str,
     base: Option<&str>,
     out_dir: &Path,
 ) -> Option<Record> {
-    let key = (item.map(str::to_string), input.rel.clone());
+    let key = (item.map(str::to_string), rel.to_string());
     let old = plan.previous.get(&key)?;
     if plan.written.contains(&key) {
         return Some(old.clone());
@@ -239,12 +272,12 @@ fn reuse(
         && old.version == plan.version
         && old.flags == flags_string(&plan.opts)
         && matches!(old.outcome, Outcome::Ok | Outcome::Reused)
-        && old.output.as_deref() == Some(output_rel(plan, out_dir, &input.out).as_str())
+        && old.output.as_deref() == Some(output_rel(plan, out_dir, out).as_str())
         && old.base_sha256.as_deref() == base;
     if !same {
         return None;
     }
-    let sha = file_sha256(&out_dir.join(&input.out))?;
+    let sha = file_sha256(&out_dir.join(out))?;
     (Some(&sha) == old.sha256.as_ref()).then(|| Record {
         outcome: Outcome::Reused,
         error: None,
@@ -255,35 +288,48 @@ fn reuse(
 }
 
 /// The lines of `item` that can be reused as they are, known before it
-/// runs: its vmlinux's and, when that is reused, its modules' (the modules
-/// are collected to be checked and put back in their order: for a tree, a
-/// list of paths; a package's stream is not collected). Write them into the new report, then [`KernelPlan::mark_written`]
-/// them, so that [`run_item`] counts them without writing them again.
-pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Record> {
+/// runs: its vmlinux's and, when that is reused, its modules' (a tree's
+/// are collected to be checked and put back in their order; a package's
+/// are those its previous report proves, [`known`], with the package's
+/// module count). Write them into the new report, then
+/// [`KernelPlan::mark_written`] them, so that [`run_item`] counts them
+/// without writing them again: a rerun killed early keeps them.
+pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Line> {
     let name = item.name.clone();
-    let vm = &item.vmlinux;
-    let Some(vm_rec) = vm
-        .fingerprint()
-        .ok()
-        .and_then(|fp| reuse(plan, name.as_deref(), vm, &fp, None, out_dir))
-    else {
+    let check = |i: &Input, base: Option<&str>| {
+        i.fingerprint()
+            .ok()
+            .and_then(|fp| reuse(plan, name.as_deref(), &i.rel, &i.out, &fp, base, out_dir))
+    };
+    let Some(vm_rec) = check(&item.vmlinux, None) else {
         return Vec::new();
     };
     let base = vm_rec.sha256.clone();
-    let mut out = vec![vm_rec];
-    if item.module_count.is_none() {
-        // A package's stream: collecting it would hold every module in
-        // memory. Its reused modules are written as they are reached.
+    let mut out = vec![Line::Record(Box::new(vm_rec))];
+    if let Some(p) = &mut item.package {
+        // The proven members come first in the package's modules; the
+        // stream is not touched.
+        out.extend(
+            std::mem::take(&mut p.proven)
+                .into_iter()
+                .map(|r| Line::Record(Box::new(r))),
+        );
+        if let Some(n) = p.known_count {
+            out.push(Line::Package {
+                package: PackageRead {
+                    item: name,
+                    path: item.source.to_string_lossy().into_owned(),
+                    sha256: p.sha256.to_string(),
+                    modules: n,
+                },
+            });
+        }
         return out;
     }
     let modules: Vec<_> = std::mem::replace(&mut item.modules, Box::new(std::iter::empty())).collect();
     for m in modules.iter().flatten() {
-        if let Some(r) = m
-            .fingerprint()
-            .ok()
-            .and_then(|fp| reuse(plan, name.as_deref(), m, &fp, base.as_deref(), out_dir))
-        {
-            out.push(r);
+        if let Some(r) = check(m, base.as_deref()) {
+            out.push(Line::Record(Box::new(r)));
         }
     }
     item.module_count = Some(modules.len());
@@ -334,8 +380,9 @@ pub fn run_item(
         flags: flags.clone(),
         base_sha256: None,
     };
-    let reusable =
-        |input: &Input, fp: &str, base: Option<&str>| reuse(plan, item.name.as_deref(), input, fp, base, out_dir);
+    let reusable = |input: &Input, fp: &str, base: Option<&str>| {
+        reuse(plan, item.name.as_deref(), &input.rel, &input.out, fp, base, out_dir)
+    };
 
     // The vmlinux.
     let vm = &item.vmlinux;
@@ -360,7 +407,7 @@ pub fn run_item(
     match &mut item.vmlinux.data {
         InputData::Bytes(b) => *b = Arc::default(),
         d @ InputData::Spilled(_) => *d = InputData::Bytes(Arc::default()),
-        InputData::File(_) => {}
+        InputData::File(_) | InputData::Proven => {}
     }
     let vm = &item.vmlinux;
 
@@ -375,6 +422,7 @@ pub fn run_item(
         ..super::module_options(&plan.opts, own_pool)
     };
     let modules = Mutex::new(item.modules);
+    let (item_package, item_name, item_source) = (item.package, item.name.clone(), item.source.clone());
     let failure: Mutex<Option<KernelError>> = Mutex::new(None);
     let threads = crate::encode::effective_jobs(plan.opts.jobs, item.module_count.unwrap_or(usize::MAX));
     let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
@@ -448,6 +496,22 @@ pub fn run_item(
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
+    // A package read through: how many modules it has, so that a rerun
+    // stops its stream once the modules it must encode are read. A line
+    // the rewritten report holds already is not written again.
+    if let Some(p) = &item_package
+        && let Some(&n) = p.ended.get()
+        && p.known_count != Some(n)
+    {
+        report.append(&Line::Package {
+            package: PackageRead {
+                item: item_name.clone(),
+                path: item_source.to_string_lossy().into_owned(),
+                sha256: p.sha256.to_string(),
+                modules: n,
+            },
+        })?;
+    }
     Ok(totals.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
@@ -489,10 +553,19 @@ fn module_record(
             ..rec
         });
     };
+    let (path, bytes) = match m.source() {
+        Ok(s) => s,
+        Err(e) => {
+            return Done::record(Record {
+                error: Some(e.to_string()),
+                output: None,
+                ..rec
+            });
+        }
+    };
     let t0 = Instant::now();
     let c0 = crate::metrics::thread_cpu();
     let res = (|| -> Result<(Vec<u8>, u64, Duration), Error> {
-        let (path, bytes) = m.source();
         let bytes = bytes.map(|b| &b[..]);
         let (btf, summary, _) = encode_btf(&path, bytes, Some(base.clone()), index.as_ref(), opts, true)?;
         let raw = btf::write::to_bytes(&btf);
@@ -569,7 +642,16 @@ impl Done {
 fn encode_vmlinux(plan: &KernelPlan, vm: &Input, out: &Path, rec: Record) -> Record {
     let t0 = Instant::now();
     let c0 = crate::metrics::process_cpu();
-    let (path, bytes) = vm.source();
+    let (path, bytes) = match vm.source() {
+        Ok(s) => s,
+        Err(e) => {
+            return Record {
+                error: Some(e.to_string()),
+                output: None,
+                ..rec
+            };
+        }
+    };
     let mut p = Plan::new(path, plan.opts.clone());
     p.input_bytes = bytes.cloned();
     p.output = Some(out.to_path_buf());

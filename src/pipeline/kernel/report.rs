@@ -78,12 +78,28 @@ pub struct Totals {
     pub peak_rss_bytes: u64,
 }
 
+/// A package whose modules were all reached (read through, or as far as a
+/// previous count said): a rerun of the same bytes stops its stream once
+/// the modules it must encode are read, or reads none of it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PackageRead {
+    /// The list entry it is (list runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    pub path: String,
+    /// The package file's sha256.
+    pub sha256: String,
+    /// How many modules it has.
+    pub modules: usize,
+}
+
 /// Any line of a report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Line {
     Header(Header),
     Summary { summary: Totals },
+    Package { package: PackageRead },
     Record(Box<Record>),
 }
 

@@ -32,6 +32,7 @@ pub fn open_tree(root: &Path, name: Option<String>) -> Result<Item, KernelError>
         vmlinux: vm,
         module_count: Some(modules.len()),
         modules: Box::new(modules.into_iter()),
+        package: None,
     })
 }
 
