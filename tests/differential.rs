@@ -8,8 +8,9 @@
 //! with clang, links the objects with `ld -r` (a relocatable object, like
 //! a kernel module) and checks, for the kernel's feature set and the bare
 //! default, that `btfkit encode --collapse` at -j1 and -j2, and plain
-//! `btfkit encode -j2`, write the bytes of `btfkit encode -j1` (the full
-//! algorithm).
+//! `btfkit encode -j2`, write the bytes of `btfkit encode -j1 --no-collapse`
+//! (the full algorithm). A linked program whose units are repeated turns
+//! the collapse on by default, with the same bytes.
 //!
 //! Environment:
 //! - `BTFKIT_DIFFERENTIAL_CASES=N`: seeds 1..=N (default 16);
@@ -240,7 +241,7 @@ fn check_set(case: &mut Case, cfg: &Config, set: &str, features: Option<&str>) -
         Ok(std::fs::read(dir.join(out)).unwrap())
     };
     let base_name = format!("{set}.j1.btf");
-    let base = encode(case, &base_name, &["-j1"])?;
+    let base = encode(case, &base_name, &["-j1", "--no-collapse"])?;
     let runs: [&[&str]; 3] = [&["--collapse", "-j1"], &["--collapse", "-j2"], &["-j2"]];
     for flags in runs {
         let name = format!("{set}.{}.btf", flags.join("").replace("--", "."));
@@ -327,6 +328,72 @@ fn a_one_byte_struct_without_members_makes_no_variable() {
         let vars: Vec<&str> = text.lines().filter(|l| l.contains("] VAR ")).collect();
         assert_eq!(vars.len(), 1, "{cc}: {text}");
         assert!(vars[0].contains("'keep'"), "{cc}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program whose `.debug_info` holds its units twice (as
+/// benches/mem-scale.py makes them): the default encode finds the units
+/// repeating and collapses their copies, which it does not on the program
+/// itself, and writes the bytes of `--no-collapse` on both.
+#[test]
+fn repeated_units_turn_the_collapse_on_with_the_same_bytes() {
+    if !have_tool("gcc", "--version") || !have_tool("objcopy", "--version") {
+        eprintln!("skipped: gcc or objcopy not found");
+        return;
+    }
+    let dir = common::scratch("collapse-repeated-units");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shared = "struct node { struct node *next; int v; };\nstruct list { struct node *head; unsigned long n; };\n";
+    std::fs::write(
+        dir.join("a.c"),
+        format!("{shared}struct list la;\nint count(struct list *l) {{ return l->n; }}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.c"),
+        format!("{shared}struct list lb;\nint main(void) {{ return (int)lb.n; }}\n"),
+    )
+    .unwrap();
+    let run = |cmd: &mut Command| {
+        let o = cmd.current_dir(&dir).output().unwrap();
+        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+        o.stderr
+    };
+    run(Command::new("gcc").args(["-g", "-O2", "a.c", "b.c", "-o", "prog"]));
+    run(Command::new("objcopy").args(["--dump-section", ".debug_info=info", "prog", "prog.copy"]));
+    let info = std::fs::read(dir.join("info")).unwrap();
+    std::fs::write(dir.join("info2"), [&info[..], &info[..]].concat()).unwrap();
+    run(Command::new("objcopy").args(["--update-section=.debug_info=info2", "prog", "prog2"]));
+    for (input, repeats) in [("prog", false), ("prog2", true)] {
+        let stats = run(Command::new(env!("CARGO_BIN_EXE_btfkit")).args([
+            "encode",
+            input,
+            "--stats",
+            "--json",
+            "-o",
+            &format!("{input}.btf"),
+        ]));
+        // --stats --json: one object, on stderr
+        let v: serde_json::Value = serde_json::from_slice(&stats)
+            .unwrap_or_else(|e| panic!("{input}: {e}: {}", String::from_utf8_lossy(&stats)));
+        assert_eq!(v["counts"]["collapsing"], u64::from(repeats), "{input}: {v}");
+        if repeats {
+            assert!(v["counts"]["types_collapsed"].as_u64().unwrap() > 0, "{input}: {v}");
+        }
+        run(Command::new(env!("CARGO_BIN_EXE_btfkit")).args([
+            "encode",
+            input,
+            "--no-collapse",
+            "-q",
+            "-o",
+            &format!("{input}.full.btf"),
+        ]));
+        let (ours, full) = (
+            std::fs::read(dir.join(format!("{input}.btf"))).unwrap(),
+            std::fs::read(dir.join(format!("{input}.full.btf"))).unwrap(),
+        );
+        assert!(ours == full, "{input}: the collapsed bytes differ from --no-collapse");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -43,9 +43,13 @@ pub struct Args {
     pub no_early_dedup: bool,
     /// Leave out the types of a CU that copy an earlier CU's exactly, before
     /// dedup (same bytes; memory then follows the unique types when the
-    /// input repeats its DWARF, but a vmlinux takes more CPU: PERF.md)
-    #[arg(long, conflicts_with = "no_dedup")]
+    /// input repeats its DWARF, but a vmlinux takes a third more CPU:
+    /// PERF.md). Default: only where the input repeats its units.
+    #[arg(long, conflicts_with_all = ["no_dedup", "no_collapse"])]
     pub collapse: bool,
+    /// Never leave out exact copies, even where units repeat.
+    #[arg(long)]
+    pub no_collapse: bool,
     /// Skip the function phase (no FUNC / FUNC_PROTO for functions).
     #[arg(long)]
     pub no_funcs: bool,
@@ -163,7 +167,9 @@ pub fn execute(mut plan: Plan, report: Report) -> anyhow::Result<i32> {
             // an LTO file read as one unit: its encoding ran on one thread
             ("merged_units", s.merged_units as u64),
             ("type_unit_refs", s.type_unit_refs),
-            // exact copies of earlier CUs' types, never merged (--collapse)
+            // exact copies of earlier CUs' types, never merged (--collapse,
+            // or by default where the units repeat)
+            ("collapsing", u64::from(s.collapsing)),
             ("types_collapsed", s.types_collapsed),
             // names cached by .debug_str offset (a linked file's merged
             // section; a module's repeats its strings per input)
@@ -227,7 +233,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         },
         verbose: a.verbose,
         global_pool: true,
-        collapse: a.collapse,
+        collapse: match (a.collapse, a.no_collapse) {
+            (true, _) => encode::CollapseMode::Always,
+            (false, true) => encode::CollapseMode::Never,
+            (false, false) => encode::CollapseMode::WhereUnitsRepeat,
+        },
         alt: btfkit::elf::alt::AltLookup {
             file: a.alt_file.clone(),
             debug_root: a.debug_root.clone(),

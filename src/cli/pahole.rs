@@ -206,7 +206,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 type_units: encode::TypeUnitMode::Reference,
                 verbose,
                 global_pool: true,
-                collapse: false,
+                collapse: encode::CollapseMode::default(),
                 alt: Default::default(),
             },
         },

@@ -95,13 +95,12 @@ impl Incremental {
         self
     }
 
-    /// The passes without stubbing: for a BTF whose later types may refer
-    /// to earlier chunks' records (the encoder leaving out exact copies).
-    pub fn keeping_records() -> Incremental {
-        Incremental {
-            stubs: false,
-            ..Incremental::new()
-        }
+    /// No stubbing from now on: for a BTF whose later types may refer to
+    /// earlier chunks' records (the encoder leaving out exact copies). The
+    /// encoder says so with its first chunk, before any stub is cut.
+    pub fn keep_records(&mut self) {
+        debug_assert!(!self.stubbed, "records kept after some were stubbed");
+        self.stubs = false;
     }
 
     /// Why the chunked passes stopped, if they did.

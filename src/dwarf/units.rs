@@ -2,6 +2,7 @@
 //! source context of a DIE for error messages.
 
 use gimli::{EndianSlice, RunTimeEndian, Section, UnitOffset, constants as dw};
+use smallvec::SmallVec;
 
 use super::dies;
 use super::{Dwarf, R};
@@ -160,6 +161,48 @@ pub fn declares_cross_unit_refs(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_
     any_table_declares(d, headers, &|_, specs| {
         specs.iter().any(|s| s.1 == dw::DW_FORM_ref_addr)
     })
+}
+
+/// Whether the units repeat: at least a quarter of `.debug_info`'s bytes
+/// are in units that look like an earlier unit's copy (the same length,
+/// the same abbreviation table, the same first 256 bytes after the
+/// header). Only units that share a length and a table with another are
+/// read, which distinct compile units do not; those are read in section
+/// order, and `passed(end)` is called as the reading passes offset `end`,
+/// so the caller can drop the pages behind it. A guess that turns on the
+/// collapse of exact copies, which is exact either way.
+pub fn units_repeat(d: &Dwarf<'_>, headers: &[gimli::UnitHeader<R<'_>>], passed: &mut dyn FnMut(usize)) -> bool {
+    let info = d.debug_info.reader().slice();
+    let key = |h: &gimli::UnitHeader<R<'_>>| (h.length_including_self(), h.debug_abbrev_offset().0);
+    let mut count: hashbrown::HashMap<(usize, usize), u32> = hashbrown::HashMap::new();
+    let mut total = 0usize;
+    for h in headers {
+        total += h.length_including_self();
+        *count.entry(key(h)).or_default() += 1;
+    }
+    // (length, table) -> the hashes of the distinct samples met
+    let mut seen: hashbrown::HashMap<(usize, usize), SmallVec<[u64; 2]>> = hashbrown::HashMap::new();
+    let mut repeated = 0usize;
+    for h in headers.iter().filter(|h| count[&key(h)] > 1) {
+        let (start, len) = (h.offset().0, h.length_including_self());
+        let at = start + h.header_size();
+        let end = (start + len).min(at + 256);
+        let sample = info.get(at..end).unwrap_or_default();
+        let hash = {
+            use std::hash::Hasher;
+            let mut x = std::hash::DefaultHasher::new();
+            x.write(sample);
+            x.finish()
+        };
+        let hashes = seen.entry(key(h)).or_default();
+        if hashes.contains(&hash) {
+            repeated += len;
+        } else {
+            hashes.push(hash);
+        }
+        passed(end);
+    }
+    repeated > 0 && repeated >= total / 4
 }
 
 /// Whether an abbreviation of any unit's table passes `test` (each table

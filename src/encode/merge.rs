@@ -151,6 +151,10 @@ impl Merger {
     }
 
     /// Types left out as exact copies so far.
+    pub(super) fn collapsing(&self) -> bool {
+        self.collapse.is_some()
+    }
+
     pub(super) fn collapsed(&self) -> u64 {
         self.collapse.as_ref().map_or(0, |c| c.collapsed)
     }

@@ -220,13 +220,27 @@ pub struct Options {
     /// pool's, as many as `-j` says (the reference's count, which its tests
     /// check).
     pub global_pool: bool,
-    /// Leave out the types of a later CU that copy merged ones exactly
-    /// (`collapse.rs`). Only for BTF that dedup follows, which then gives
-    /// the same bytes: the pre-dedup BTF is not the reference's.
-    pub collapse: bool,
+    /// When to leave out the types of a later CU that copy merged ones
+    /// exactly (`collapse.rs`). Only for BTF that dedup follows, which then
+    /// gives the same bytes: the pre-dedup BTF is not the reference's.
+    pub collapse: CollapseMode,
     /// Where to find the supplementary file of a dwz-compressed input
     /// (`--alt-file`, `--debug-root`).
     pub alt: crate::elf::alt::AltLookup,
+}
+
+/// When the encoder collapses exact copies ([`Options::collapse`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CollapseMode {
+    Never,
+    Always,
+    /// Where the input repeats its units ([`dwarf::units_repeat`]): the one
+    /// case where collapsing pays. Elsewhere (every kernel and module
+    /// measured) it costs the vmlinux a third more CPU than it saves
+    /// (PERF.md), and the guess reads nothing of a unit that shares no
+    /// length and abbreviation table with another.
+    #[default]
+    WhereUnitsRepeat,
 }
 
 /// What to do with DWARF type units (`-fdebug-types-section`).
@@ -298,7 +312,7 @@ impl Default for Options {
             type_units: TypeUnitMode::Reference,
             verbose: false,
             global_pool: false,
-            collapse: false,
+            collapse: CollapseMode::default(),
             alt: Default::default(),
         }
     }
@@ -347,6 +361,8 @@ pub struct Summary {
     /// Whether the units were encoded as one merged unit (an LTO file, as
     /// the reference does): its encoding then runs on one thread.
     pub merged_units: bool,
+    /// Whether exact copies were looked for ([`Options::collapse`]).
+    pub collapsing: bool,
     /// Types left out as exact copies of merged ones ([`Options::collapse`]).
     pub types_collapsed: u64,
     /// Whether names were cached by their `.debug_str` offset: a merged
@@ -370,13 +386,22 @@ pub struct Encoded {
 /// Encodes `path` (an ELF with DWARF) into pre-dedup BTF, optionally as split
 /// BTF over `base`, functions included unless `opts.no_funcs`.
 pub fn encode_file(path: &Path, base: Option<Arc<Btf>>, opts: &Options) -> Result<Encoded, EncodeError> {
-    encode_file_with(path, base, opts, &mut |_| {})
+    encode_file_with(path, base, opts, &mut |_, _| {})
 }
 
 /// What runs on the merge thread after each chunk of CUs is merged (in CU
-/// order, while later CUs are decoded), with the BTF so far: the encoder
-/// only appends to it.
-pub type OnMerged<'f> = dyn FnMut(&mut Btf) + Send + 'f;
+/// order, while later CUs are decoded), with the BTF so far (the encoder
+/// only appends to it) and how it is merged.
+pub type OnMerged<'f> = dyn FnMut(&mut Btf, Merging) + Send + 'f;
+
+/// How the encoder merges, told with each chunk ([`OnMerged`]); the same
+/// from the first chunk to the last.
+#[derive(Clone, Copy, Debug)]
+pub struct Merging {
+    /// Later CUs' types may be left out as copies of earlier ones, whose
+    /// records must then stay whole ([`Options::collapse`]).
+    pub collapsing: bool,
+}
 
 /// [`encode_file`], calling `on_merged` after each chunk of CUs is merged.
 pub fn encode_file_with(
@@ -495,7 +520,7 @@ pub fn encode_elf(
     base: Option<Arc<Btf>>,
     opts: &Options,
 ) -> Result<Encoded, EncodeError> {
-    encode_elf_with(path, elf, data, base, opts, &mut |_| {})
+    encode_elf_with(path, elf, data, base, opts, &mut |_, _| {})
 }
 
 /// [`encode_elf`], calling `on_merged` after each chunk of CUs is merged.
@@ -624,29 +649,50 @@ pub fn encode_elf_with(
         None if dwz => dwarf::has_gcc_lto_unit(&dw, &headers),
         None => dwarf::declares_cross_unit_refs(&dw, &headers),
     };
+    let collapsing = match opts.collapse {
+        CollapseMode::Never => false,
+        CollapseMode::Always => true,
+        // The pages the probe reads are dropped behind it, as the header
+        // scan's: on a vmlinux whose units repeat it reads a page of each
+        // unit, and the kernel maps the pages around each with it.
+        CollapseMode::WhereUnitsRepeat => {
+            let mut behind = 0;
+            dwarf::units_repeat(&dw, &headers, &mut |end| {
+                if let Some(m) = info_mapping
+                    && end > behind
+                {
+                    m.release(elf.debug.info.get(behind..end).unwrap_or_default());
+                    behind = end;
+                }
+            })
+        }
+    };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
     if let Some(m) = info_mapping {
-        m.release(elf.debug.info.get(released..).unwrap_or_default());
+        // The probe for repeated units read the first bytes of every unit
+        // that shares a length and a table with an earlier one (on a
+        // vmlinux whose units repeat, a page of each, mapped with its
+        // neighbours: 210 MiB of 400 at two copies).
+        let from = if opts.collapse == CollapseMode::WhereUnitsRepeat {
+            0
+        } else {
+            released
+        };
+        m.release(elf.debug.info.get(from..).unwrap_or_default());
     }
     // The scan reads every page of `.debug_str`: they are dropped behind
     // it (a module's can be 130 MB, then resident beside its DWARF).
     let str_cache = strcache::StrCache::for_section(&elf.debug.str, &mut || elf.release_str()).map(Arc::new);
-    let mut m = Merger::new(
-        base,
-        elf.endian,
-        str_cache.clone(),
-        headers.len(),
-        merged,
-        opts.collapse,
-    );
+    let mut m = Merger::new(base, elf.endian, str_cache.clone(), headers.len(), merged, collapsing);
     m.summary.debug_str_cached = str_cache.is_some();
+    m.summary.collapsing = collapsing;
     let lctx = local::Ctx {
         features: opts.features,
         reference: opts.reference,
         elf,
         path,
         str_cache: str_cache.as_deref(),
-        collapse: opts.collapse,
+        collapse: collapsing,
     };
     let counters = LoopCounters::default();
     let work = CuWork {
@@ -995,7 +1041,10 @@ impl<'a> CuWork<'_, 'a> {
                             Err(Halt::Error(e)) => return Err(e),
                         }
                     }
-                    cpu_into(timed, &self.n.on_merged_ns, || on_merged(&mut m.btf));
+                    let merging = Merging {
+                        collapsing: m.collapsing(),
+                    };
+                    cpu_into(timed, &self.n.on_merged_ns, || on_merged(&mut m.btf, merging));
                     if release_info {
                         // SAFETY: this chunk's units are merged, and the merged
                         // BTF borrows nothing from .debug_info; no later unit

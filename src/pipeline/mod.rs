@@ -19,7 +19,7 @@ use crate::btf::distill::DistillError;
 use crate::btf::{self, Btf};
 use crate::dedup::{self, DedupError};
 use crate::elf::write::ElfWriteError;
-use crate::encode::{self, EncodeError, Options, Summary};
+use crate::encode::{self, CollapseMode, EncodeError, Options, Summary};
 
 /// Why a pipeline run failed. Each variant names the file it concerns; its
 /// source (if any) says what went wrong there.
@@ -341,19 +341,20 @@ fn encode_overlapped(
     let opts = Options {
         keep_offsets_deferred: standalone,
         // left-out copies are only exact once dedup has run
-        collapse: opts.collapse && dedup,
+        collapse: if dedup { opts.collapse } else { CollapseMode::Never },
         ..opts.clone()
     };
     if !early || !standalone {
-        return Ok((encode_with(base, &opts, &mut |_| {})?, None));
+        return Ok((encode_with(base, &opts, &mut |_, _| {})?, None));
     }
-    let mut inc = if opts.collapse {
-        dedup::Incremental::keeping_records()
-    } else {
-        dedup::Incremental::new()
-    }
-    .with_rules(dedup_rules(opts.reference));
-    let mut enc = encode_with(base.clone(), &opts, &mut |b| inc.feed(b))?;
+    let mut inc = dedup::Incremental::new().with_rules(dedup_rules(opts.reference));
+    let mut enc = encode_with(base.clone(), &opts, &mut |b, how| {
+        if how.collapsing {
+            // later CUs' copies refer to earlier records: none is cut down
+            inc.keep_records();
+        }
+        inc.feed(b)
+    })?;
     // the function phase's types
     inc.feed(&mut enc.btf);
     if let (Some(why), true) = (inc.gave_up(), inc.stubbed()) {
@@ -364,7 +365,7 @@ fn encode_overlapped(
             input.display()
         );
         drop((inc, enc));
-        return Ok((encode_with(base, &opts, &mut |_| {})?, None));
+        return Ok((encode_with(base, &opts, &mut |_, _| {})?, None));
     }
     Ok((enc, Some(inc)))
 }
