@@ -887,6 +887,24 @@ fn a_package_rerun_reads_only_what_is_not_done() {
         assert_eq!(std::fs::read(&gone).unwrap(), gone_bytes, "{layout}");
         let r = run(&["report", &s(&out)]);
         assert!(r.status.success(), "{layout}: {}", String::from_utf8_lossy(&r.stdout));
+        // Other flags: nothing holds, the count is known, and the new report
+        // still says it.
+        let other = dir.join(layout).join("other");
+        ok(&kernel(&[&s(&deb), "--out-dir", &s(&other), "-j2"]));
+        ok(&kernel(&[&s(&deb), "--out-dir", &s(&other), "-j2", "--lang-exclude="]));
+        let lines = report_lines(&other.join("report.jsonl"));
+        assert_eq!(
+            lines.iter().filter(|l| l.get("package").is_some()).count(),
+            1,
+            "{layout}: {lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .filter(|l| l.get("outcome").is_some())
+                .all(|l| l["outcome"] == "ok"),
+            "{layout}"
+        );
         // A module's line missing: the package's count says so.
         let text = std::fs::read_to_string(&report).unwrap();
         let kept: Vec<&str> = text.lines().filter(|l| !l.contains("tcp_bbr.ko")).collect();

@@ -315,6 +315,7 @@ pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Line> 
                 .map(|r| Line::Record(Box::new(r))),
         );
         if let Some(n) = p.known_count {
+            p.line_written = true;
             out.push(Line::Package {
                 package: PackageRead {
                     item: name,
@@ -498,10 +499,11 @@ pub fn run_item(
     }
     // A package read through: how many modules it has, so that a rerun
     // stops its stream once the modules it must encode are read. A line
-    // the rewritten report holds already is not written again.
+    // the rewritten report holds already is not written again (it is not
+    // there when the vmlinux's line did not hold).
     if let Some(p) = &item_package
         && let Some(&n) = p.ended.get()
-        && p.known_count != Some(n)
+        && !(p.line_written && p.known_count == Some(n))
     {
         report.append(&Line::Package {
             package: PackageRead {

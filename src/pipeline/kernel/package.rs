@@ -196,6 +196,7 @@ pub fn open_package(path: &Path, name: Option<String>, how: Reading, known: Know
             sha256: sha256.clone(),
             proven: proven_records,
             known_count: module_count,
+            line_written: false,
             ended: Arc::clone(&ended),
         }),
         modules: Box::new(Modules {
@@ -222,6 +223,9 @@ pub struct PackageState {
     /// until [`super::settled`] takes them into the new report.
     pub proven: Vec<Record>,
     pub known_count: Option<usize>,
+    /// Whether the new report holds the package's line already (written
+    /// with the lines that hold, [`super::settled`]).
+    pub line_written: bool,
     /// Set when the modules' stream ends without an error: how many
     /// modules the package has.
     pub ended: Arc<std::sync::OnceLock<usize>>,
