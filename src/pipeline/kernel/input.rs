@@ -46,7 +46,75 @@ pub struct Input {
     /// A package member's: the sha256 of the package file (hex). Its
     /// fingerprint is then the package's and its path's, which a rerun can
     /// check before reading the package.
-    pub package_sha256: Option<Arc<str>>,
+    pub package_sha256: Option<Arc<PackageSha>>,
+}
+
+/// A package file's sha256 (hex). A rerun reads it before the stream, to
+/// know which lines hold; a first run reads it on a thread of its own
+/// beside the stream's start, and the first fingerprint waits for it.
+pub struct PackageSha {
+    value: std::sync::OnceLock<Result<Arc<str>, String>>,
+    pending: Mutex<Option<std::thread::JoinHandle<Result<String, KernelError>>>>,
+}
+
+impl std::fmt::Debug for PackageSha {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value.get() {
+            Some(v) => write!(f, "PackageSha({v:?})"),
+            None => f.write_str("PackageSha(reading)"),
+        }
+    }
+}
+
+impl PackageSha {
+    /// One already read.
+    pub fn ready(sha256: &str) -> Arc<PackageSha> {
+        let value = std::sync::OnceLock::new();
+        let _ = value.set(Ok(sha256.into()));
+        Arc::new(PackageSha {
+            value,
+            pending: Mutex::new(None),
+        })
+    }
+
+    /// `path`'s, read on a thread of its own (here, if none can start).
+    pub fn reading(path: &Path) -> Arc<PackageSha> {
+        let p = path.to_path_buf();
+        match std::thread::Builder::new()
+            .name("btfkit-package-sha".into())
+            .spawn(move || stream_sha256(&p))
+        {
+            Ok(h) => Arc::new(PackageSha {
+                value: std::sync::OnceLock::new(),
+                pending: Mutex::new(Some(h)),
+            }),
+            Err(_) => match stream_sha256(path) {
+                Ok(s) => PackageSha::ready(&s),
+                Err(e) => {
+                    let value = std::sync::OnceLock::new();
+                    let _ = value.set(Err(crate::error::one_line(&e)));
+                    Arc::new(PackageSha {
+                        value,
+                        pending: Mutex::new(None),
+                    })
+                }
+            },
+        }
+    }
+
+    /// The sha256, once read.
+    pub fn get(&self) -> Result<Arc<str>, KernelError> {
+        let v = self.value.get_or_init(|| {
+            let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+            match pending.map(|h| h.join()) {
+                Some(Ok(Ok(s))) => Ok(s.into()),
+                Some(Ok(Err(e))) => Err(crate::error::one_line(&e)),
+                Some(Err(_)) => Err("the thread reading it stopped".into()),
+                None => Err("not read".into()),
+            }
+        });
+        v.clone().map_err(|why| KernelError::PackageSha { why })
+    }
 }
 
 impl Input {
@@ -85,7 +153,7 @@ impl Input {
     /// A package's member (named by its path in the package, with the time
     /// the package records), in memory or spilled to a temporary file, from
     /// the package of sha256 `package`.
-    pub fn member(e: crate::package::Entry, kind: InputKind, out: String, package: Arc<str>) -> Input {
+    pub fn member(e: crate::package::Entry, kind: InputKind, out: String, package: Arc<PackageSha>) -> Input {
         let data = match e.data {
             crate::package::Contents::Memory(v) => InputData::Bytes(Arc::new(v)),
             crate::package::Contents::Spilled(p) => InputData::Spilled(p),
@@ -102,7 +170,7 @@ impl Input {
     }
 
     /// The member `r` records, not read: see [`InputData::Proven`].
-    pub fn proven(r: &Record, out: String, package: Arc<str>) -> Input {
+    pub fn proven(r: &Record, out: String, package: Arc<PackageSha>) -> Input {
         Input {
             rel: r.input.clone(),
             kind: r.kind,
@@ -144,7 +212,7 @@ impl Input {
     /// size or place); a file too short or not ELF hashes what it has.
     pub fn fingerprint(&self) -> Result<String, KernelError> {
         if let Some(p) = &self.package_sha256 {
-            return Ok(member_fingerprint(p, &self.rel));
+            return Ok(member_fingerprint(&p.get()?, &self.rel));
         }
         let mut h = Sha256::new();
         h.update(self.size.to_le_bytes());

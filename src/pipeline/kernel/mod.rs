@@ -72,6 +72,9 @@ pub enum KernelError {
     /// bytes (a bug: its line was proven to hold).
     #[error("{input}: not read from its package (its previous line was taken as holding)")]
     NotRead { input: String },
+    /// The package file's sha256 could not be read.
+    #[error("the package's sha256: {why}")]
+    PackageSha { why: String },
     #[error("{path}: neither a directory nor a package (.deb, .ddeb, .rpm)")]
     NotAnItem { path: PathBuf },
     #[error("{path}")]
@@ -114,7 +117,7 @@ mod tree;
 
 pub use drive::{Finished, KernelRun, Progress, Quiet, Target, run};
 use input::file_sha256;
-pub use input::{Input, InputData, InputKind, sha256_hex};
+pub use input::{Input, InputData, InputKind, PackageSha, sha256_hex};
 pub use list::{ListEntry, read_list, resolve_shard, shard_entries, shard_report_name};
 pub use package::{Known, PackageState, Reading, SPILL_OVER, known, open_package};
 pub use report::{Header, Line, Outcome, PackageRead, Record, ReportWriter, Totals, flags_string, read_report};
@@ -150,8 +153,14 @@ pub fn open_item(
     if m.is_dir() {
         return open_tree(path, name);
     }
-    let sha256 = input::stream_sha256(path)?;
-    let known = known(plan, name.as_deref(), &sha256, out_dir);
+    // A rerun needs the package's sha256 to know what holds before it
+    // reads the stream; a first run reads it beside the stream's start.
+    let has_lines = plan.previous.keys().any(|(i, _)| i.as_deref() == name.as_deref());
+    let known = if has_lines {
+        known(plan, name.as_deref(), &input::stream_sha256(path)?, out_dir)
+    } else {
+        Known::nothing(PackageSha::reading(path))
+    };
     match open_package(path, name, how, known) {
         Err(KernelError::Package(crate::package::PackageError::NotAPackage { .. })) => Err(KernelError::NotAnItem {
             path: path.to_path_buf(),
@@ -314,13 +323,13 @@ pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Line> 
                 .into_iter()
                 .map(|r| Line::Record(Box::new(r))),
         );
-        if let Some(n) = p.known_count {
+        if let (Some(n), Ok(sha256)) = (p.known_count, p.sha256.get()) {
             p.line_written = true;
             out.push(Line::Package {
                 package: PackageRead {
                     item: name,
                     path: item.source.to_string_lossy().into_owned(),
-                    sha256: p.sha256.to_string(),
+                    sha256: sha256.to_string(),
                     modules: n,
                 },
             });
@@ -504,12 +513,13 @@ pub fn run_item(
     if let Some(p) = &item_package
         && let Some(&n) = p.ended.get()
         && !(p.line_written && p.known_count == Some(n))
+        && let Ok(sha256) = p.sha256.get()
     {
         report.append(&Line::Package {
             package: PackageRead {
                 item: item_name.clone(),
                 path: item_source.to_string_lossy().into_owned(),
-                sha256: p.sha256.to_string(),
+                sha256: sha256.to_string(),
                 modules: n,
             },
         })?;

@@ -67,8 +67,8 @@ pub const SPILL_OVER: u64 = 32 << 20;
 /// decompressing once the others are read.
 #[derive(Debug)]
 pub struct Known {
-    /// The package file's sha256 (hex).
-    pub sha256: Arc<str>,
+    /// The package file's sha256.
+    pub sha256: Arc<PackageSha>,
     /// The vmlinux's reused record, if its line holds.
     pub vmlinux: Option<Record>,
     /// The modules' reused records (over that vmlinux), by member path.
@@ -77,18 +77,25 @@ pub struct Known {
     pub module_count: Option<usize>,
 }
 
+impl Known {
+    /// Nothing known of the package of sha256 `sha256` (a first run).
+    pub fn nothing(sha256: Arc<PackageSha>) -> Known {
+        Known {
+            sha256,
+            vmlinux: None,
+            modules: HashMap::new(),
+            module_count: None,
+        }
+    }
+}
+
 /// What `plan`'s previous report proves of the package of sha256 `sha256`
 /// (item `item`, outputs in `out_dir`): a line holds when its member's
 /// fingerprint (the package's sha256 and the member's path) and the rest
 /// of [`super::reuse`]'s checks hold. A module counts only over a vmlinux
 /// that holds, and with the sha256 of that vmlinux's output as its base.
 pub fn known(plan: &KernelPlan, item: Option<&str>, sha256: &str, out_dir: &Path) -> Known {
-    let mut k = Known {
-        sha256: sha256.into(),
-        vmlinux: None,
-        modules: HashMap::new(),
-        module_count: None,
-    };
+    let mut k = Known::nothing(PackageSha::ready(sha256));
     let mine = || {
         plan.previous
             .iter()
@@ -218,7 +225,7 @@ pub fn open_package(path: &Path, name: Option<String>, how: Reading, known: Know
 /// A package item's state shared with its run: its sha256, the previous
 /// run's module count, and its own once the stream is read through.
 pub struct PackageState {
-    pub sha256: Arc<str>,
+    pub sha256: Arc<PackageSha>,
     /// The reused records of the members [`known`] proved, vmlinux first,
     /// until [`super::settled`] takes them into the new report.
     pub proven: Vec<Record>,
@@ -235,7 +242,7 @@ pub struct PackageState {
 /// stream's.
 struct Modules {
     package: PathBuf,
-    sha256: Arc<str>,
+    sha256: Arc<PackageSha>,
     /// The vmlinux's path in the package (another is a second kernel).
     vmlinux: String,
     proven: std::vec::IntoIter<Input>,
@@ -311,11 +318,11 @@ struct Spill {
     dir: tempfile::TempDir,
     inputs: Vec<Input>,
     /// The package's sha256, the inputs' identity.
-    sha256: Arc<str>,
+    sha256: Arc<PackageSha>,
 }
 
 impl Spill {
-    fn new(package: &Path, sha256: Arc<str>) -> Result<Spill, KernelError> {
+    fn new(package: &Path, sha256: Arc<PackageSha>) -> Result<Spill, KernelError> {
         let dir = tempfile::Builder::new()
             .prefix("btfkit-spill-")
             .tempdir()
