@@ -55,7 +55,7 @@ pub struct Args {
     pub shard_count: Option<usize>,
     /// Threads decompressing a package's xz payload, for one written in blocks (as
     /// dpkg-deb and rpmbuild write them). Each thread holds a block in flight: two take
-    /// Debian's kernel debug package from 61 to 48 s at 2 cores, and its peak memory from
+    /// Debian's kernel debug package from 60 to 45 s at 2 cores, and its peak memory from
     /// 1.0 to 1.2 times the unpacked tree's (PERF.md).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub xz_threads: usize,
