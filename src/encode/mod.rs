@@ -669,16 +669,7 @@ pub fn encode_elf_with(
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
     if let Some(m) = info_mapping {
-        // The probe for repeated units read the first bytes of every unit
-        // that shares a length and a table with an earlier one (on a
-        // vmlinux whose units repeat, a page of each, mapped with its
-        // neighbours: 210 MiB of 400 at two copies).
-        let from = if opts.collapse == CollapseMode::WhereUnitsRepeat {
-            0
-        } else {
-            released
-        };
-        m.release(elf.debug.info.get(from..).unwrap_or_default());
+        m.release(elf.debug.info.get(released..).unwrap_or_default());
     }
     // The scan reads every page of `.debug_str`: they are dropped behind
     // it (a module's can be 130 MB, then resident beside its DWARF).

@@ -69,10 +69,12 @@ impl std::fmt::Debug for PackageSha {
 impl PackageSha {
     /// One already read.
     pub fn ready(sha256: &str) -> Arc<PackageSha> {
-        let value = std::sync::OnceLock::new();
-        let _ = value.set(Ok(sha256.into()));
+        PackageSha::settled(Ok(sha256.into()))
+    }
+
+    fn settled(v: Result<Arc<str>, String>) -> Arc<PackageSha> {
         Arc::new(PackageSha {
-            value,
+            value: v.into(),
             pending: Mutex::new(None),
         })
     }
@@ -88,17 +90,11 @@ impl PackageSha {
                 value: std::sync::OnceLock::new(),
                 pending: Mutex::new(Some(h)),
             }),
-            Err(_) => match stream_sha256(path) {
-                Ok(s) => PackageSha::ready(&s),
-                Err(e) => {
-                    let value = std::sync::OnceLock::new();
-                    let _ = value.set(Err(crate::error::one_line(&e)));
-                    Arc::new(PackageSha {
-                        value,
-                        pending: Mutex::new(None),
-                    })
-                }
-            },
+            Err(_) => PackageSha::settled(
+                stream_sha256(path)
+                    .map(Into::into)
+                    .map_err(|e| crate::error::one_line(&e)),
+            ),
         }
     }
 
@@ -320,7 +316,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 pub(super) fn file_sha256(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| sha256_hex(&b))
+    stream_sha256(path).ok()
 }
 
 /// The sha256 of a file read as a stream (a package of a gigabyte is

@@ -323,16 +323,8 @@ pub fn settled(plan: &KernelPlan, item: &mut Item, out_dir: &Path) -> Vec<Line> 
                 .into_iter()
                 .map(|r| Line::Record(Box::new(r))),
         );
-        if let (Some(n), Ok(sha256)) = (p.known_count, p.sha256.get()) {
-            p.line_written = true;
-            out.push(Line::Package {
-                package: PackageRead {
-                    item: name,
-                    path: item.source.to_string_lossy().into_owned(),
-                    sha256: sha256.to_string(),
-                    modules: n,
-                },
-            });
+        if let Some(n) = p.known_count {
+            out.extend(p.line(name, &item.source, n));
         }
         return out;
     }
@@ -432,7 +424,7 @@ pub fn run_item(
         ..super::module_options(&plan.opts, own_pool)
     };
     let modules = Mutex::new(item.modules);
-    let (item_package, item_name, item_source) = (item.package, item.name.clone(), item.source.clone());
+    let (mut item_package, item_name, item_source) = (item.package, item.name.clone(), item.source.clone());
     let failure: Mutex<Option<KernelError>> = Mutex::new(None);
     let threads = crate::encode::effective_jobs(plan.opts.jobs, item.module_count.unwrap_or(usize::MAX));
     let _batch_heap = crate::heap::keep_freed_memory_for_reuse();
@@ -510,19 +502,12 @@ pub fn run_item(
     // stops its stream once the modules it must encode are read. A line
     // the rewritten report holds already is not written again (it is not
     // there when the vmlinux's line did not hold).
-    if let Some(p) = &item_package
+    if let Some(p) = &mut item_package
         && let Some(&n) = p.ended.get()
-        && !(p.line_written && p.known_count == Some(n))
-        && let Ok(sha256) = p.sha256.get()
+        && p.count_written != Some(n)
+        && let Some(line) = p.line(item_name, &item_source, n)
     {
-        report.append(&Line::Package {
-            package: PackageRead {
-                item: item_name.clone(),
-                path: item_source.to_string_lossy().into_owned(),
-                sha256: sha256.to_string(),
-                modules: n,
-            },
-        })?;
+        report.append(&line)?;
     }
     Ok(totals.into_inner().unwrap_or_else(|e| e.into_inner()))
 }

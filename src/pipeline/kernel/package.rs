@@ -203,7 +203,7 @@ pub fn open_package(path: &Path, name: Option<String>, how: Reading, known: Know
             sha256: sha256.clone(),
             proven: proven_records,
             known_count: module_count,
-            line_written: false,
+            count_written: None,
             ended: Arc::clone(&ended),
         }),
         modules: Box::new(Modules {
@@ -226,16 +226,33 @@ pub fn open_package(path: &Path, name: Option<String>, how: Reading, known: Know
 /// run's module count, and its own once the stream is read through.
 pub struct PackageState {
     pub sha256: Arc<PackageSha>,
-    /// The reused records of the members [`known`] proved, vmlinux first,
-    /// until [`super::settled`] takes them into the new report.
+    /// The reused records of the modules [`known`] proved, until
+    /// [`super::settled`] takes them into the new report.
     pub proven: Vec<Record>,
     pub known_count: Option<usize>,
-    /// Whether the new report holds the package's line already (written
-    /// with the lines that hold, [`super::settled`]).
-    pub line_written: bool,
+    /// The module count of the package's line in the new report, once
+    /// written.
+    pub count_written: Option<usize>,
     /// Set when the modules' stream ends without an error: how many
     /// modules the package has.
     pub ended: Arc<std::sync::OnceLock<usize>>,
+}
+
+impl PackageState {
+    /// The package's line, saying it has `modules` modules (None when its
+    /// sha256 could not be read), noted as written.
+    pub fn line(&mut self, item: Option<String>, source: &Path, modules: usize) -> Option<Line> {
+        let sha256 = self.sha256.get().ok()?;
+        self.count_written = Some(modules);
+        Some(Line::Package {
+            package: PackageRead {
+                item,
+                path: source.to_string_lossy().into_owned(),
+                sha256: sha256.to_string(),
+                modules,
+            },
+        })
+    }
 }
 
 /// The modules of a package: the proven ones, the spilled ones, then the
