@@ -665,6 +665,13 @@ fn member_files() -> Vec<String> {
     v
 }
 
+/// Where a package puts its vmlinux: Debian's layout (before the modules)
+/// and Fedora's (after them, so the modules are set aside until it comes).
+const PACKAGE_LAYOUTS: [(&str, &str); 2] = [
+    ("debian", "usr/lib/debug/boot/vmlinux-6.12-t"),
+    ("fedora", "usr/lib/debug/lib/modules/6.12-t/vmlinux"),
+];
+
 /// A debug package built by dpkg-deb (xz) in `dir`: a small vmlinux at
 /// `vm_at` and `modules` under usr/lib/debug/lib/modules/6.12-t; returns
 /// the unpacked root and the package.
@@ -705,11 +712,7 @@ fn a_package_equals_its_unpacked_tree() {
         return;
     }
     let dir = scratch("kernel-package");
-    let layouts = [
-        ("debian", "usr/lib/debug/boot/vmlinux-6.12-t"),
-        ("fedora", "usr/lib/debug/lib/modules/6.12-t/vmlinux"),
-    ];
-    for (layout, vm_at) in layouts {
+    for (layout, vm_at) in PACKAGE_LAYOUTS {
         let (root, deb) = build_deb(&dir.join(layout), vm_at, &MODULES[..4]);
 
         let (tree_out, deb_out) = (dir.join(layout).join("tree"), dir.join(layout).join("deb"));
@@ -793,11 +796,7 @@ fn a_package_rerun_reads_only_what_is_not_done() {
         spill_over: SPILL_OVER,
         threads: 2,
     };
-    let layouts = [
-        ("debian", "usr/lib/debug/boot/vmlinux-6.12-t"),
-        ("fedora", "usr/lib/debug/lib/modules/6.12-t/vmlinux"),
-    ];
-    for (layout, vm_at) in layouts {
+    for (layout, vm_at) in PACKAGE_LAYOUTS {
         let (_, deb) = build_deb(&dir.join(layout), vm_at, &MODULES[..4]);
         let out = dir.join(layout).join("out");
         let report = out.join("report.jsonl");
