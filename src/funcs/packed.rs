@@ -90,7 +90,8 @@ impl Layouts {
         (self.aggs.len() - 1) as AggId
     }
 
-    fn members(&self, a: AggId) -> &[MemberLayout] {
+    /// The members of aggregate `a`, in DIE order.
+    pub fn members(&self, a: AggId) -> &[MemberLayout] {
         let g = &self.aggs[a as usize];
         &self.members[g.first as usize..(g.first + g.count) as usize]
     }

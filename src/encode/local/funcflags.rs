@@ -8,9 +8,9 @@ use super::paramabi::{self, Abi, ParamIn};
 use super::{Enc, name_empty};
 use crate::btf;
 use crate::dwarf::loc::{RegParams, fact};
-use crate::dwarf::{CoreId, Func, UnitOff, local_id};
+use crate::dwarf::{CoreId, Func, UnitOff};
 use crate::encode::features::Reference;
-use crate::funcs::packed::{Align, Layouts, MemberLayout, PackedCache, RawMember};
+use crate::funcs::packed::{AggId, Align, Layouts, MemberLayout, PackedCache, RawMember};
 use crate::funcs::{flags, packed};
 
 fn is_agg(t: gimli::DwTag) -> bool {
@@ -34,8 +34,8 @@ pub(super) struct FuncFlags<'c, 'e, 'a> {
     /// abstract origins.
     facts: Vec<u8>,
     regs: RegParams,
-    /// The CU's aggregate layouts and slot → aggregate id, built on first need.
-    layouts: Option<(Layouts, Vec<u32>)>,
+    /// The layouts of the CU's aggregates that packed-struct inference asked about.
+    layouts: LazyLayouts,
     /// Packed verdicts persist over the CU (the reference caches them per
     /// struct, side effects included).
     verdicts: PackedCache,
@@ -88,7 +88,7 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
             enc,
             facts,
             regs: RegParams::for_machine(enc.ctx.elf.machine),
-            layouts: None,
+            layouts: LazyLayouts::default(),
             verdicts: PackedCache::default(),
             next,
             saved: Vec::new(),
@@ -137,11 +137,16 @@ impl<'c, 'e, 'a> FuncFlags<'c, 'e, 'a> {
         let nregs = self.regs.count();
         if params.len() >= nregs && params[nregs..].iter().any(|&(_, ty)| named_struct(ty)) {
             let enc = self.enc;
-            let (l, agg_of) = self.layouts.get_or_insert_with(|| build_layouts(enc));
-            let mut pk = packed::Packed::with_cache(l, std::mem::take(&mut self.verdicts));
-            if packed::uncertain_parm_loc(params.len(), nregs, &mut pk, |i| {
-                named_struct(params[i].1).then(|| agg_of[local_id(cu.core(params[i].1)) as usize])
-            }) {
+            let aggs: Vec<Option<AggId>> = params
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, ty))| {
+                    let core = cu.core(ty).filter(|_| i >= nregs && named_struct(ty))?;
+                    Some(self.layouts.of(enc, core))
+                })
+                .collect();
+            let mut pk = packed::Packed::with_cache(&self.layouts.layouts, std::mem::take(&mut self.verdicts));
+            if packed::uncertain_parm_loc(params.len(), nregs, &mut pk, |i| aggs[i]) {
                 out |= flags::UNCERTAIN_PARM_LOC;
             }
             self.verdicts = pk.into_cache();
@@ -329,29 +334,86 @@ fn type_byte_size(cu: &crate::dwarf::Cu<'_>, mut ty: Option<UnitOff>, addr_size:
     0
 }
 
-/// The CU's structs, classes and unions as packed-struct inference sees them,
-/// and the aggregate id of each slot (`u32::MAX` for other slots).
-fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
-    let cu = enc.cu;
-    let mut agg_of = vec![u32::MAX; cu.slots.len() + 1];
-    let mut n = 0;
-    for (i, sl) in cu.slots.iter().enumerate() {
-        if is_agg(sl.tag) {
-            agg_of[i + 1] = n;
-            n += 1;
+/// The layouts packed-struct inference reads, built per struct on first
+/// need: a struct passed by value and, transitively, the structs and unions
+/// it holds by value (whose alignments and offsets the verdict reads).
+/// Building every aggregate of the unit up front cost an LTO kernel's merged
+/// unit 266 MiB of layouts at its peak, for the few dozen structs that are
+/// passed on the stack.
+#[derive(Default)]
+pub(super) struct LazyLayouts {
+    pub(super) layouts: Layouts,
+    /// Slot → its aggregate id, once discovered.
+    ids: hashbrown::HashMap<CoreId, AggId>,
+    /// Discovered, not yet built; built in discovery order, which is the
+    /// order [`Layouts::push`] numbers them in.
+    queue: std::collections::VecDeque<CoreId>,
+    discovered: AggId,
+}
+
+impl LazyLayouts {
+    /// The aggregate id of the struct, class or union at `core`, its layout
+    /// and those of the aggregates it holds by value built.
+    pub(super) fn of(&mut self, enc: &Enc<'_, '_, '_>, core: CoreId) -> AggId {
+        let id = self.discover(core);
+        let cu = enc.cu;
+        let little = enc.ctx.elf.endian == btf::Endian::Little;
+        let mut ms = Vec::new();
+        while let Some(c) = self.queue.pop_front() {
+            let sl = cu.slot(c);
+            ms.clear();
+            let in_union = sl.tag == dw::DW_TAG_union_type;
+            for m in cu.members_of(sl) {
+                let core = cu.core(m.ty);
+                let stripped = enc.strip(core);
+                let mb = cu.bits(m);
+                let bits = mb.bit_size.unwrap_or(0);
+                let byte_size = if bits == 0 {
+                    enc.size_of(core, 0)
+                } else {
+                    mb.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
+                };
+                let raw = RawMember {
+                    data_bit_offset: mb.data_bit_offset,
+                    data_member_location: m.loc,
+                    dw_bit_offset: mb.bit_offset.unwrap_or(0),
+                    dw_bit_size: bits,
+                    byte_size,
+                    in_union,
+                };
+                let strct = stripped
+                    .filter(|&c| is_struct_tag(cu.slot(c).tag))
+                    .map(|c| self.discover(c));
+                let align = self.align_of(enc, stripped);
+                ms.push(MemberLayout::normalize(&raw, little, align, strct));
+            }
+            let pushed = self.layouts.push(is_struct_tag(sl.tag), sl.size as u32, &ms);
+            debug_assert_eq!(Some(&pushed), self.ids.get(&c));
         }
+        id
     }
-    // Natural alignment source of a stripped type (arrays: their element).
-    let align_of = |core: Option<CoreId>| -> Align {
+
+    /// `core`'s aggregate id, queued for building if new.
+    fn discover(&mut self, core: CoreId) -> AggId {
+        *self.ids.entry(core).or_insert_with(|| {
+            self.queue.push_back(core);
+            self.discovered += 1;
+            self.discovered - 1
+        })
+    }
+
+    /// Where the natural alignment of a member whose stripped type is
+    /// `core` comes from (arrays: their element).
+    fn align_of(&mut self, enc: &Enc<'_, '_, '_>, core: Option<CoreId>) -> Align {
+        let cu = enc.cu;
         let mut c = core;
         for _ in 0..64 {
-            let Some(sl) = c.map(|c| cu.slot(c)) else {
-                return Align::Bytes(1);
-            };
+            let Some(core) = c else { return Align::Bytes(1) };
+            let sl = cu.slot(core);
             return match sl.tag {
                 dw::DW_TAG_pointer_type => Align::Bytes(cu.address_size as u32),
                 dw::DW_TAG_base_type | dw::DW_TAG_enumeration_type => Align::Bytes(sl.size as u32),
-                t if is_agg(t) => Align::Of(agg_of[local_id(c) as usize]),
+                t if is_agg(t) => Align::Of(self.discover(core)),
                 dw::DW_TAG_array_type => {
                     c = enc.strip(cu.core(sl.ty));
                     continue;
@@ -360,39 +422,7 @@ fn build_layouts(enc: &Enc<'_, '_, '_>) -> (Layouts, Vec<u32>) {
             };
         }
         Align::Bytes(1)
-    };
-    let little = enc.ctx.elf.endian == btf::Endian::Little;
-    let mut l = Layouts::default();
-    let mut ms = Vec::new();
-    for sl in cu.slots.iter().filter(|sl| is_agg(sl.tag)) {
-        ms.clear();
-        let in_union = sl.tag == dw::DW_TAG_union_type;
-        for m in cu.members_of(sl) {
-            let core = cu.core(m.ty);
-            let stripped = enc.strip(core);
-            let mb = cu.bits(m);
-            let bits = mb.bit_size.unwrap_or(0);
-            let byte_size = if bits == 0 {
-                enc.size_of(core, 0)
-            } else {
-                mb.byte_size.unwrap_or_else(|| enc.size_of(stripped, 0))
-            };
-            let raw = RawMember {
-                data_bit_offset: mb.data_bit_offset,
-                data_member_location: m.loc,
-                dw_bit_offset: mb.bit_offset.unwrap_or(0),
-                dw_bit_size: bits,
-                byte_size,
-                in_union,
-            };
-            let strct = stripped
-                .filter(|&c| is_struct_tag(cu.slot(c).tag))
-                .map(|c| agg_of[c.get() as usize]);
-            ms.push(MemberLayout::normalize(&raw, little, align_of(stripped), strct));
-        }
-        l.push(is_struct_tag(sl.tag), sl.size as u32, &ms);
     }
-    (l, agg_of)
 }
 
 /// `OPTIMIZED_PARMS` if some parameter is optimized or has no location;

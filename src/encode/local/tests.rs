@@ -569,3 +569,80 @@ fn variable_names() {
     assert!(!valid_var_name(b"_vptr$Shape"));
     assert!(!valid_var_name(&[b'a'; 129]));
 }
+
+/// Packed-struct inference's layouts are built for the struct asked about
+/// and what it holds by value (a struct member, a union through an array),
+/// each once, and for nothing else of the unit.
+#[test]
+fn layouts_are_built_for_what_a_struct_holds_by_value_only() {
+    use crate::funcs::packed::Align;
+    let mut c = cu();
+    int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
+    int(&mut c, 0x11, b"char", 1, ATE_SIGNED);
+    let member = |name: &'static [u8], ty: u32, loc: u64| Member {
+        name,
+        ty: off(ty),
+        bits: None,
+        die: crate::dwarf::DieOffset::new(0),
+        loc: Some(loc),
+    };
+    // Inner { int a; }, Outer { char c; Inner in; U arr[2]; }, Unrelated { int x; }, U { int i; }
+    c.members = vec![
+        member(b"a", 0x10, 0),
+        member(b"c", 0x11, 0),
+        member(b"in", 0x20, 4),
+        member(b"arr", 0x60, 8),
+        member(b"x", 0x10, 0),
+        member(b"i", 0x10, 0),
+    ];
+    let agg = |tag, uoff, name, size, first, n| {
+        let mut s = slot(tag, uoff, name, NONE, size);
+        s.kids = IdxRange::new(first, n);
+        s
+    };
+    let inner = add(&mut c, agg(gimli::DW_TAG_structure_type, 0x20, b"Inner", 4, 0, 1));
+    let outer = add(&mut c, agg(gimli::DW_TAG_structure_type, 0x30, b"Outer", 16, 1, 3));
+    let unrelated = add(&mut c, agg(gimli::DW_TAG_structure_type, 0x40, b"Unrelated", 4, 4, 1));
+    add(&mut c, agg(gimli::DW_TAG_union_type, 0x50, b"U", 4, 5, 1));
+    let mut arr = slot(gimli::DW_TAG_array_type, 0x60, b"", 0x50, 0);
+    arr.nelems = 2;
+    arr.kids = IdxRange::new(0, 1);
+    add(&mut c, arr);
+    c.build_buckets();
+    let e = elf(btf::Endian::Little);
+    let ctx = Ctx {
+        reference: crate::encode::Reference::V1_31,
+        features: Features::default(),
+        elf: &e,
+        path: Path::new("t.o"),
+        str_cache: None,
+        collapse: false,
+    };
+    let enc = Enc { ctx: &ctx, cu: &c };
+    let mut lazy = super::funcflags::LazyLayouts::default();
+    let core = |id: u32| CoreId::new(id).unwrap();
+    assert_eq!(lazy.of(&enc, core(outer)), 0);
+    let l = &lazy.layouts;
+    // Outer, then Inner and U as Outer's members found them; not Unrelated
+    assert_eq!(l.aggs.len(), 3, "{:?}", l.aggs);
+    assert_eq!((l.aggs[0].size, l.aggs[1].size, l.aggs[2].is_struct), (16, 4, false));
+    let outer_members = l.members(0);
+    let got: Vec<(u32, u64, Align, Option<u32>)> = outer_members
+        .iter()
+        .map(|m| (m.byte_offset, m.byte_size, m.align, m.strct))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, 1, Align::Bytes(1), None),
+            (4, 4, Align::Of(1), Some(1)),
+            (8, 8, Align::Of(2), None),
+        ]
+    );
+    assert_eq!(l.members(1)[0].align, Align::Bytes(4));
+    // Asked again, nothing is built again; asked about another, only it.
+    assert_eq!(lazy.of(&enc, core(inner)), 1);
+    assert_eq!(lazy.layouts.aggs.len(), 3);
+    assert_eq!(lazy.of(&enc, core(unrelated)), 3);
+    assert_eq!(lazy.layouts.aggs.len(), 4);
+}
