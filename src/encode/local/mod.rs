@@ -191,6 +191,7 @@ fn name_empty(s: &[u8]) -> bool {
 
 pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, EncodeError> {
     let enc = Enc { ctx, cu };
+    let names = expected_names(cu);
     let mut o = Out {
         o: CuOut {
             words: Vec::with_capacity(
@@ -203,10 +204,8 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
             offs: Vec::with_capacity(cu.slots.len()),
             n_types: 0,
             has_arrays: false,
-            // one string per slot and per two members: the median CU of the
-            // vmlinux has 0.97 of that, nine in ten at most 1.14
-            strs: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
-            strs_off: Vec::with_capacity(cu.slots.len() + cu.members.len() / 2),
+            strs: Vec::with_capacity(names),
+            strs_off: Vec::with_capacity(names),
             strs_known: Vec::new(),
             type_hashes: Vec::new(),
             strs_in_types: 0,
@@ -220,7 +219,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
         ids: HashMap::new(),
         by_off: OFF_MAP.with(|m| {
             let mut m = m.take();
-            m.start(cu.slots.len() + cu.members.len() / 2);
+            m.start(names);
             m
         }),
         str_sec: (ctx.elf.debug.str.as_ptr() as usize, ctx.elf.debug.str.len()),
@@ -289,6 +288,21 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     OFF_MAP.set(std::mem::take(&mut o.by_off));
     Ok(finish(ctx, o.o))
 }
+
+/// How many distinct names the unit's records are expected to use, to size
+/// their containers: one per slot and per two members (the median CU of the
+/// vmlinux has 0.97 of that, nine in ten at most 1.14), up to
+/// [`NAMES_SIZED_UP_TO`].
+fn expected_names(cu: &Cu<'_>) -> usize {
+    (cu.slots.len() + cu.members.len() / 2).min(NAMES_SIZED_UP_TO)
+}
+
+/// Past this many names the containers grow as they fill. The largest CU of
+/// a 6.12 vmlinux or of amdgpu.ko uses 20 K names; an LTO file's merged unit
+/// repeats its parts' names (the ThinLTO kernel's 2.2 M slots and 4.1 M
+/// members use 23 K), and sized from its columns they took 147 MiB at its
+/// peak.
+const NAMES_SIZED_UP_TO: usize = 1 << 16;
 
 #[cfg(test)]
 mod tests;
