@@ -947,6 +947,21 @@ impl<'a> CuWork<'_, 'a> {
             .map(|s| s..(s + window).min(r.end))
             .collect();
         let decode_window = |w: Range<usize>| -> Vec<_> { w.into_par_iter().map(decode_part).collect() };
+        // A mapped file's pages of .debug_info are dropped once their window
+        // is decoded, as a chunk's are in the other modes: the merged unit's
+        // encode, the peak, reads none of them but an inline name, whose page
+        // comes back from the file. (A relocated copy stays whole: a later
+        // part may refer into an earlier one's bytes.)
+        let elf = self.lctx.elf;
+        let release = |w: &Range<usize>| {
+            if let (Some(m), true) = (elf.mapping, elf.info_is_file_mapped()) {
+                let (first, last) = (&self.headers[w.start], &self.headers[w.end - 1]);
+                let end = last.offset().0 + last.length_including_self();
+                if let Some(bytes) = elf.debug.info.get(first.offset().0..end) {
+                    m.release(bytes);
+                }
+            }
+        };
         let mut one: Option<dwarf::Cu<'_>> = None;
         let mut cur = windows.first().map(|w| decode_window(w.clone())).unwrap_or_default();
         for i in 0..windows.len() {
@@ -954,6 +969,7 @@ impl<'a> CuWork<'_, 'a> {
             let parts = std::mem::take(&mut cur);
             let (appended, nxt) = rayon::join(
                 || -> Result<(), Halt> {
+                    release(&windows[i]);
                     for part in parts {
                         let Some(part) = part.map_err(|e| self.decode_err(e))? else {
                             continue;
