@@ -2,7 +2,9 @@
 //! offsets until the encoder resolves them to core ids.
 
 use gimli::{DwTag, constants as dw};
+use nonmax::NonMaxU32;
 
+use super::Name;
 use super::ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff};
 
 /// One placed type (core id = index + 1).
@@ -29,26 +31,36 @@ pub struct Slot<'a> {
     pub annots: IdxRange<Annot<'a>>,
 }
 
+/// A DW_TAG_member, made by [`Cu::new_member`]. 24 bytes: members are two
+/// fifths of a kernel's DIEs, each copied twice while decoding, and an LTO
+/// file's merged unit holds all of them at once (4.1 M in the ThinLTO
+/// kernel). Messages about a member name it and point at its struct.
 #[derive(Clone, Debug)]
 pub struct Member<'a> {
-    pub name: &'a [u8],
+    pub name: Name<'a>,
     pub ty: Option<UnitOff>,
-    /// Its bitfield attributes, if it has any (see [`Cu::bits`]).
+    /// Its bitfield attributes, or an offset too large for `loc`, if it has
+    /// any (see [`Cu::bits`]).
     pub bits: Option<BitsId>,
-    pub die: DieOffset,
-    /// DW_AT_data_member_location in bytes (`None` if absent).
-    pub loc: Option<u64>,
+    /// DW_AT_data_member_location in bytes where it is below `u32::MAX`;
+    /// read it with [`Cu::member_loc`].
+    loc: Option<NonMaxU32>,
 }
 
-/// The attributes only bitfield members carry, kept apart from [`Member`]:
-/// members are two fifths of a kernel's DIEs and each is copied twice while
-/// decoding, and these four would make a member 112 bytes instead of 48.
+const _: () = assert!(std::mem::size_of::<Member<'static>>() == 24);
+
+/// The attributes few members carry, kept apart from [`Member`] (they would
+/// make a member 112 bytes instead of 24): a bitfield's, and a
+/// DW_AT_data_member_location of 4 GiB or more, which no real struct has but
+/// the encoder must refuse as it is.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemberBits {
     pub data_bit_offset: Option<u64>,
     pub bit_size: Option<u64>,
     pub byte_size: Option<u64>,
     pub bit_offset: Option<i64>,
+    /// The member's offset where it does not fit [`Member`].
+    pub far_loc: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -59,7 +71,7 @@ pub struct Enumerator<'a> {
 
 #[derive(Clone, Debug)]
 pub struct Param<'a> {
-    pub name: &'a [u8],
+    pub name: Name<'a>,
     pub ty: Option<UnitOff>,
 }
 
@@ -352,14 +364,57 @@ impl<'a> Cu<'a> {
         core
     }
 
+    /// A member of this unit named `name`, of type `ty`, with the bitfield
+    /// attributes `bits` (default: none) at byte offset `loc`
+    /// (DW_AT_data_member_location, if present). Its bitfield attributes
+    /// are kept in the unit, as an offset too large for the member is.
+    #[inline]
+    pub fn new_member(
+        &mut self,
+        name: &'a [u8],
+        ty: Option<UnitOff>,
+        mut bits: MemberBits,
+        loc: Option<u64>,
+    ) -> Member<'a> {
+        let near = loc.map(|l| u32::try_from(l).ok().and_then(NonMaxU32::new));
+        let loc = match near {
+            Some(None) => {
+                bits.far_loc = loc;
+                None
+            }
+            Some(near) => near,
+            None => None,
+        };
+        Member {
+            name: Name::new(name),
+            ty,
+            bits: self.add_member_bits(bits),
+            loc,
+        }
+    }
+
     /// Keeps a member's bitfield attributes, if it has any (most do not).
     #[inline]
-    pub fn add_member_bits(&mut self, b: MemberBits) -> Option<BitsId> {
-        if b.data_bit_offset.is_none() && b.bit_size.is_none() && b.byte_size.is_none() && b.bit_offset.is_none() {
+    fn add_member_bits(&mut self, b: MemberBits) -> Option<BitsId> {
+        if b.data_bit_offset.is_none()
+            && b.bit_size.is_none()
+            && b.byte_size.is_none()
+            && b.bit_offset.is_none()
+            && b.far_loc.is_none()
+        {
             return None;
         }
         self.member_bits.push(b);
         Some(BitsId::at(self.member_bits.len() - 1))
+    }
+
+    /// `m`'s DW_AT_data_member_location in bytes (`None` if absent).
+    #[inline]
+    pub fn member_loc(&self, m: &Member<'_>) -> Option<u64> {
+        match m.loc {
+            Some(l) => Some(l.get() as u64),
+            None => m.bits.and_then(|b| self.member_bits[b.index()].far_loc),
+        }
     }
 
     /// Core id of the type at unit offset `off` (`None`: void, or nothing

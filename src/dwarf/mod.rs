@@ -19,12 +19,14 @@ mod dies;
 pub mod ids;
 mod imports;
 pub mod loc;
+mod name;
 mod units;
 mod walk;
 
 pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
 pub use ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff, local_id};
 pub use imports::{Imports, declares_imported_units, has_gcc_lto_unit};
+pub use name::Name;
 pub use units::{
     HeaderError, declares_cross_unit_refs, die_context, dwarf, unit, unit_headers, unit_headers_passing, units_repeat,
 };

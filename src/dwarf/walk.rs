@@ -8,6 +8,7 @@
 
 use gimli::{AttributeValue, DwTag, Section, constants as dw};
 
+use super::Name;
 use super::attrs::{Attrs, DieRef, udata};
 use super::dies::{self, Dies};
 use super::ids::{DieOffset, IdxRange, UnitOff};
@@ -319,7 +320,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
                     }
                     Role::Param => {
                         self.scratch.params.push(Param {
-                            name: self.attrs.name,
+                            name: Name::new(self.attrs.name),
                             ty,
                         });
                         Ctx::Skip
@@ -544,19 +545,15 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             let a = &self.attrs;
             // kept in the unit directly: members move between columns,
             // their index there does not
-            let bits = self.cu.add_member_bits(MemberBits {
+            let bits = MemberBits {
                 data_bit_offset: a.data_bit_offset,
                 bit_size: a.bit_size,
                 byte_size: a.byte_size,
                 bit_offset: a.bit_offset,
-            });
-            self.scratch.members.push(Member {
-                name: a.name,
-                ty,
-                bits,
-                die: at.die(self.cu.offset),
-                loc: a.member_loc,
-            });
+                far_loc: None,
+            };
+            let m = self.cu.new_member(a.name, ty, bits, a.member_loc);
+            self.scratch.members.push(m);
         }
         self.open_component(at, Ctx::Member, comp)
     }

@@ -309,10 +309,13 @@ fn member_at(cu: &crate::dwarf::Cu<'_>, mut ty: Option<UnitOff>, off: u64) -> Op
         let first = s.kids.range().start;
         // the first member at that offset decides
         let (i, m) = cu.members_of(s).iter().enumerate().find(|(_, m)| {
-            let at = cu.bits(m).data_bit_offset.or(m.loc.map(|l| l.wrapping_mul(8)));
+            let at = cu
+                .bits(m)
+                .data_bit_offset
+                .or(cu.member_loc(m).map(|l| l.wrapping_mul(8)));
             at == Some(off.wrapping_mul(8))
         })?;
-        return (!name_empty(m.name) && m.ty.is_some()).then_some((first + i) as u32);
+        return (!name_empty(m.name.get()) && m.ty.is_some()).then_some((first + i) as u32);
     }
     None
 }
@@ -375,7 +378,7 @@ impl LazyLayouts {
                 };
                 let raw = RawMember {
                     data_bit_offset: mb.data_bit_offset,
-                    data_member_location: m.loc,
+                    data_member_location: cu.member_loc(m),
                     dw_bit_offset: mb.bit_offset.unwrap_or(0),
                     dw_bit_size: bits,
                     byte_size,

@@ -81,7 +81,7 @@ pub(super) fn record_functions<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>, o: &mut Out<'
                 Saved::Dropped => continue,
                 Saved::Member { member, retyped } => {
                     let m = &cu.members[member as usize];
-                    (member_param_name(pn, nm(m.name)), if retyped { m.ty } else { ty })
+                    (member_param_name(pn, nm(m.name.get())), if retyped { m.ty } else { ty })
                 }
             };
             let n = o.s(pn);

@@ -13,11 +13,11 @@ impl<'a> Enc<'_, '_, 'a> {
     #[inline]
     pub(super) fn member_bit_offset(&self, m: &crate::dwarf::Member<'a>) -> (u32, u32, bool) {
         if m.bits.is_none() {
-            return plain_bit_offset(m.loc);
+            return plain_bit_offset(self.cu.member_loc(m));
         }
         let little = self.ctx.elf.endian == btf::Endian::Little;
         let storage = || self.size_of(self.strip(self.cu.core(m.ty)), 0);
-        bit_offset_of(m.loc, self.cu.bits(m), storage, little)
+        bit_offset_of(self.cu.member_loc(m), self.cu.bits(m), storage, little)
     }
 
     /// Writes the members of the struct or union just begun, in the order
@@ -49,7 +49,7 @@ impl<'a> Enc<'_, '_, 'a> {
             }
             kflag |= is_bitfield;
             big |= bit_off > 0xff_ffff;
-            let mn = o.s(m.name);
+            let mn = o.s(m.name.get());
             if pos < keep {
                 let ty = crate::dwarf::local_id(self.cu.core(m.ty));
                 o.o.words.extend_from_slice(&[mn, ty, bit_off | (bit_size << 24)]);
@@ -82,15 +82,15 @@ impl<'a> Enc<'_, '_, 'a> {
         let placed: smallvec::SmallVec<[(u32, u32, bool); 32]> =
             members.iter().map(|m| self.member_bit_offset(m)).collect();
         let kflag = placed.iter().any(|&(bo, bs, _)| bs != 0 || bo % 8 != 0);
-        let name = |m: &crate::dwarf::Member<'_>| String::from_utf8_lossy(nm(m.name)).into_owned();
+        let name = |m: &crate::dwarf::Member<'_>| String::from_utf8_lossy(nm(m.name.get())).into_owned();
         for (m, &(bo, _, cut)) in members.iter().zip(&placed) {
             if cut || (kflag && bo > 0xff_ffff) {
                 return self.unsupported(
-                    m.die,
+                    die,
                     format!(
-                        "DW_TAG_member `{}` lies {} bytes into its struct: more than BTF's {}-bit member offset holds{}",
+                        "its DW_TAG_member `{}` lies {} bytes into the struct: more than BTF's {}-bit member offset holds{}",
                         name(m),
-                        m.loc.or(self.cu.bits(m).data_bit_offset.map(|b| b / 8)).unwrap_or(0),
+                        self.cu.member_loc(m).or(self.cu.bits(m).data_bit_offset.map(|b| b / 8)).unwrap_or(0),
                         if cut { 32 } else { 24 },
                         if cut { "" } else { " in a struct with bitfields" },
                     ),
@@ -102,18 +102,18 @@ impl<'a> Enc<'_, '_, 'a> {
             let (m, (bit_off, bit_size, _)) = (&members[i], placed[i]);
             if (bit_size != 0 || bit_off % 8 != 0) && (bit_size == 0 || bit_off > 0xff_ffff) {
                 return self.unsupported(
-                    m.die,
+                    die,
                     format!(
-                        "DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it",
+                        "its DW_TAG_member `{}` at bit offset {bit_off}: BTF cannot place it",
                         name(m)
                     ),
                 );
             }
             if union && bit_off != 0 {
                 return self.unsupported(
-                    m.die,
+                    die,
                     format!(
-                        "DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it",
+                        "its DW_TAG_member `{}` of a union at bit offset {bit_off}: BTF cannot place it",
                         name(m)
                     ),
                 );

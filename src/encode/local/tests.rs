@@ -4,7 +4,7 @@ use super::members::{bit_offset_of, plain_bit_offset};
 use super::types::*;
 use super::vars::valid_var_name;
 use super::*;
-use crate::dwarf::{CoreId, Enumerator, IdxRange, Member, Slot, UnitOff};
+use crate::dwarf::{CoreId, Enumerator, IdxRange, Slot, UnitOff};
 use crate::elf::debug::DebugSections;
 use crate::elf::functab::FuncTable;
 use crate::encode::lang::DW_LANG_RUST;
@@ -140,19 +140,13 @@ fn bitfield_struct(endian: btf::Endian) -> Vec<u32> {
     let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
     s.kids = IdxRange::new(0, 3);
     let mut m = |name: &'static [u8], loc, bit_size: Option<u64>, bit_offset: Option<i64>| {
-        let bits = c.add_member_bits(crate::dwarf::MemberBits {
-            data_bit_offset: None,
+        let bits = crate::dwarf::MemberBits {
             bit_size,
             byte_size: bit_size.map(|_| 4),
             bit_offset,
-        });
-        Member {
-            name,
-            ty: off(0x10),
-            bits,
-            die: crate::dwarf::DieOffset::new(0),
-            loc: Some(loc),
-        }
+            ..Default::default()
+        };
+        c.new_member(name, off(0x10), bits, Some(loc))
     };
     let members = vec![
         m(b"a", 0, Some(3), Some(29)),
@@ -174,23 +168,13 @@ fn offsets_struct(tag: gimli::DwTag, locs: &[u64], bitfield: bool) -> Result<CuO
     s.kids = IdxRange::new(0, locs.len());
     let names: [&'static [u8]; 4] = [b"a", b"b", b"c", b"d"];
     for (i, &loc) in locs.iter().enumerate() {
-        let bits = if bitfield && i + 1 == locs.len() {
-            c.add_member_bits(crate::dwarf::MemberBits {
-                data_bit_offset: Some(loc * 8),
-                bit_size: Some(3),
-                byte_size: None,
-                bit_offset: None,
-            })
-        } else {
-            None
-        };
-        c.members.push(Member {
-            name: names[i],
-            ty: off(0x10),
-            bits,
-            die: crate::dwarf::DieOffset::new(0),
-            loc: Some(loc),
-        });
+        let mut bits = crate::dwarf::MemberBits::default();
+        if bitfield && i + 1 == locs.len() {
+            bits.data_bit_offset = Some(loc * 8);
+            bits.bit_size = Some(3);
+        }
+        let m = c.new_member(names[i], off(0x10), bits, Some(loc));
+        c.members.push(m);
     }
     add(&mut c, s);
     run(&c, btf::Endian::Little, Features::default())
@@ -205,13 +189,8 @@ fn rust_members_are_placed_in_offset_order() {
     let mut s = slot(gimli::DW_TAG_structure_type, 0x20, b"S", NONE, 12);
     s.kids = IdxRange::new(0, 3);
     for (name, loc) in [(&b"b"[..], 4), (b"c", 8), (b"a", 0)] {
-        c.members.push(Member {
-            name,
-            ty: off(0x10),
-            bits: None,
-            die: crate::dwarf::DieOffset::new(0),
-            loc: Some(loc),
-        });
+        let m = c.new_member(name, off(0x10), Default::default(), Some(loc));
+        c.members.push(m);
     }
     add(&mut c, s);
     let out = run(&c, btf::Endian::Little, Features::default()).unwrap();
@@ -240,6 +219,14 @@ fn member_offsets_btf_cannot_hold_are_refused() {
     assert!(e.contains("`b` lies 3145728 bytes") && e.contains("24-bit"), "{e}");
     let e = offsets_struct(s, &[0, 1 << 29], false).err().unwrap().to_string();
     assert!(e.contains("`b` lies 536870912 bytes") && e.contains("32-bit"), "{e}");
+    // offsets past 4 GiB are kept beside the member, and refused as they are
+    for far in [u32::MAX as u64, 1 << 32, u64::MAX / 8] {
+        let e = offsets_struct(s, &[0, far], false).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("`b` lies {far} bytes")) && e.contains("DIE 0x20"),
+            "{e}"
+        );
+    }
     let e = offsets_struct(gimli::DW_TAG_union_type, &[0, 0, 4], false)
         .err()
         .unwrap()
@@ -266,13 +253,7 @@ fn loop_cu(member_ty: u32, more: impl FnOnce(&mut Cu<'static>)) -> Result<CuOut<
     more(&mut c);
     let mut st = slot(gimli::DW_TAG_structure_type, 0x20, b"s", NONE, 8);
     st.kids = IdxRange::new(0, 1);
-    c.members = vec![Member {
-        name: b"m",
-        ty: off(member_ty),
-        bits: None,
-        die: crate::dwarf::DieOffset::new(0x21),
-        loc: Some(0),
-    }];
+    c.members = vec![c.new_member(b"m", off(member_ty), Default::default(), Some(0))];
     add(&mut c, st);
     run(&c, btf::Endian::Little, Features::default())
 }
@@ -579,13 +560,8 @@ fn layouts_are_built_for_what_a_struct_holds_by_value_only() {
     let mut c = cu();
     int(&mut c, 0x10, b"int", 4, ATE_SIGNED);
     int(&mut c, 0x11, b"char", 1, ATE_SIGNED);
-    let member = |name: &'static [u8], ty: u32, loc: u64| Member {
-        name,
-        ty: off(ty),
-        bits: None,
-        die: crate::dwarf::DieOffset::new(0),
-        loc: Some(loc),
-    };
+    let mut member =
+        |name: &'static [u8], ty: u32, loc: u64| c.new_member(name, off(ty), Default::default(), Some(loc));
     // Inner { int a; }, Outer { char c; Inner in; U arr[2]; }, Unrelated { int x; }, U { int i; }
     c.members = vec![
         member(b"a", 0x10, 0),

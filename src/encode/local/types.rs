@@ -229,7 +229,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 let m = &members[i as usize];
                 match cu.bits(m).data_bit_offset {
                     Some(_) => self.member_bit_offset(m).0 / 8,
-                    None => m.loc.unwrap_or(0) as u32,
+                    None => self.cu.member_loc(m).unwrap_or(0) as u32,
                 }
             });
             order
@@ -316,7 +316,7 @@ impl<'a> Enc<'_, '_, 'a> {
         o.rec(&[0, make_info(Kind::FuncProto, false, 0), local_id(cu.core(s.ty))]);
         let keep = kept_entries(s.kids.len() + s.varargs as usize, o.vlen_mask);
         for (pos, p) in cu.params_of(s).iter().enumerate() {
-            let pn = o.s(p.name);
+            let pn = o.s(p.name.get());
             o.bump_vlen();
             if pos < keep {
                 o.o.words.extend_from_slice(&[pn, local_id(cu.core(p.ty))]);
