@@ -987,6 +987,10 @@ impl<'a> CuWork<'_, 'a> {
             appended?;
             cur = nxt.unwrap_or_default();
         }
+        // nor, from here on, the sections each part read its stretch of
+        if let Some(m) = elf.mapping {
+            per_cu_sections(elf).iter().for_each(|s| m.release(s));
+        }
         let Some(mut cu) = one else { return Ok(None) };
         cu.offset = self.headers.get(r.start).map_or(0, |h| h.offset().0 as u64);
         cu.name = b"";
@@ -1086,10 +1090,19 @@ fn per_cu_sections<'e>(elf: &'e ElfInfo<'_>) -> Vec<&'e [u8]> {
         return Vec::new();
     }
     let d = &elf.debug;
-    [&d.abbrev, &d.loc, &d.loclists, &d.ranges, &d.rnglists, &d.line, &d.addr]
-        .into_iter()
-        .filter_map(|c| c.as_borrowed())
-        .collect()
+    [
+        &d.abbrev,
+        &d.loc,
+        &d.loclists,
+        &d.ranges,
+        &d.rnglists,
+        &d.line,
+        &d.addr,
+        &d.str_offsets,
+    ]
+    .into_iter()
+    .filter_map(|c| c.as_borrowed())
+    .collect()
 }
 
 /// After the last CU: the function phase (unless `no_funcs`), the DATASECs,
