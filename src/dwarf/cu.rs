@@ -7,7 +7,8 @@ use nonmax::NonMaxU32;
 use super::Name;
 use super::ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff};
 
-/// One placed type (core id = index + 1).
+/// One placed type (core id = index + 1). 64 bytes: an LTO file's merged
+/// unit holds all of its 2.2 M at once.
 #[derive(Clone, Debug)]
 pub struct Slot<'a> {
     pub tag: DwTag,
@@ -15,13 +16,12 @@ pub struct Slot<'a> {
     pub die: DieOffset,
     /// Unit offset of the DIE (for reference resolution).
     pub uoff: UnitOff,
-    pub name: &'a [u8],
+    pub name: Name<'a>,
     pub spec: Option<UnitOff>,
     pub ty: Option<UnitOff>,
     pub size: u64,
     pub encoding: u8,
-    pub declaration: bool,
-    pub varargs: bool,
+    pub flags: SlotFlags,
     pub nelems: u32,
     /// Members, enumerators or params by the tag: a run of the matching
     /// column (read through [`Cu::members_of`], [`Cu::enumerators_of`],
@@ -29,6 +29,33 @@ pub struct Slot<'a> {
     pub kids: IdxRange<()>,
     /// Decl-tag annotations.
     pub annots: IdxRange<Annot<'a>>,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot<'static>>() == 64);
+
+/// A slot's yes/no attributes, in one byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotFlags(u8);
+
+impl SlotFlags {
+    /// DW_AT_declaration: a struct, union or enum only declared.
+    pub const DECLARATION: SlotFlags = SlotFlags(1);
+    /// A subroutine type with a DW_TAG_unspecified_parameters child.
+    pub const VARARGS: SlotFlags = SlotFlags(2);
+
+    /// `f` if `on`, else none.
+    #[inline]
+    pub fn when(on: bool, f: SlotFlags) -> SlotFlags {
+        if on { f } else { SlotFlags(0) }
+    }
+    #[inline]
+    pub fn has(self, f: SlotFlags) -> bool {
+        self.0 & f.0 != 0
+    }
+    #[inline]
+    pub fn set(&mut self, f: SlotFlags) {
+        self.0 |= f.0;
+    }
 }
 
 /// A DW_TAG_member, made by [`Cu::new_member`]. 24 bytes: members are two

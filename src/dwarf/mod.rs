@@ -23,7 +23,7 @@ mod name;
 mod units;
 mod walk;
 
-pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, UnitKind, Var};
+pub use cu::{Annot, Cu, Enumerator, FParam, Func, Member, MemberBits, Param, Slot, SlotFlags, UnitKind, Var};
 pub use ids::{BitsId, CoreId, DieOffset, IdxRange, UnitOff, local_id};
 pub use imports::{Imports, declares_imported_units, has_gcc_lto_unit};
 pub use name::Name;

@@ -110,7 +110,7 @@ fn ty(u: &mut write::Unit, e: UnitEntryId, t: UnitEntryId) {
 fn tags(cu: &Cu<'_>) -> Vec<(DwTag, String)> {
     cu.slots
         .iter()
-        .map(|s| (s.tag, String::from_utf8_lossy(nm(s.name)).into_owned()))
+        .map(|s| (s.tag, String::from_utf8_lossy(nm(s.name.get())).into_owned()))
         .collect()
 }
 

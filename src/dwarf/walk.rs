@@ -8,7 +8,6 @@
 
 use gimli::{AttributeValue, DwTag, Section, constants as dw};
 
-use super::Name;
 use super::attrs::{Attrs, DieRef, udata};
 use super::dies::{self, Dies};
 use super::ids::{DieOffset, IdxRange, UnitOff};
@@ -16,6 +15,7 @@ use super::{
     Annot, Cu, DW_AT_GNU_ANNOTATION, DW_TAG_GNU_ANNOTATION, DW_TAG_LLVM_ANNOTATION, DecodeError, DecodeErrorKind,
     Decoder, Enumerator, FParam, Func, Member, MemberBits, Param, R, Refs, Slot, UnitKind, Var, nm, unit,
 };
+use super::{Name, SlotFlags};
 
 /// The DIE being visited. Its two offsets are derived where they are
 /// needed: most DIEs are skipped without either.
@@ -427,7 +427,7 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
     fn varargs(&mut self) {
         if let Some(f) = self.stack.last_mut() {
             if let Some(s) = f.slot.as_mut() {
-                s.varargs = true;
+                s.flags.set(SlotFlags::VARARGS);
             }
             if let Some(func) = f.func.as_mut() {
                 func.varargs = true;
@@ -452,13 +452,12 @@ impl<'w, 'a, 'd> Walker<'w, 'a, 'd> {
             tag: at.abbrev.tag,
             die: at.die(self.cu.offset),
             uoff: at.uoff(self.base),
-            name: a.name,
+            name: Name::new(a.name),
             spec: self.uref(a.spec, at)?,
             ty,
             size: a.byte_size.unwrap_or(0),
             encoding: a.encoding,
-            declaration: a.declaration,
-            varargs: false,
+            flags: SlotFlags::when(a.declaration, SlotFlags::DECLARATION),
             nelems: 1,
             kids: IdxRange::EMPTY,
             annots: IdxRange::EMPTY,
@@ -929,13 +928,12 @@ fn type_tag(die: DieOffset, uoff: UnitOff, value: &[u8], to: Option<UnitOff>) ->
         tag: DW_TAG_LLVM_ANNOTATION,
         die,
         uoff,
-        name: value,
+        name: Name::new(value),
         spec: None,
         ty: to,
         size: 0,
         encoding: 0,
-        declaration: false,
-        varargs: false,
+        flags: SlotFlags::default(),
         nelems: 0,
         kids: IdxRange::EMPTY,
         annots: IdxRange::EMPTY,

@@ -231,7 +231,7 @@ pub fn encode_cu<'a>(ctx: &Ctx<'_, 'a>, cu: &Cu<'a>) -> Result<CuOut<'a>, Encode
     let mut down = vec![NO_EDGES; cu.slots.len() + 1];
     for (i, s) in cu.slots.iter().enumerate() {
         let core = CoreId::at(i).get();
-        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name) == b"int" {
+        if o.o.int_core.is_none() && s.tag == dw::DW_TAG_base_type && nm(s.name.get()) == b"int" {
             o.o.int_core = Some(LocalTypeId(core));
         }
         let before = o.o.offs.len();

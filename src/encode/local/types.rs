@@ -5,7 +5,7 @@ use gimli::constants as dw;
 use super::out::Out;
 use super::{Enc, kept_entries, name_empty};
 use crate::btf::{self, Kind, make_info};
-use crate::dwarf::{CoreId, DW_TAG_LLVM_ANNOTATION, Slot, local_id, nm};
+use crate::dwarf::{CoreId, DW_TAG_LLVM_ANNOTATION, Slot, SlotFlags, local_id, nm};
 use crate::encode::EncodeError;
 use crate::encode::lang::DW_LANG_RUST;
 
@@ -19,12 +19,12 @@ pub(super) const ATE_IMAGINARY_FLOAT: u8 = 9;
 impl<'a> Enc<'_, '_, 'a> {
     /// The name of a type, inheriting it through DW_AT_specification.
     pub(super) fn type_name(&self, s: &Slot<'a>) -> &'a [u8] {
-        if name_empty(s.name)
+        if name_empty(s.name.get())
             && let Some(t) = self.cu.type_at(s.spec)
         {
-            return t.name;
+            return t.name.get();
         }
-        s.name
+        s.name.get()
     }
 
     /// Size in bytes of the type with core id `core`, as the reference's `tag__size`.
@@ -135,10 +135,10 @@ impl<'a> Enc<'_, '_, 'a> {
             }
             dw::DW_TAG_subroutine_type => self.func_proto(o, s),
             DW_TAG_LLVM_ANNOTATION => {
-                if name_empty(s.name) {
+                if name_empty(s.name.get()) {
                     return Err(self.unsupported(s.die, "btf_type_tag annotation without a value".into()));
                 }
-                let n = o.s(s.name);
+                let n = o.s(s.name.get());
                 o.rec(&[n, make_info(Kind::TypeTag, false, 0), r(s.ty)]);
             }
             dw::DW_TAG_unspecified_type => {
@@ -169,12 +169,12 @@ impl<'a> Enc<'_, '_, 'a> {
                     s.die,
                     format!(
                         "DW_TAG_base_type float `{}` of size {}: BTF has no FLOAT of that size",
-                        String::from_utf8_lossy(nm(s.name)),
+                        String::from_utf8_lossy(nm(s.name.get())),
                         s.size
                     ),
                 ));
             }
-            let n = o.s(s.name);
+            let n = o.s(s.name.get());
             o.rec(&[n, make_info(Kind::Float, false, 0), s.size as u32]);
             return Ok(());
         } else if f.float && (enc == ATE_COMPLEX_FLOAT || enc == ATE_IMAGINARY_FLOAT) {
@@ -188,10 +188,10 @@ impl<'a> Enc<'_, '_, 'a> {
             let n = o.s(b"__SANITIZED_FAKE_INT__");
             o.rec(&[n, make_info(Kind::Int, false, 0), 4, (encoding << 24) | 32]);
         } else {
-            if name_empty(s.name) {
+            if name_empty(s.name.get()) {
                 return Err(self.unsupported(s.die, "DW_TAG_base_type without a name: BTF INT needs one".into()));
             }
-            let n = o.s(s.name);
+            let n = o.s(s.name.get());
             o.rec(&[
                 n,
                 make_info(Kind::Int, false, 0),
@@ -207,7 +207,7 @@ impl<'a> Enc<'_, '_, 'a> {
         let cu = self.cu;
         let union = s.tag == dw::DW_TAG_union_type;
         let name = self.type_name(s);
-        if s.declaration {
+        if s.flags.has(SlotFlags::DECLARATION) {
             if name_empty(name) {
                 return Err(self.unsupported(
                     s.die,
@@ -314,7 +314,7 @@ impl<'a> Enc<'_, '_, 'a> {
     fn func_proto(&self, o: &mut Out<'a>, s: &Slot<'a>) {
         let cu = self.cu;
         o.rec(&[0, make_info(Kind::FuncProto, false, 0), local_id(cu.core(s.ty))]);
-        let keep = kept_entries(s.kids.len() + s.varargs as usize, o.vlen_mask);
+        let keep = kept_entries(s.kids.len() + s.flags.has(SlotFlags::VARARGS) as usize, o.vlen_mask);
         for (pos, p) in cu.params_of(s).iter().enumerate() {
             let pn = o.s(p.name.get());
             o.bump_vlen();
@@ -322,7 +322,7 @@ impl<'a> Enc<'_, '_, 'a> {
                 o.o.words.extend_from_slice(&[pn, local_id(cu.core(p.ty))]);
             }
         }
-        if s.varargs {
+        if s.flags.has(SlotFlags::VARARGS) {
             o.bump_vlen();
             if s.kids.len() < keep {
                 o.o.words.extend_from_slice(&[0, 0]);
