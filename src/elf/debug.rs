@@ -10,6 +10,8 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use object::read::elf::{ElfFile, ElfSection, FileHeader, Rela, SectionHeader, Sym};
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationKind, RelocationTarget};
 
@@ -860,12 +862,16 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
         })?;
         // The copy is what is read from now on: the mapped pages are
         // dropped behind it, so the section is never resident twice.
-        for (to, from) in copy.chunks_mut(RELEASE_FROM).zip(source.chunks(RELEASE_FROM)) {
-            to.copy_from_slice(from);
-            if let Some((m, _)) = self.release_from {
-                m.release(from);
-            }
-        }
+        // (on the run's threads: a large module's section is 160 MB)
+        let mapping = self.release_from.map(|(m, _)| m);
+        copy.par_chunks_mut(RELEASE_FROM)
+            .zip(source.par_chunks(RELEASE_FROM))
+            .for_each(|(to, from)| {
+                to.copy_from_slice(from);
+                if let Some(m) = mapping {
+                    m.release(from);
+                }
+            });
         self.apply_relocations(sec, sec_name, &mut copy)?;
         let copy = copy.make_read_only().map_err(|e| {
             Error::elf(
@@ -883,6 +889,23 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
     fn apply_relocations(&self, sec: &ElfSection<'a, 'f, H, &'a [u8]>, sec_name: &str, buf: &mut [u8]) -> Result<()> {
         let (path, f, endian) = (self.path, self.f, self.endian);
         let e = f.endian();
+        if self.machine == object::elf::EM_X86_64.0
+            && let Ok(Some(rsh)) = sec.elf_relocation_section()
+            && let Ok(Some((relas, _))) = rsh.rela(e, f.data())
+            && relas.len() >= SPLIT_RELAS
+            && let Some(syms) = self.symbol_values()
+        {
+            let release = self
+                .release_from
+                .filter(|(_, from)| std::mem::size_of_val(relas) >= *from);
+            if apply_x86_64_halves(relas, e, endian, syms, buf, |chunk| {
+                if let Some((m, _)) = release {
+                    m.release(chunk);
+                }
+            }) {
+                return Ok(());
+            }
+        }
         let mut apply = |off: u64, size: usize, v: u64, implicit: bool| -> Result<()> {
             let off = off as usize;
             let Some(slot) = off.checked_add(size).and_then(|end| buf.get_mut(off..end)) else {
@@ -952,12 +975,17 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
     /// The value of symbol `idx` as a relocation target; `None` for an
     /// index past the symbol table.
     fn symbol_value_cached(&self, idx: usize) -> Option<u64> {
+        self.symbol_values()?.get(idx).copied()
+    }
+
+    /// Every symbol's value as a relocation target, by index.
+    fn symbol_values(&self) -> Option<&[u64]> {
         let v = self.sym_values.get_or_init(|| {
             (0..self.f.elf_symbol_table().len())
                 .map(|i| self.symbol_value(object::SymbolIndex(i)))
                 .collect()
         });
-        v.get(idx).copied()
+        Some(v)
     }
 
     /// Refuses a relocation table that is not a whole number of entries:
@@ -1119,6 +1147,78 @@ fn inflate(c: object::CompressedData<'_>) -> std::result::Result<Cow<'_, [u8]>, 
     Ok(Cow::Owned(buf))
 }
 
+/// From this many relocations on, a section's x86-64 RELA entries are
+/// applied in two halves at once ([`apply_x86_64_halves`]): amdgpu.ko's
+/// .debug_info has 10 M. Below it a thread's start costs more than it saves.
+const SPLIT_RELAS: usize = 1 << 16;
+
+/// Applies x86-64 RELA entries (the absolute ones, as the sequential path
+/// does) to `buf`, the first half of the entries on one thread and the
+/// second on another. Each half writes only its side of the offset where
+/// the second half starts, so the two never touch the same bytes: that
+/// holds when the entries are sorted by offset and do not overlap, as
+/// assemblers write them. `false` where it does not hold, or where an entry
+/// is bad (a symbol past the table, an offset outside the section): the
+/// caller then applies every entry in order, which rewrites every word
+/// written here (the words are the symbol's value plus the addend, read
+/// from nothing in `buf`), so the bytes and the error are the sequential
+/// path's. `done` is called with each stretch of entries applied.
+fn apply_x86_64_halves<R>(
+    relas: &[R],
+    e: object::Endianness,
+    endian: Endian,
+    syms: &[u64],
+    buf: &mut [u8],
+    done: impl Fn(&[u8]) + Sync,
+) -> bool
+where
+    R: object::read::elf::Rela<Endian = object::Endianness> + object::Pod,
+{
+    let mid = relas.len() / 2;
+    let split = (relas[mid].r_offset(e).into() as usize).min(buf.len());
+    let (lo, hi) = buf.split_at_mut(split);
+    // as bytes between the threads (the entry type is plain data, but
+    // generic code cannot tell that it is Sync)
+    let (first, second) = (
+        object::pod::bytes_of_slice(&relas[..mid]),
+        object::pod::bytes_of_slice(&relas[mid..]),
+    );
+    let half = |bytes: &[u8], out: &mut [u8], at: usize| -> bool {
+        let Ok((relas, _)) = object::pod::slice_from_bytes::<R>(bytes, bytes.len() / std::mem::size_of::<R>()) else {
+            return false;
+        };
+        let entry = std::mem::size_of::<R>().max(1);
+        for chunk in relas.chunks(RELEASE_FROM / entry) {
+            for r in chunk {
+                let size = match r.r_type(e, false).0 {
+                    1 /* R_X86_64_64 */ => 8,
+                    10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => 4,
+                    _ => continue,
+                };
+                let s = match r.r_sym(e, false) as usize {
+                    0 => 0,
+                    i => match syms.get(i) {
+                        Some(&v) => v,
+                        None => return false,
+                    },
+                };
+                let addend: i64 = r.r_addend(e).into();
+                let Some(off) = (r.r_offset(e).into() as usize).checked_sub(at) else {
+                    return false;
+                };
+                let Some(slot) = off.checked_add(size).and_then(|end| out.get_mut(off..end)) else {
+                    return false;
+                };
+                write_word(slot, s.wrapping_add(addend as u64), endian);
+            }
+            done(object::pod::bytes_of_slice(chunk));
+        }
+        true
+    };
+    let (a, b) = rayon::join(|| half(first, lo, 0), || half(second, hi, split));
+    a && b
+}
+
 fn read_word(b: &[u8], e: Endian) -> u64 {
     let mut v = 0u64;
     match e {
@@ -1197,5 +1297,73 @@ mod tests {
         assert_eq!(read_word(&b, Endian::Big), 0x11223344);
         write_word(&mut b, 0x11223344, Endian::Little);
         assert_eq!(read_word(&b, Endian::Little), 0x11223344);
+    }
+
+    /// The two-halves path writes what applying every entry in order
+    /// writes, or says that it cannot: then the caller applies them in order.
+    #[test]
+    fn relocations_in_two_halves_are_the_sequential_ones_or_refused() {
+        use object::elf::Rela64;
+        use object::{Endianness as E, I64, U64};
+        let e = E::Little;
+        let rela = |off: u64, ty: u32, sym: u32, addend: i64| Rela64::<E> {
+            r_offset: U64::new(e, off),
+            r_info: U64::new(e, ((sym as u64) << 32) | ty as u64),
+            r_addend: I64::new(e, addend),
+        };
+        let syms = [0u64, 0x1000, 0x2000];
+        // in order over the words a linker would: 8-byte, 4-byte and
+        // other types (skipped), some against symbol 0
+        let sorted: Vec<Rela64<E>> = (0..64u64)
+            .map(|i| {
+                rela(
+                    i * 12,
+                    [1, 10, 11, 2][i as usize % 4],
+                    (i % 3) as u32,
+                    i as i64 * 3 - 20,
+                )
+            })
+            .collect();
+        let sequential = |relas: &[Rela64<E>]| -> Vec<u8> {
+            let mut buf = vec![0xaau8; 64 * 12];
+            for r in relas {
+                let size = match r.r_type(e, false).0 {
+                    1 => 8,
+                    10 | 11 => 4,
+                    _ => continue,
+                };
+                let v = syms[r.r_sym(e, false) as usize].wrapping_add(r.r_addend(e) as u64);
+                let at = r.r_offset(e) as usize;
+                write_word(&mut buf[at..at + size], v, Endian::Little);
+            }
+            buf
+        };
+        let halves = |relas: &[Rela64<E>]| -> Option<Vec<u8>> {
+            let mut buf = vec![0xaau8; 64 * 12];
+            let released = std::sync::atomic::AtomicUsize::new(0);
+            let ok = apply_x86_64_halves(relas, e, Endian::Little, &syms, &mut buf, |c| {
+                released.fetch_add(c.len(), std::sync::atomic::Ordering::Relaxed);
+            });
+            ok.then(|| {
+                assert_eq!(released.into_inner(), std::mem::size_of_val(relas));
+                buf
+            })
+        };
+        assert_eq!(halves(&sorted), Some(sequential(&sorted)));
+        // an entry of the first half writing past where the second starts
+        let mut crossing = sorted.clone();
+        crossing[1] = rela(40 * 12, 1, 1, 0);
+        assert_eq!(halves(&crossing), None);
+        // one of the second half writing before it
+        let mut back = sorted.clone();
+        back[50] = rela(0, 10, 1, 0);
+        assert_eq!(halves(&back), None);
+        // a symbol past the table, an offset past the section
+        let mut bad = sorted.clone();
+        bad[3] = rela(36, 1, 7, 0);
+        assert_eq!(halves(&bad), None);
+        let mut past = sorted.clone();
+        past[63] = rela(64 * 12 - 4, 1, 1, 0);
+        assert_eq!(halves(&past), None);
     }
 }
