@@ -76,6 +76,52 @@ fn stats_say_when_units_were_merged() {
     );
 }
 
+/// A merged file is one unit, so the collapse of repeated units stays off
+/// even where its units repeat (its `.debug_info` twice over, as
+/// benches/mem-scale.py makes it: it had doubled the ThinLTO kernel's peak
+/// there for nothing).
+#[test]
+fn a_merged_file_whose_units_repeat_is_not_collapsed() {
+    if std::process::Command::new("objcopy").arg("--version").output().is_err() {
+        eprintln!("skipped: objcopy not found");
+        return;
+    }
+    let dir = scratch("lto-repeated-units");
+    let input = corpus_file("fixtures/bin/prog.clang-O2-thinlto.exe");
+    let objcopy = |args: &[&str]| {
+        let o = std::process::Command::new("objcopy")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "objcopy {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    objcopy(&["--dump-section", ".debug_info=info", &s(&input), "copy"]);
+    let info = std::fs::read(dir.join("info")).unwrap();
+    std::fs::write(dir.join("info2"), [&info[..], &info[..]].concat()).unwrap();
+    objcopy(&["--update-section=.debug_info=info2", &s(&input), "twice"]);
+    let r = run(&[
+        "encode",
+        &s(&dir.join("twice")),
+        "--stats",
+        "--json",
+        "-o",
+        &s(&dir.join("out.btf")),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stderr).unwrap();
+    assert_eq!(
+        (&v["counts"]["merged_units"], &v["counts"]["collapsing"]),
+        (&serde_json::json!(1), &serde_json::json!(0)),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Type units in COMDAT sections are passed over as the reference passes
 /// them over; the loss is said on stderr, the bytes are the reference's.
 #[test]

@@ -652,6 +652,10 @@ pub fn encode_elf_with(
     let collapsing = match opts.collapse {
         CollapseMode::Never => false,
         CollapseMode::Always => true,
+        // A merged file is one unit: no later unit can leave out copies of
+        // its types (a ThinLTO kernel's repeated DWARF turned it on and
+        // doubled the peak for nothing).
+        CollapseMode::WhereUnitsRepeat if merged => false,
         // The pages the probe reads are dropped behind it, as the header
         // scan's: on a vmlinux whose units repeat it reads a page of each
         // unit, and the kernel maps the pages around each with it.
