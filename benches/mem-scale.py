@@ -15,7 +15,13 @@ k times, which dedup should fold back).
 
   benches/mem-scale.py [--vmlinux PATH] [--k 1,2,4,8] [--btfkit PATH]
                        [--variants ",--collapse"] [--svg PLOT] [--work DIR]
-                       [--max-load L] [--keep]
+                       [--max-load L] [--keep] [--pahole PATH]
+
+--pahole runs that reference (`pahole -J -j2`, the same default features)
+on each input after btfkit's variants, as a row of its own, compares its
+output with btfkit's default one and prints btfkit's peak RSS over its.
+With --vmlinux naming an LTO file (the corpus's ThinLTO kernel), each input
+is read as one merged unit whose parts are the copies.
 
 --variants lists the encode options to compare, comma-separated (an empty
 entry is the default): each k is encoded once per variant, alternating,
@@ -107,6 +113,28 @@ def run(btfkit, elf, out, flags):
     }
 
 
+def run_pahole(pahole, elf, out):
+    tfile = out + ".time"
+    p = subprocess.run(["/usr/bin/time", "-v", "-o", tfile, pahole, "-J", "-j2", f"--btf_encode_detached={out}", elf],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"pahole on {elf} failed ({p.returncode}):\n{p.stderr}")
+    t = {}
+    for line in open(tfile):
+        k, _, v = line.strip().rpartition(": ")
+        t[k] = v
+    wall = t["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
+    return {
+        "types": "-",
+        "types_after": "-",
+        "collapsed": "-",
+        "wall": sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall))),
+        "cpu": float(t["User time (seconds)"]) + float(t["System time (seconds)"]),
+        "rss": int(t["Maximum resident set size (kbytes)"]) * 1024,
+        "heap": 0,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vmlinux", default=next((p for p in VMLINUX_CANDIDATES if os.path.exists(p)), None))
@@ -117,6 +145,7 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "target/bench-mem-scale"))
     ap.add_argument("--max-load", type=float, default=1.5)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic inputs")
+    ap.add_argument("--pahole", help="also run this reference pahole on each input")
     a = ap.parse_args()
     if not a.vmlinux:
         raise SystemExit("no vmlinux: pass --vmlinux (the corpus's, decompressed)")
@@ -135,6 +164,13 @@ def main():
                      load=load[0])
             rows.append(r)
             outs[(k, v)] = out
+        if a.pahole:
+            out = os.path.join(a.work, f"ref.x{k}.btf")
+            r = run_pahole(a.pahole, elf, out)
+            r.update(k=k, variant="pahole", size=os.path.getsize(elf), info=section(elf, ".debug_info")[1],
+                     load=load[0])
+            rows.append(r)
+            outs[(k, "pahole")] = out
         if elf != a.vmlinux and not a.keep:
             os.remove(elf)
         print(f"k={k} done (load average {load[0]:.2f})", file=sys.stderr)
@@ -162,6 +198,13 @@ def main():
             a0, z = mine[0], mine[-1]
             print(f"{v or 'default'}: input grew {z['info'] / a0['info']:.2f}x (.debug_info), "
                   f"peak RSS {z['rss'] / a0['rss']:.2f}x, wall {z['wall'] / a0['wall']:.2f}x, CPU {z['cpu'] / a0['cpu']:.2f}x")
+    if a.pahole:
+        ours = {r["k"]: r for r in rows if r["variant"] == (variants[0] or "default")}
+        theirs = {r["k"]: r for r in rows if r["variant"] == "pahole"}
+        for k in ks:
+            same = open(outs[(k, variants[0])], "rb").read() == open(outs[(k, "pahole")], "rb").read()
+            print(f"k={k}: pahole's output {'equals' if same else 'DIFFERS from'} btfkit's; btfkit/pahole: "
+                  f"peak RSS {ours[k]['rss'] / theirs[k]['rss']:.3f}, wall {ours[k]['wall'] / theirs[k]['wall']:.2f}")
     if a.svg:
         write_svg(a.svg, ks, variants, rows)
         print(f"plot: {a.svg}")
