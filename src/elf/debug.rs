@@ -939,10 +939,8 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
             let release = self.release_from.filter(|(_, from)| relas.len() * entry >= *from);
             for chunk in relas.chunks(RELEASE_FROM / entry) {
                 for r in chunk {
-                    let size = match r.r_type(e, false).0 {
-                        1 /* R_X86_64_64 */ => 8,
-                        10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => 4,
-                        _ => continue,
+                    let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
+                        continue;
                     };
                     let s = match r.r_sym(e, false) {
                         0 => 0,
@@ -1147,6 +1145,18 @@ fn inflate(c: object::CompressedData<'_>) -> std::result::Result<Cow<'_, [u8]>, 
     Ok(Cow::Owned(buf))
 }
 
+/// The bytes an x86-64 relocation of type `t` writes, if it is one of the
+/// absolute ones debug sections use (what the generic reader reports as
+/// absolute with 32 or 64 bits); others are not applied.
+#[inline]
+fn x86_64_absolute_size(t: u32) -> Option<usize> {
+    match t {
+        1 /* R_X86_64_64 */ => Some(8),
+        10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => Some(4),
+        _ => None,
+    }
+}
+
 /// From this many relocations on, a section's x86-64 RELA entries are
 /// applied in two halves at once ([`apply_x86_64_halves`]): amdgpu.ko's
 /// .debug_info has 10 M. Below it a thread's start costs more than it saves.
@@ -1190,10 +1200,8 @@ where
         let entry = std::mem::size_of::<R>().max(1);
         for chunk in relas.chunks(RELEASE_FROM / entry) {
             for r in chunk {
-                let size = match r.r_type(e, false).0 {
-                    1 /* R_X86_64_64 */ => 8,
-                    10 /* R_X86_64_32 */ | 11 /* R_X86_64_32S */ => 4,
-                    _ => continue,
+                let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
+                    continue;
                 };
                 let s = match r.r_sym(e, false) as usize {
                     0 => 0,

@@ -68,17 +68,21 @@ fn add(cu: &mut Cu<'static>, s: Slot<'static>) -> u32 {
     core.get()
 }
 
-fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
-    let e = elf(endian);
-    let ctx = Ctx {
+/// The encoding context of these tests' units, from `elf`.
+fn ctx<'e>(elf: &'e ElfInfo<'static>, features: Features) -> Ctx<'e, 'static> {
+    Ctx {
         reference: crate::encode::Reference::V1_31,
         features,
-        elf: &e,
+        elf,
         path: Path::new("t.o"),
         str_cache: None,
         collapse: false,
-    };
-    encode_cu(&ctx, cu)
+    }
+}
+
+fn run(cu: &Cu<'static>, endian: btf::Endian, features: Features) -> Result<CuOut<'static>, EncodeError> {
+    let e = elf(endian);
+    encode_cu(&ctx(&e, features), cu)
 }
 
 fn record(out: &CuOut<'_>, i: usize) -> Vec<u32> {
@@ -460,14 +464,7 @@ fn which_functions_are_recorded_and_their_param_names_interned() {
     ];
     let mut e = elf(btf::Endian::Little);
     e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20)]);
-    let ctx = Ctx {
-        reference: crate::encode::Reference::V1_31,
-        features: Features::default(),
-        elf: &e,
-        path: Path::new("t.o"),
-        str_cache: None,
-        collapse: false,
-    };
+    let ctx = ctx(&e, Features::default());
     let out = encode_cu(&ctx, &c).unwrap();
     // Both instances of `f` (entry 0 of the table) are saved.
     assert_eq!(out.funcs.len(), 2);
@@ -526,14 +523,7 @@ fn recording_time_flags() {
     ];
     let mut e = elf(btf::Endian::Little);
     e.funcs = FuncTable::build(vec![(b"f", b"f", 0x10), (b"g", b"g", 0x20), (b"h", b"h", 0x30)]);
-    let ctx = Ctx {
-        reference: crate::encode::Reference::V1_31,
-        features: Features::default(),
-        elf: &e,
-        path: Path::new("t.o"),
-        str_cache: None,
-        collapse: false,
-    };
+    let ctx = ctx(&e, Features::default());
     let out = encode_cu(&ctx, &c).unwrap();
     let flags: Vec<u8> = (0..out.funcs.len() as u32)
         .map(|s| out.funcs.flags(StateId::new(s)))
@@ -585,14 +575,7 @@ fn layouts_are_built_for_what_a_struct_holds_by_value_only() {
     add(&mut c, arr);
     c.build_buckets();
     let e = elf(btf::Endian::Little);
-    let ctx = Ctx {
-        reference: crate::encode::Reference::V1_31,
-        features: Features::default(),
-        elf: &e,
-        path: Path::new("t.o"),
-        str_cache: None,
-        collapse: false,
-    };
+    let ctx = ctx(&e, Features::default());
     let enc = Enc { ctx: &ctx, cu: &c };
     let mut lazy = super::funcflags::LazyLayouts::default();
     let core = |id: u32| CoreId::new(id).unwrap();
