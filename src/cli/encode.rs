@@ -44,7 +44,8 @@ pub struct Args {
     /// Leave out the types of a CU that copy an earlier CU's exactly, before
     /// dedup (same bytes; memory then follows the unique types when the
     /// input repeats its DWARF, but a vmlinux takes a third more CPU:
-    /// PERF.md). Default: only where the input repeats its units.
+    /// PERF.md). Default: only where the input repeats its units, and not
+    /// in an LTO file (read as one unit, it has no later CU to leave out).
     #[arg(long, conflicts_with_all = ["no_dedup", "no_collapse"])]
     pub collapse: bool,
     /// Never leave out exact copies, even where units repeat.
