@@ -12,7 +12,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use object::read::elf::{ElfFile, ElfSection, FileHeader, Rela, SectionHeader, Sym};
+use object::read::elf::{ElfFile, ElfSection, FileHeader, SectionHeader, Sym};
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationKind, RelocationTarget};
 
 use super::functab::{FuncTable, func_key};
@@ -299,6 +299,17 @@ impl<'a> ElfInfo<'a> {
         self.mapping.is_some() && matches!(self.debug.info, SectionBytes::Borrowed(_))
     }
 
+    /// Drops the pages of the `.debug_info` bytes `range` where they are
+    /// the file's mapping (elsewhere it does nothing): read again, they come
+    /// back from the file.
+    pub fn drop_mapped_info(&self, range: std::ops::Range<usize>) {
+        if let (Some(m), SectionBytes::Borrowed(info)) = (self.mapping, &self.debug.info)
+            && let Some(bytes) = info.get(range.start..range.end.min(info.len()))
+        {
+            m.release(bytes)
+        }
+    }
+
     /// Gives back the memory of the `.debug_info` bytes `range`, which the
     /// caller is done with: the pages of a file mapping are dropped, those
     /// of a relocated copy ([`SectionBytes::Relocated`]) freed. Elsewhere
@@ -316,11 +327,7 @@ impl<'a> ElfInfo<'a> {
             return;
         };
         match &self.debug.info {
-            SectionBytes::Borrowed(_) => {
-                if let Some(m) = self.mapping {
-                    m.release(bytes)
-                }
-            }
+            SectionBytes::Borrowed(_) => self.drop_mapped_info(range),
             SectionBytes::Relocated(c) => {
                 c.given_back.store(true, std::sync::atomic::Ordering::Relaxed);
                 // SAFETY: the mapping is this section's own, and the caller
@@ -889,22 +896,42 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
     fn apply_relocations(&self, sec: &ElfSection<'a, 'f, H, &'a [u8]>, sec_name: &str, buf: &mut [u8]) -> Result<()> {
         let (path, f, endian) = (self.path, self.f, self.endian);
         let e = f.endian();
+        // x86-64 RELA (every x86 module) read directly: the generic
+        // iterator works out kind, size and target for each entry, the
+        // largest cost of loading a module. The same three absolute types
+        // it reports with 32 or 64 bits; everything else goes the generic way.
         if self.machine == object::elf::EM_X86_64.0
             && let Ok(Some(rsh)) = sec.elf_relocation_section()
             && let Ok(Some((relas, _))) = rsh.rela(e, f.data())
-            && relas.len() >= SPLIT_RELAS
-            && let Some(syms) = self.symbol_values()
         {
+            let syms = self.symbol_values();
+            // 16 MiB of entries at a time, dropped once applied
             let release = self
                 .release_from
                 .filter(|(_, from)| std::mem::size_of_val(relas) >= *from);
-            if apply_x86_64_halves(relas, e, endian, syms, buf, |chunk| {
+            let done = |chunk: &[u8]| {
                 if let Some((m, _)) = release {
                     m.release(chunk);
                 }
-            }) {
+            };
+            if relas.len() >= SPLIT_RELAS && apply_x86_64_halves(relas, e, endian, syms, buf, &done) {
                 return Ok(());
             }
+            return apply_x86_64(relas, e, endian, syms, buf, 0, &done).map_err(|fault| {
+                Error::elf(
+                    path,
+                    match fault {
+                        RelaFault::Symbol(i) => {
+                            format!(
+                                "section {sec_name}: a relocation names symbol {i}, past the end of the symbol table"
+                            )
+                        }
+                        RelaFault::Offset(off) => {
+                            format!("section {sec_name}: relocation at offset {off:#x} is outside the section")
+                        }
+                    },
+                )
+            });
         }
         let mut apply = |off: u64, size: usize, v: u64, implicit: bool| -> Result<()> {
             let off = off as usize;
@@ -926,35 +953,6 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
                 )
             })
         };
-        // x86-64 RELA (every x86 module) read directly: the generic
-        // iterator works out kind, size and target for each entry, the
-        // largest cost of loading a module. The same three absolute types
-        // it reports with 32 or 64 bits; everything else goes the generic way.
-        if self.machine == object::elf::EM_X86_64.0
-            && let Ok(Some(rsh)) = sec.elf_relocation_section()
-            && let Ok(Some((relas, _))) = rsh.rela(e, f.data())
-        {
-            // 16 MiB of entries at a time, dropped once applied
-            let entry = relas.first().map_or(1, std::mem::size_of_val);
-            let release = self.release_from.filter(|(_, from)| relas.len() * entry >= *from);
-            for chunk in relas.chunks(RELEASE_FROM / entry) {
-                for r in chunk {
-                    let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
-                        continue;
-                    };
-                    let s = match r.r_sym(e, false) {
-                        0 => 0,
-                        i => symbol(i as usize)?,
-                    };
-                    let addend: i64 = r.r_addend(e).into();
-                    apply(r.r_offset(e).into(), size, s.wrapping_add(addend as u64), false)?;
-                }
-                if let Some((m, _)) = release {
-                    m.release(object::pod::bytes_of_slice(chunk));
-                }
-            }
-            return Ok(());
-        }
         for (off, r) in sec.relocations() {
             let size = r.size() as usize / 8;
             if !matches!(r.kind(), RelocationKind::Absolute) || !(size == 4 || size == 8) {
@@ -973,17 +971,16 @@ impl<'a, 'f, H: FileHeader<Endian = object::Endianness>> SectionLoader<'a, 'f, H
     /// The value of symbol `idx` as a relocation target; `None` for an
     /// index past the symbol table.
     fn symbol_value_cached(&self, idx: usize) -> Option<u64> {
-        self.symbol_values()?.get(idx).copied()
+        self.symbol_values().get(idx).copied()
     }
 
     /// Every symbol's value as a relocation target, by index.
-    fn symbol_values(&self) -> Option<&[u64]> {
-        let v = self.sym_values.get_or_init(|| {
+    fn symbol_values(&self) -> &[u64] {
+        self.sym_values.get_or_init(|| {
             (0..self.f.elf_symbol_table().len())
                 .map(|i| self.symbol_value(object::SymbolIndex(i)))
                 .collect()
-        });
-        Some(v)
+        })
     }
 
     /// Refuses a relocation table that is not a whole number of entries:
@@ -1179,7 +1176,7 @@ fn apply_x86_64_halves<R>(
     endian: Endian,
     syms: &[u64],
     buf: &mut [u8],
-    done: impl Fn(&[u8]) + Sync,
+    done: &(impl Fn(&[u8]) + Sync),
 ) -> bool
 where
     R: object::read::elf::Rela<Endian = object::Endianness> + object::Pod,
@@ -1194,37 +1191,59 @@ where
         object::pod::bytes_of_slice(&relas[mid..]),
     );
     let half = |bytes: &[u8], out: &mut [u8], at: usize| -> bool {
-        let Ok((relas, _)) = object::pod::slice_from_bytes::<R>(bytes, bytes.len() / std::mem::size_of::<R>()) else {
-            return false;
-        };
-        let entry = std::mem::size_of::<R>().max(1);
-        for chunk in relas.chunks(RELEASE_FROM / entry) {
-            for r in chunk {
-                let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
-                    continue;
-                };
-                let s = match r.r_sym(e, false) as usize {
-                    0 => 0,
-                    i => match syms.get(i) {
-                        Some(&v) => v,
-                        None => return false,
-                    },
-                };
-                let addend: i64 = r.r_addend(e).into();
-                let Some(off) = (r.r_offset(e).into() as usize).checked_sub(at) else {
-                    return false;
-                };
-                let Some(slot) = off.checked_add(size).and_then(|end| out.get_mut(off..end)) else {
-                    return false;
-                };
-                write_word(slot, s.wrapping_add(addend as u64), endian);
-            }
-            done(object::pod::bytes_of_slice(chunk));
-        }
-        true
+        object::pod::slice_from_bytes::<R>(bytes, bytes.len() / std::mem::size_of::<R>())
+            .is_ok_and(|(relas, _)| apply_x86_64(relas, e, endian, syms, out, at, done).is_ok())
     };
     let (a, b) = rayon::join(|| half(first, lo, 0), || half(second, hi, split));
     a && b
+}
+
+/// Why [`apply_x86_64`] stopped at an entry.
+#[derive(Debug, PartialEq, Eq)]
+enum RelaFault {
+    /// It names this symbol, past the end of the table.
+    Symbol(usize),
+    /// It writes at this offset of the section, outside `out`.
+    Offset(u64),
+}
+
+/// Applies x86-64 RELA entries, the absolute ones, in order to `out`, the
+/// section's bytes from offset `at` on; stops at the first entry naming a
+/// symbol past `syms` or writing outside `out`. `done` is called with
+/// each stretch of 16 MiB of entries applied.
+fn apply_x86_64<R>(
+    relas: &[R],
+    e: object::Endianness,
+    endian: Endian,
+    syms: &[u64],
+    out: &mut [u8],
+    at: usize,
+    done: &impl Fn(&[u8]),
+) -> std::result::Result<(), RelaFault>
+where
+    R: object::read::elf::Rela<Endian = object::Endianness> + object::Pod,
+{
+    let entry = std::mem::size_of::<R>().max(1);
+    for chunk in relas.chunks(RELEASE_FROM / entry) {
+        for r in chunk {
+            let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
+                continue;
+            };
+            let s = match r.r_sym(e, false) as usize {
+                0 => 0,
+                i => *syms.get(i).ok_or(RelaFault::Symbol(i))?,
+            };
+            let addend: i64 = r.r_addend(e).into();
+            let off: u64 = r.r_offset(e).into();
+            let slot = (off as usize)
+                .checked_sub(at)
+                .and_then(|o| out.get_mut(o..o.checked_add(size)?))
+                .ok_or(RelaFault::Offset(off))?;
+            write_word(slot, s.wrapping_add(addend as u64), endian);
+        }
+        done(object::pod::bytes_of_slice(chunk));
+    }
+    Ok(())
 }
 
 fn read_word(b: &[u8], e: Endian) -> u64 {
@@ -1312,6 +1331,7 @@ mod tests {
     #[test]
     fn relocations_in_two_halves_are_the_sequential_ones_or_refused() {
         use object::elf::Rela64;
+        use object::read::elf::Rela as _;
         use object::{Endianness as E, I64, U64};
         let e = E::Little;
         let rela = |off: u64, ty: u32, sym: u32, addend: i64| Rela64::<E> {
@@ -1335,10 +1355,8 @@ mod tests {
         let sequential = |relas: &[Rela64<E>]| -> Vec<u8> {
             let mut buf = vec![0xaau8; 64 * 12];
             for r in relas {
-                let size = match r.r_type(e, false).0 {
-                    1 => 8,
-                    10 | 11 => 4,
-                    _ => continue,
+                let Some(size) = x86_64_absolute_size(r.r_type(e, false).0) else {
+                    continue;
                 };
                 let v = syms[r.r_sym(e, false) as usize].wrapping_add(r.r_addend(e) as u64);
                 let at = r.r_offset(e) as usize;
@@ -1349,7 +1367,7 @@ mod tests {
         let halves = |relas: &[Rela64<E>]| -> Option<Vec<u8>> {
             let mut buf = vec![0xaau8; 64 * 12];
             let released = std::sync::atomic::AtomicUsize::new(0);
-            let ok = apply_x86_64_halves(relas, e, Endian::Little, &syms, &mut buf, |c| {
+            let ok = apply_x86_64_halves(relas, e, Endian::Little, &syms, &mut buf, &|c: &[u8]| {
                 released.fetch_add(c.len(), std::sync::atomic::Ordering::Relaxed);
             });
             ok.then(|| {
