@@ -573,13 +573,10 @@ pub fn encode_elf_with(
     // pages around each touched one with it: without dropping them behind
     // the scan, a third of .debug_info was resident before the first unit
     // was decoded (and the whole of it on inputs of repeated units).
-    let info_mapping = elf.mapping.filter(|_| elf.info_is_file_mapped());
     let mut released = 0;
     let headers = dwarf::unit_headers_passing(&dw, &mut |end| {
-        if let Some(m) = info_mapping {
-            m.release(elf.debug.info.get(released..end).unwrap_or_default());
-            released = end;
-        }
+        elf.drop_mapped_info(released..end);
+        released = end;
     })
     .map_err(|source| EncodeError::at(path, Problem::Header { source }))?;
     let type_units = resolve.then(|| dwarf::TypeUnits::index(&headers));
@@ -662,19 +659,15 @@ pub fn encode_elf_with(
         CollapseMode::WhereUnitsRepeat => {
             let mut behind = 0;
             dwarf::units_repeat(&dw, &headers, &mut |end| {
-                if let Some(m) = info_mapping
-                    && end > behind
-                {
-                    m.release(elf.debug.info.get(behind..end).unwrap_or_default());
+                if end > behind {
+                    elf.drop_mapped_info(behind..end);
                     behind = end;
                 }
             })
         }
     };
     let chunks = chunk_ranges(&headers, merged, opts.jobs);
-    if let Some(m) = info_mapping {
-        m.release(elf.debug.info.get(released..).unwrap_or_default());
-    }
+    elf.drop_mapped_info(released..elf.debug.info.len());
     // The scan reads every page of `.debug_str`: they are dropped behind
     // it (a module's can be 130 MB, then resident beside its DWARF).
     let str_cache = strcache::StrCache::for_section(&elf.debug.str, &mut || elf.release_str()).map(Arc::new);
@@ -891,6 +884,12 @@ impl<'a> CuWork<'_, 'a> {
         self.opts.lang.keeps(l) && !self.opts.cu_exclude.as_deref().is_some_and(|p| name.starts_with(p))
     }
 
+    /// The `.debug_info` bytes of the units `r`.
+    fn unit_span(&self, r: &Range<usize>) -> Range<usize> {
+        let (first, last) = (&self.headers[r.start], &self.headers[r.end - 1]);
+        first.offset().0..last.offset().0 + last.length_including_self()
+    }
+
     /// A chunk of units decoded and encoded, in parallel.
     fn chunk(&self, r: Range<usize>) -> Vec<Item<'a>> {
         if self.merged {
@@ -957,15 +956,6 @@ impl<'a> CuWork<'_, 'a> {
         // comes back from the file. (A relocated copy stays whole: a later
         // part may refer into an earlier one's bytes.)
         let elf = self.lctx.elf;
-        let release = |w: &Range<usize>| {
-            if let (Some(m), true) = (elf.mapping, elf.info_is_file_mapped()) {
-                let (first, last) = (&self.headers[w.start], &self.headers[w.end - 1]);
-                let end = last.offset().0 + last.length_including_self();
-                if let Some(bytes) = elf.debug.info.get(first.offset().0..end) {
-                    m.release(bytes);
-                }
-            }
-        };
         let mut one: Option<dwarf::Cu<'_>> = None;
         let mut cur = windows.first().map(|w| decode_window(w.clone())).unwrap_or_default();
         for i in 0..windows.len() {
@@ -973,7 +963,7 @@ impl<'a> CuWork<'_, 'a> {
             let parts = std::mem::take(&mut cur);
             let (appended, nxt) = rayon::join(
                 || -> Result<(), Halt> {
-                    release(&windows[i]);
+                    elf.drop_mapped_info(self.unit_span(&windows[i]));
                     for part in parts {
                         let Some(part) = part.map_err(|e| self.decode_err(e))? else {
                             continue;
@@ -1030,17 +1020,12 @@ impl<'a> CuWork<'_, 'a> {
         // relocated copy is then kept whole)
         let release_info = elf.info_is_file_mapped() || (!self.resolve && !self.dwz);
         let per_cu = per_cu_sections(elf);
-        let unit_range = |r: &Range<usize>| -> (usize, usize) {
-            let first = &self.headers[r.start];
-            let last = &self.headers[r.end - 1];
-            (first.offset().0, last.offset().0 + last.length_including_self())
-        };
         let mut cur = chunks.first().map(|r| self.chunk(r.clone())).unwrap_or_default();
         let mut stopped = false;
         for i in 0..chunks.len() {
             let next = chunks.get(i + 1).cloned();
             let items = std::mem::take(&mut cur);
-            let range = unit_range(&chunks[i]);
+            let range = self.unit_span(&chunks[i]);
             let (res, nxt) = rayon::join(
                 || -> Result<(), EncodeError> {
                     for it in items {
@@ -1064,7 +1049,7 @@ impl<'a> CuWork<'_, 'a> {
                         // SAFETY: this chunk's units are merged, and the merged
                         // BTF borrows nothing from .debug_info; no later unit
                         // reads these bytes (see above).
-                        unsafe { elf.release_info(range.0..range.1) };
+                        unsafe { elf.release_info(range) };
                     }
                     elf.release_str();
                     if let Some(m) = elf.mapping {
