@@ -351,7 +351,6 @@ pub(super) struct LazyLayouts {
     /// Discovered, not yet built; built in discovery order, which is the
     /// order [`Layouts::push`] numbers them in.
     queue: std::collections::VecDeque<CoreId>,
-    discovered: AggId,
 }
 
 impl LazyLayouts {
@@ -398,10 +397,10 @@ impl LazyLayouts {
 
     /// `core`'s aggregate id, queued for building if new.
     fn discover(&mut self, core: CoreId) -> AggId {
+        let next = self.ids.len() as AggId;
         *self.ids.entry(core).or_insert_with(|| {
             self.queue.push_back(core);
-            self.discovered += 1;
-            self.discovered - 1
+            next
         })
     }
 
