@@ -361,10 +361,7 @@ fn repeated_units_turn_the_collapse_on_with_the_same_bytes() {
         o.stderr
     };
     run(Command::new("gcc").args(["-g", "-O2", "a.c", "b.c", "-o", "prog"]));
-    run(Command::new("objcopy").args(["--dump-section", ".debug_info=info", "prog", "prog.copy"]));
-    let info = std::fs::read(dir.join("info")).unwrap();
-    std::fs::write(dir.join("info2"), [&info[..], &info[..]].concat()).unwrap();
-    run(Command::new("objcopy").args(["--update-section=.debug_info=info2", "prog", "prog2"]));
+    common::with_info_twice(&dir.join("prog"), &dir.join("prog2"));
     for (input, repeats) in [("prog", false), ("prog2", true)] {
         let stats = run(Command::new(env!("CARGO_BIN_EXE_btfkit")).args([
             "encode",

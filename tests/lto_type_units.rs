@@ -82,28 +82,15 @@ fn stats_say_when_units_were_merged() {
 /// there for nothing).
 #[test]
 fn a_merged_file_whose_units_repeat_is_not_collapsed() {
-    if std::process::Command::new("objcopy").arg("--version").output().is_err() {
+    if !have_tool("objcopy", "--version") {
         eprintln!("skipped: objcopy not found");
         return;
     }
     let dir = scratch("lto-repeated-units");
-    let input = corpus_file("fixtures/bin/prog.clang-O2-thinlto.exe");
-    let objcopy = |args: &[&str]| {
-        let o = std::process::Command::new("objcopy")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "objcopy {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    objcopy(&["--dump-section", ".debug_info=info", &s(&input), "copy"]);
-    let info = std::fs::read(dir.join("info")).unwrap();
-    std::fs::write(dir.join("info2"), [&info[..], &info[..]].concat()).unwrap();
-    objcopy(&["--update-section=.debug_info=info2", &s(&input), "twice"]);
+    with_info_twice(
+        &corpus_file("fixtures/bin/prog.clang-O2-thinlto.exe"),
+        &dir.join("twice"),
+    );
     let r = run(&[
         "encode",
         &s(&dir.join("twice")),

@@ -125,6 +125,36 @@ pub fn have_tool(tool: &str, arg: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Writes `input` with its `.debug_info` twice over to `out` (the units
+/// repeated, as benches/mem-scale.py makes its k = 2 input), with objcopy;
+/// the caller checks `have_tool("objcopy", "--version")` first.
+pub fn with_info_twice(input: &Path, out: &Path) {
+    let info = out.with_extension("info");
+    let objcopy = |args: &[&str]| {
+        let o = std::process::Command::new("objcopy").args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "objcopy {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    // (objcopy writes a copy while dumping: into `out`, replaced below)
+    objcopy(&[
+        "--dump-section",
+        &format!(".debug_info={}", s(&info)),
+        &s(input),
+        &s(out),
+    ]);
+    let bytes = std::fs::read(&info).unwrap();
+    std::fs::write(&info, [&bytes[..], &bytes[..]].concat()).unwrap();
+    objcopy(&[
+        &format!("--update-section=.debug_info={}", s(&info)),
+        &s(input),
+        &s(out),
+    ]);
+    let _ = std::fs::remove_file(&info);
+}
+
 /// The bpftool to compare with: $BPFTOOL, else `bpftool` on PATH, else
 /// Debian's /usr/sbin/bpftool (not on a normal user's PATH); None if none runs.
 pub fn bpftool() -> Option<String> {
